@@ -1,0 +1,23 @@
+# Compile options every txmq target gets: warnings on, optional -Werror and sanitizers.
+add_library(txmq_warnings INTERFACE)
+add_library(txmq::warnings ALIAS txmq_warnings)
+target_compile_options(txmq_warnings INTERFACE -Wall -Wextra -Wpedantic)
+if(TXMQ_WERROR)
+  target_compile_options(txmq_warnings INTERFACE -Werror)
+endif()
+if(TXMQ_SANITIZE)
+  target_compile_options(txmq_warnings INTERFACE -fsanitize=${TXMQ_SANITIZE} -fno-omit-frame-pointer)
+  target_link_options(txmq_warnings INTERFACE -fsanitize=${TXMQ_SANITIZE})
+endif()
+
+# txmq_add_test(NAME LABEL SOURCES... [LIBS ...]): one gtest executable registered with ctest,
+# every test case carrying LABEL so `ctest -L unit` selects a slice.
+function(txmq_add_test name label)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main txmq::warnings)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${ARG_TIMEOUT} DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages txmq needs to build and test, and nothing else.
+# Idempotent: when every package is present it only checks and exits.
+# Runs as root (or through sudo when available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ccache pkg-config
+  libboost1.81-dev libboost-json1.81-dev libboost-program-options1.81-dev libboost-url1.81-dev
+  librocksdb-dev libprotobuf-dev protobuf-compiler
+  libpq-dev postgresql postgresql-15
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev openssl procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  # dpkg-query prints "install ok installed" only for a fully installed package.
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing missing packages: ${missing[*]}"
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null; then sudo_cmd=(sudo); else
+    echo "setup: must run as root (or with sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+# Boost 1.81 replaces Debian's default 1.74 -dev packages; that is expected (Asio coroutines
+# need 1.81 with GCC 12).
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The postgresql package may start a system cluster; tests run their own private clusters,
+# so the system one is not needed, but leaving it running does no harm.
+echo "setup: done"
