@@ -1,0 +1,362 @@
+#pragma once
+
+// The durable store of a txmq broker: topics and their partitioned message logs, the dedupe
+// index, half (prepared) transactions, consumer-group state and dead letters.
+//
+// Threading: every member function is thread-safe. Writes are queued to one writer thread (the
+// group committer): all writes that arrive while it is busy are applied together in one RocksDB
+// WriteBatch and made durable by one fsync, and then each caller's completion runs, on the
+// writer thread, with that caller's own result. Completions must be quick and must not call
+// back into the store synchronously (post the result to your own executor instead).
+// Reads run on the calling thread and see exactly the writes whose completions have run.
+//
+// Errors: every call returns or completes with result<T>; error codes are txmq::storage::errc.
+// After an io_error or corruption on write the store refuses all further writes
+// (errc::store_failed): reopen it after fixing the cause. Nothing is acknowledged that was not
+// written.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "txmq/protocol/message_id.h"
+#include "txmq/protocol/result.h"
+#include "txmq/storage/errc.h"
+#include "txmq/v1/message.pb.h"
+
+namespace txmq::storage {
+
+using protocol::message_id;
+using protocol::txid;
+
+template <class T>
+using completion = std::function<void(result<T>)>;
+
+struct store_options {
+  std::filesystem::path dir = "data";
+  // RocksDB over an in-memory file system: the same code and semantics, nothing on disk
+  // (tests of the layers above). Such a store cannot be reopened.
+  bool in_memory = false;
+  // How long message ids are remembered for dedupe, and resolved transaction outcomes kept.
+  std::chrono::milliseconds dedupe_window = std::chrono::hours(24);
+  // Read every block of every file once at open so corruption is found before serving, not
+  // later on a read. Costs about one sequential read of the store.
+  bool verify_checksums_on_open = true;
+  // Upper bound of the bytes one commit group merges (the queue keeps the rest for the next).
+  std::size_t max_group_bytes = 32u << 20;
+  std::size_t block_cache_bytes = 64u << 20;
+  std::size_t write_buffer_bytes = 32u << 20;
+  // Unix milliseconds; tests inject a fake clock. Default: the system clock.
+  std::function<std::int64_t()> clock;
+};
+
+// ---- Topics -------------------------------------------------------------------------------
+
+struct topic_config {
+  std::string name;
+  std::uint32_t partitions = 4;
+  // Messages older than this are removed by enforce_retention(); 0 keeps them by age forever.
+  std::int64_t retention_ms = 7LL * 24 * 3600 * 1000;
+  // Oldest batches of a partition are removed while it holds more; 0 = no byte limit.
+  std::uint64_t retention_bytes = 0;
+};
+
+struct partition_info {
+  std::uint64_t start_offset = 0;  // lowest offset still stored
+  std::uint64_t next_offset = 0;   // offset the next message gets (high watermark)
+  std::uint64_t bytes = 0;         // approximate stored bytes
+};
+
+struct topic_info {
+  topic_config config;
+  std::uint32_t id = 0;
+  std::int64_t created_ms = 0;
+  std::vector<partition_info> partitions;
+};
+
+// ---- Messages -----------------------------------------------------------------------------
+
+struct append_request {
+  std::string topic;
+  // Each needs a 16-byte id. Key → partition by protocol::partition_for_key; keyless messages
+  // go round-robin. publish_time_ms is set from the store clock when 0.
+  std::vector<v1::Message> messages;
+  // When the topic does not exist: create it with this many partitions; without it the append
+  // fails with errc::unknown_topic.
+  std::optional<std::uint32_t> auto_create_partitions;
+  bool sync = true;
+};
+
+struct position {
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  // The id was already stored within the dedupe window: nothing was written and partition and
+  // offset are those of the original.
+  bool duplicate = false;
+  friend bool operator==(const position&, const position&) = default;
+};
+
+struct append_result {
+  std::vector<position> positions;  // one per message, in request order
+};
+
+struct read_request {
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t from_offset = 0;  // below the partition's start: reading starts at the start
+  std::size_t max_messages = 500;
+  std::size_t max_bytes = 1u << 20;  // at least one message is returned if one is there
+};
+
+struct read_result {
+  std::vector<v1::Message> messages;  // topic, partition and offset filled in
+  std::uint64_t next_offset = 0;      // where the next read continues
+  std::uint64_t start_offset = 0;
+  std::uint64_t high_watermark = 0;
+};
+
+struct id_location {
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+};
+
+// ---- Transactions (half messages) ---------------------------------------------------------
+
+enum class tx_state : std::uint8_t { prepared = 1, committed = 2, rolled_back = 3, abandoned = 4 };
+enum class tx_outcome : std::uint8_t { commit = 1, rollback = 2 };
+enum class resolver : std::uint8_t { producer = 1, check = 2, operator_ = 3 };
+
+struct ack_ref {
+  std::string group;
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  friend bool operator==(const ack_ref&, const ack_ref&) = default;
+};
+
+struct tx_record {
+  txid id;
+  std::string producer_group;
+  tx_state state = tx_state::prepared;
+  // Topic set on each; partition and offset set once committed.
+  std::vector<v1::Message> messages;
+  // Acks applied atomically with COMMIT (read-process-write).
+  std::vector<ack_ref> acks;
+  std::int64_t prepared_ms = 0;
+  std::uint32_t check_count = 0;
+  std::int64_t next_check_ms = 0;  // 0 once no further check is due
+  std::int64_t resolved_ms = 0;
+  std::optional<resolver> resolved_by;
+};
+
+struct prepare_request {
+  txid id;
+  std::string producer_group;
+  std::vector<v1::Message> messages;  // topic set on each; ids needed as for append
+  std::vector<ack_ref> acks;
+  std::int64_t first_check_ms = 0;    // when the first check-back is due
+  std::optional<std::uint32_t> auto_create_partitions;
+  bool sync = true;
+};
+
+struct prepare_result {
+  bool duplicate = false;  // the txid was already prepared (a retried Prepare): nothing written
+};
+
+struct resolve_request {
+  txid id;
+  tx_outcome outcome = tx_outcome::commit;
+  resolver by = resolver::producer;
+  bool sync = true;
+};
+
+enum class resolve_status : std::uint8_t {
+  applied = 1,   // this call resolved it
+  repeated = 2,  // already resolved the same way: idempotent OK, nothing written
+  conflict = 3,  // already resolved the other way: nothing changed (TX_ALREADY_RESOLVED)
+};
+
+struct resolve_result {
+  resolve_status status = resolve_status::applied;
+  tx_state state = tx_state::prepared;  // the recorded state after the call
+  std::vector<position> positions;      // committed: one per message
+};
+
+struct check_update {
+  txid id;
+  std::uint32_t check_count = 0;
+  std::int64_t next_check_ms = 0;
+  bool abandon = false;  // tx_max_checks reached: PREPARED → ABANDONED, no further checks
+};
+
+// ---- Consumer groups ----------------------------------------------------------------------
+
+enum class group_start : std::uint8_t { earliest = 1, latest = 2 };
+
+struct group_cursor {
+  std::string topic;
+  std::uint32_t partition = 0;
+  // Every offset below ack_floor is done (acked or dead-lettered); kept by the store.
+  std::uint64_t ack_floor = 0;
+  // The next offset not yet handed to any member; moved by the caller (dispatch).
+  std::uint64_t next_offset = 0;
+  friend bool operator==(const group_cursor&, const group_cursor&) = default;
+};
+
+enum class delivery_status : std::uint8_t { in_flight = 1, waiting = 2, acked = 3, dead = 4 };
+
+// State of one dispatched message in a group. in_flight: visible_at_ms is its ack deadline;
+// waiting: retry or delayed delivery not before visible_at_ms.
+struct delivery_record {
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  std::uint32_t attempt = 0;
+  std::int64_t visible_at_ms = 0;
+  delivery_status status = delivery_status::waiting;
+  friend bool operator==(const delivery_record&, const delivery_record&) = default;
+};
+
+struct dead_letter {
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  std::uint32_t attempts = 0;
+  std::int64_t dead_at_ms = 0;
+  std::string reason;
+};
+
+struct message_ref {
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+};
+
+struct group_info {
+  std::string name;
+  std::vector<std::string> topics;
+  std::int64_t created_ms = 0;
+};
+
+struct group_state {
+  group_info info;
+  std::vector<group_cursor> cursors;
+  std::vector<delivery_record> deliveries;  // every record between floor and cursor
+  std::uint64_t dead_letters = 0;
+};
+
+// One atomic change of one group's state.
+struct group_update {
+  std::string group;
+  // Dispatch cursors to move forward (topic, partition, next_offset; ack_floor is ignored).
+  std::vector<group_cursor> dispatched;
+  // Upserts of in-flight / waiting records (the due-time index follows them).
+  std::vector<delivery_record> deliveries;
+  // Done: the record becomes acked and the floor advances over the acked prefix.
+  std::vector<message_ref> acks;
+  // To the dead-letter queue; counts as done for the floor.
+  std::vector<dead_letter> dead;
+  // Out of the dead-letter queue, back to waiting with attempt 0, visible at once.
+  std::vector<message_ref> redrive;
+  // Acks may be synced lazily: a lost ack only causes a redelivery.
+  bool sync = false;
+};
+
+struct group_update_result {
+  std::vector<group_cursor> cursors;  // every cursor the update touched, after it
+};
+
+struct due_delivery {
+  std::string group;
+  delivery_record delivery;
+};
+
+// ---- Maintenance and statistics -----------------------------------------------------------
+
+struct retention_result {
+  std::uint64_t messages_removed = 0;
+  std::uint64_t bytes_removed = 0;
+};
+
+struct store_stats {
+  std::uint64_t commit_groups = 0;  // WriteBatches written
+  std::uint64_t fsyncs = 0;         // of those, written with sync
+  std::uint64_t operations = 0;     // requests applied
+  std::uint64_t messages_appended = 0;
+  std::uint64_t bytes_appended = 0;
+  std::uint64_t largest_group = 0;  // most requests in one WriteBatch
+};
+
+class store {
+ public:
+  virtual ~store() = default;
+
+  // Topics. create_topic of an existing name with the same partition count answers its info.
+  virtual void create_topic(topic_config config, completion<topic_info> done) = 0;
+  [[nodiscard]] virtual std::optional<topic_info> topic(std::string_view name) const = 0;
+  [[nodiscard]] virtual std::vector<topic_info> topics() const = 0;
+
+  // Messages. Dedupe: an id stored within the dedupe window answers its original position.
+  virtual void append(append_request request, completion<append_result> done) = 0;
+  [[nodiscard]] virtual result<read_result> read(const read_request& request) const = 0;
+  [[nodiscard]] virtual result<std::optional<id_location>> find_id(const message_id& id) const = 0;
+
+  // Transactions. prepare stores the messages invisible; resolve makes them visible (commit,
+  // with their acks, in one atomic write) or drops them (rollback). The first resolution wins.
+  virtual void prepare(prepare_request request, completion<prepare_result> done) = 0;
+  virtual void resolve(resolve_request request, completion<resolve_result> done) = 0;
+  // Records check attempts; entries whose transaction is no longer PREPARED are ignored.
+  virtual void record_checks(std::vector<check_update> updates, completion<void> done) = 0;
+  [[nodiscard]] virtual result<std::optional<tx_record>> find_tx(const txid& id) const = 0;
+  // PREPARED transactions whose next check is due at or before until_ms, earliest first.
+  [[nodiscard]] virtual result<std::vector<tx_record>> due_checks(std::int64_t until_ms, std::size_t limit) const = 0;
+  // Transactions in a state (all states when nullopt), in txid order after `after`.
+  [[nodiscard]] virtual result<std::vector<tx_record>> list_txs(std::optional<tx_state> state, std::size_t limit,
+                                                              std::optional<txid> after = std::nullopt) const = 0;
+
+  // Consumer groups. ensure_group creates the group or adds topics to it; cursors of new
+  // topics start at the earliest retained or the latest offset. Answers the group's state.
+  virtual void ensure_group(group_info info, group_start start, completion<group_state> done) = 0;
+  virtual void update_group(group_update update, completion<group_update_result> done) = 0;
+  [[nodiscard]] virtual result<group_state> load_group(std::string_view name) const = 0;
+  [[nodiscard]] virtual std::vector<group_info> groups() const = 0;
+  [[nodiscard]] virtual result<std::vector<dead_letter>> dead_letters(std::string_view group, std::size_t limit) const = 0;
+  // In-flight and waiting deliveries of all groups with visible_at_ms ≤ until_ms, earliest first.
+  [[nodiscard]] virtual result<std::vector<due_delivery>> due_deliveries(std::int64_t until_ms,
+                                                                        std::size_t limit) const = 0;
+
+  // Removes messages past their topic's retention (age, bytes) with range deletes, without
+  // holding up other writes for more than one commit group.
+  virtual void enforce_retention(completion<retention_result> done) = 0;
+  // Compacts everything now, dropping expired dedupe entries and transaction outcomes (which
+  // otherwise go in background compactions). For tests and maintenance.
+  [[nodiscard]] virtual result<void> compact() = 0;
+  // Number of dedupe entries physically present (expired ones included until compacted).
+  [[nodiscard]] virtual result<std::uint64_t> count_dedupe_entries() const = 0;
+
+  [[nodiscard]] virtual store_stats stats() const = 0;
+  // Stops the writer after the queued writes are done; later writes fail with errc::closed.
+  virtual void close() = 0;
+};
+
+// Opens (or creates, when the directory is missing or empty) the store at options.dir.
+// Errors: errc::not_a_store for a directory with foreign files or a txmq store whose RocksDB
+// files are missing, errc::corruption for damaged files, errc::io_error otherwise. When `why`
+// is given it receives a sentence for the user naming the path and what RocksDB reported.
+[[nodiscard]] result<std::unique_ptr<store>> open_store(store_options options, std::string* why = nullptr);
+
+// Waits for an asynchronous store call: call_sync<T>([&](auto done) { s.append(req, done); }).
+// For tools and tests; never on a network thread.
+template <class T, class Start>
+result<T> call_sync(Start&& start);
+
+}  // namespace txmq::storage
+
+#include "txmq/storage/detail/call_sync.h"

@@ -1,0 +1,243 @@
+#pragma once
+
+// Key layout of the store (all integers big-endian so byte order is numeric order).
+//
+// CF default:  "v"                               → format version
+//              "t/" name                         → TopicRecord
+//              "p/" topic_id:4 partition:4       → partition_meta (start, next, bytes)
+//              "g/" group                        → GroupRecord
+// CF log:      topic_id:4 partition:4 base:8     → batch header + txmq.v1.MessageBatch
+// CF dedupe:   message_id:16                     → dedupe_entry
+// CF tx:       txid:16                           → TxRecord
+// CF index:    't' time:8 txid:16                → (empty)            next check of a PREPARED tx
+//              'd' time:8 group_key tid:4 p:4 o:8 → delivery_value    due retry / deadline
+// CF groups:   'c' group_key tid:4 p:4           → cursor (floor:8, next:8)
+//              'd' group_key tid:4 p:4 o:8       → delivery_value
+//              'q' group_key tid:4 p:4 o:8       → DeadLetterRecord
+// group_key = len:1 name, so one group's keys never interleave with a longer name's.
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace txmq::storage::detail {
+
+inline void put_u8(std::string& s, std::uint8_t v) { s.push_back(static_cast<char>(v)); }
+
+inline void put_u32(std::string& s, std::uint32_t v) {
+  char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+  s.append(b, 4);
+}
+
+inline void put_u64(std::string& s, std::uint64_t v) {
+  put_u32(s, static_cast<std::uint32_t>(v >> 32));
+  put_u32(s, static_cast<std::uint32_t>(v));
+}
+
+inline std::uint32_t get_u32(const char* p) {
+  auto u = [&](int i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])); };
+  return (u(0) << 24) | (u(1) << 16) | (u(2) << 8) | u(3);
+}
+
+inline std::uint64_t get_u64(const char* p) {
+  return (static_cast<std::uint64_t>(get_u32(p)) << 32) | get_u32(p + 4);
+}
+
+// Times before 1970 never occur; clamp so a bad clock cannot wrap the index order.
+inline std::uint64_t time_key(std::int64_t ms) { return ms < 0 ? 0 : static_cast<std::uint64_t>(ms); }
+
+inline std::string topic_key(std::string_view name) { return "t/" + std::string(name); }
+inline std::string group_record_key(std::string_view name) { return "g/" + std::string(name); }
+
+inline std::string partition_meta_key(std::uint32_t tid, std::uint32_t p) {
+  std::string k = "p/";
+  put_u32(k, tid);
+  put_u32(k, p);
+  return k;
+}
+
+inline std::string log_prefix(std::uint32_t tid, std::uint32_t p) {
+  std::string k;
+  put_u32(k, tid);
+  put_u32(k, p);
+  return k;
+}
+
+inline std::string log_key(std::uint32_t tid, std::uint32_t p, std::uint64_t base) {
+  std::string k = log_prefix(tid, p);
+  put_u64(k, base);
+  return k;
+}
+
+inline void put_group(std::string& k, std::string_view group) {
+  put_u8(k, static_cast<std::uint8_t>(group.size()));
+  k.append(group);
+}
+
+inline std::string group_prefix(char kind, std::string_view group) {
+  std::string k(1, kind);
+  put_group(k, group);
+  return k;
+}
+
+inline std::string cursor_key(std::string_view group, std::uint32_t tid, std::uint32_t p) {
+  std::string k = group_prefix('c', group);
+  put_u32(k, tid);
+  put_u32(k, p);
+  return k;
+}
+
+inline std::string message_key(char kind, std::string_view group, std::uint32_t tid, std::uint32_t p,
+                               std::uint64_t offset) {
+  std::string k = group_prefix(kind, group);
+  put_u32(k, tid);
+  put_u32(k, p);
+  put_u64(k, offset);
+  return k;
+}
+
+inline std::string tx_due_key(std::int64_t ms, std::string_view txid_raw) {
+  std::string k(1, 't');
+  put_u64(k, time_key(ms));
+  k.append(txid_raw);
+  return k;
+}
+
+inline std::string delivery_due_key(std::int64_t ms, std::string_view group, std::uint32_t tid, std::uint32_t p,
+                                    std::uint64_t offset) {
+  std::string k(1, 'd');
+  put_u64(k, time_key(ms));
+  put_group(k, group);
+  put_u32(k, tid);
+  put_u32(k, p);
+  put_u64(k, offset);
+  return k;
+}
+
+// The smallest key greater than every key starting with prefix (for iterate_upper_bound).
+inline std::string prefix_end(std::string prefix) {
+  while (!prefix.empty()) {
+    auto& c = prefix.back();
+    if (static_cast<unsigned char>(c) != 0xff) {
+      c = static_cast<char>(static_cast<unsigned char>(c) + 1);
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return prefix;  // empty: no upper bound
+}
+
+// Fixed-size values.
+struct partition_meta {
+  std::uint64_t start_offset = 0;
+  std::uint64_t next_offset = 0;
+  std::uint64_t bytes = 0;
+};
+
+inline std::string encode(const partition_meta& m) {
+  std::string s;
+  put_u64(s, m.start_offset);
+  put_u64(s, m.next_offset);
+  put_u64(s, m.bytes);
+  return s;
+}
+
+inline bool decode(std::string_view v, partition_meta& m) {
+  if (v.size() != 24) return false;
+  m.start_offset = get_u64(v.data());
+  m.next_offset = get_u64(v.data() + 8);
+  m.bytes = get_u64(v.data() + 16);
+  return true;
+}
+
+struct dedupe_entry {
+  std::uint32_t topic_id = 0;
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  std::int64_t stored_ms = 0;
+};
+
+inline std::string encode(const dedupe_entry& e) {
+  std::string s;
+  put_u32(s, e.topic_id);
+  put_u32(s, e.partition);
+  put_u64(s, e.offset);
+  put_u64(s, static_cast<std::uint64_t>(e.stored_ms));
+  return s;
+}
+
+inline bool decode(std::string_view v, dedupe_entry& e) {
+  if (v.size() != 24) return false;
+  e.topic_id = get_u32(v.data());
+  e.partition = get_u32(v.data() + 4);
+  e.offset = get_u64(v.data() + 8);
+  e.stored_ms = static_cast<std::int64_t>(get_u64(v.data() + 16));
+  return true;
+}
+
+struct cursor_value {
+  std::uint64_t ack_floor = 0;
+  std::uint64_t next_offset = 0;
+};
+
+inline std::string encode(const cursor_value& c) {
+  std::string s;
+  put_u64(s, c.ack_floor);
+  put_u64(s, c.next_offset);
+  return s;
+}
+
+inline bool decode(std::string_view v, cursor_value& c) {
+  if (v.size() != 16) return false;
+  c.ack_floor = get_u64(v.data());
+  c.next_offset = get_u64(v.data() + 8);
+  return true;
+}
+
+struct delivery_value {
+  std::uint32_t attempt = 0;
+  std::int64_t visible_at_ms = 0;
+  std::uint8_t status = 0;
+};
+
+inline std::string encode(const delivery_value& d) {
+  std::string s;
+  put_u32(s, d.attempt);
+  put_u64(s, static_cast<std::uint64_t>(d.visible_at_ms));
+  put_u8(s, d.status);
+  return s;
+}
+
+inline bool decode(std::string_view v, delivery_value& d) {
+  if (v.size() != 13) return false;
+  d.attempt = get_u32(v.data());
+  d.visible_at_ms = static_cast<std::int64_t>(get_u64(v.data() + 4));
+  d.status = static_cast<std::uint8_t>(v[12]);
+  return d.status >= 1 && d.status <= 4;
+}
+
+// A log value: a 13-byte header, so retention can judge a batch without parsing it, then the
+// serialized txmq.v1.MessageBatch.
+struct batch_header {
+  std::uint8_t version = 1;
+  std::uint32_t count = 0;
+  std::int64_t max_publish_ms = 0;
+};
+inline constexpr std::size_t batch_header_bytes = 13;
+
+inline void encode(const batch_header& h, std::string& out) {
+  put_u8(out, h.version);
+  put_u32(out, h.count);
+  put_u64(out, static_cast<std::uint64_t>(h.max_publish_ms));
+}
+
+inline bool decode(std::string_view v, batch_header& h) {
+  if (v.size() < batch_header_bytes || v[0] != 1) return false;
+  h.version = 1;
+  h.count = get_u32(v.data() + 1);
+  h.max_publish_ms = static_cast<std::int64_t>(get_u64(v.data() + 5));
+  return h.count > 0;
+}
+
+}  // namespace txmq::storage::detail
