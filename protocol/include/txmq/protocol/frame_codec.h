@@ -28,8 +28,9 @@ inline constexpr std::uint32_t default_max_frame_bytes = 8 * 1024 * 1024;
 // are not a txmq.v1.Frame.
 [[nodiscard]] result<v1::Frame> decode_frame_body(std::span<const std::byte> body);
 
-// Appends length prefix + serialized frame to out. Error: errc::frame_too_large when the
-// serialized frame exceeds max_frame_bytes (nothing is appended then).
+// Appends length prefix + serialized frame to out. Errors (nothing is appended then):
+// errc::frame_too_large when the serialized frame exceeds max_frame_bytes; errc::frame_empty
+// for an all-default Frame, which serializes to zero bytes and so cannot be framed.
 [[nodiscard]] result<void> encode_frame(const v1::Frame& frame, std::string& out,
                                         std::uint32_t max_frame_bytes = default_max_frame_bytes);
 
