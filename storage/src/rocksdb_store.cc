@@ -1,11 +1,14 @@
 // The RocksDB implementation of txmq::storage::store.
 //
-// One writer thread (the group committer) applies every write: it drains the request queue,
-// applies each request to one WriteBatchWithIndex (reads inside the writer go through the batch,
-// so a request sees the effects of the requests before it in the same group), writes the batch
-// once with sync when any request asked for it, then publishes the new high watermarks and runs
-// the completions. Offsets, dedupe decisions and transaction resolutions are therefore decided
-// by one thread in one order, and nothing is acknowledged before its fsync.
+// Writes are a two-stage pipeline. The writer thread (the group committer) drains the request
+// queue and applies every request to one WriteBatch; reads inside the writer go through an
+// overlay of that batch, so a request sees the effects of the requests before it. It writes the
+// batch without sync and hands the group to the syncer thread. The syncer takes every group
+// written meanwhile, makes them durable with one WAL fsync, then publishes the new high
+// watermarks and runs the completions, in order. So applying group N+1 overlaps the fsync of
+// group N, one fsync covers several groups under load, offsets, dedupe decisions and
+// transaction resolutions are decided by one thread in one order, and nothing is acknowledged
+// or shown to readers before its fsync.
 
 #include <algorithm>
 #include <atomic>
@@ -23,7 +26,7 @@
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
-#include <rocksdb/utilities/write_batch_with_index.h>
+#include <rocksdb/write_batch.h>
 
 #include "keys.h"
 #include "txmq/protocol/partitioner.h"
@@ -109,18 +112,88 @@ struct topic_state {
   std::int64_t created_ms = 0;
 };
 
-// Messages appended to one partition in the current commit group; written as one log record.
+// A message serialized on the caller's thread, so the writer thread only copies bytes.
+struct encoded_message {
+  protocol::uuid id;
+  std::optional<std::string> key;
+  std::string bytes;  // txmq.v1.Message without topic, partition, offset, attempt
+  std::int64_t publish_ms = 0;
+  std::size_t body_bytes = 0;
+};
+
+encoded_message encode_message(v1::Message&& m, std::int64_t now_ms) {
+  encoded_message e;
+  e.id = protocol::uuid::from_bytes(m.id()).value();  // length checked by the caller
+  if (m.has_key()) e.key = m.key();
+  if (m.publish_time_ms() == 0) m.set_publish_time_ms(now_ms);
+  e.publish_ms = m.publish_time_ms();
+  e.body_bytes = m.body().size();
+  m.clear_topic();
+  m.clear_partition();
+  m.clear_offset();
+  m.clear_attempt();
+  m.SerializeToString(&e.bytes);
+  return e;
+}
+
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+// Messages appended to one partition in the current commit group; written as one log record:
+// the batch header, then a txmq.v1.MessageBatch built field by field (base_offset, then each
+// message as field 2), which parses exactly like one serialized by protobuf.
 struct pending_log {
   std::uint32_t topic_id = 0;
   std::uint32_t partition = 0;
   partition_state* state = nullptr;
   std::uint64_t base = 0;
-  v1::MessageBatch batch;
+  std::uint32_t count = 0;
   std::int64_t max_publish_ms = 0;
+  std::string value;
+
+  void start(std::uint64_t base_offset) {
+    base = base_offset;
+    value.assign(batch_header_bytes, '\0');  // patched by finish()
+    value.push_back(0x08);                    // field 1 (base_offset), varint
+    put_varint(value, base_offset);
+  }
+  void add(const encoded_message& m) {
+    value.push_back(0x12);  // field 2 (messages), length-delimited
+    put_varint(value, m.bytes.size());
+    value.append(m.bytes);
+    ++count;
+    max_publish_ms = std::max(max_publish_ms, m.publish_ms);
+  }
+  void finish() {
+    std::string header;
+    encode(batch_header{1, count, max_publish_ms}, header);
+    value.replace(0, batch_header_bytes, header);
+  }
 };
 
+// One commit group's writes, with an overlay so reads inside the writer see them.
 struct group_ctx {
-  rocksdb::WriteBatchWithIndex batch{rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true};
+  explicit group_ctx(const std::vector<rocksdb::ColumnFamilyHandle*>& h) : handles(h) {}
+
+  void put(cf_index cf, const std::string& key, const std::string& value) {
+    batch.Put(handles[cf], key, value);
+    overlay[cf][key] = value;
+  }
+  void del(cf_index cf, const std::string& key) {
+    batch.Delete(handles[cf], key);
+    overlay[cf][key] = std::nullopt;
+  }
+
+  const std::vector<rocksdb::ColumnFamilyHandle*>& handles;
+  rocksdb::WriteBatch batch;
+  std::unordered_map<std::string, std::optional<std::string>> overlay[cf_count];
+  // Dedupe entries of this group, kept apart from the generic overlay: it is the hot path.
+  std::unordered_map<protocol::uuid, dedupe_entry, protocol::uuid_hash> dedupe;
   std::map<std::pair<std::uint32_t, std::uint32_t>, pending_log> logs;
   std::vector<std::shared_ptr<topic_state>> new_topics;
   std::vector<partition_state*> touched;
@@ -136,10 +209,20 @@ using finisher = std::function<void(const std::error_code*)>;
 struct pending_op {
   std::size_t bytes = 0;
   bool sync = false;
-  // Runs in a commit group of its own with a plain WriteBatch (range deletes are not
-  // supported by WriteBatchWithIndex).
-  bool alone = false;
   std::function<finisher(group_ctx&)> apply;
+};
+
+// A group written to RocksDB (not yet synced), on its way through the syncer.
+struct written_group {
+  std::vector<finisher> finishers;
+  std::vector<std::pair<partition_state*, partition_meta>> publish;
+  std::vector<std::shared_ptr<topic_state>> new_topics;
+  std::error_code error;
+  bool sync = false;
+  bool wrote = false;
+  std::size_t operations = 0;
+  std::uint64_t messages = 0;
+  std::uint64_t bytes = 0;
 };
 
 class rocksdb_store final : public store {
@@ -188,10 +271,10 @@ class rocksdb_store final : public store {
  private:
   // ---- writer side
   template <class T, class Fn>
-  void submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn, bool alone = false);
+  void submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn);
   void writer_loop();
   void run_group(std::vector<pending_op>& ops);
-  void run_alone(pending_op& op);
+  void syncer_loop();
 
   // Reads inside the writer: through the current batch, then the DB.
   std::optional<std::string> wget(group_ctx& ctx, cf_index cf, const std::string& key);
@@ -199,7 +282,7 @@ class rocksdb_store final : public store {
   result<std::shared_ptr<topic_state>> writer_topic_or_create(group_ctx& ctx, std::string_view name,
                                                               std::optional<std::uint32_t> partitions);
   std::shared_ptr<topic_state> make_topic(group_ctx& ctx, const topic_config& config);
-  position append_one(group_ctx& ctx, topic_state& t, v1::Message msg);
+  position append_one(group_ctx& ctx, topic_state& t, const encoded_message& msg);
   void apply_ack(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p, std::uint64_t offset,
                  std::optional<dead_letter> dead, std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value>& cursors);
   cursor_value& cursor_for(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p,
@@ -230,7 +313,13 @@ class rocksdb_store final : public store {
   mutable std::shared_mutex topics_mu_;
   std::unordered_map<std::string, std::shared_ptr<topic_state>> topics_;
   std::unordered_map<std::uint32_t, std::shared_ptr<topic_state>> topics_by_id_;
+  // The writer's own view of the topics: a topic it created is there at once, while readers
+  // see it in topics_ only after the syncer made its creation durable.
+  std::unordered_map<std::string, std::shared_ptr<topic_state>> writer_topics_;
   std::uint32_t next_topic_id_ = 1;  // writer-only after open
+  // Writer-only: the greatest message id in the dedupe index. Ids are UUIDv7, so a new one is
+  // usually greater, and then it cannot be a duplicate: no lookup needed.
+  protocol::uuid max_stored_id_;
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
@@ -238,7 +327,12 @@ class rocksdb_store final : public store {
   bool stopping_ = false;
   std::thread writer_;
   std::atomic<bool> failed_{false};
-  bool unsynced_writes_ = false;  // writer-only: an async write since the last fsync
+
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  std::deque<written_group> sync_queue_;
+  bool sync_stopping_ = false;
+  std::thread syncer_;
 
   mutable std::mutex stats_mu_;
   store_stats stats_;
@@ -279,7 +373,15 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh, std::string* 
     cf.max_write_buffer_number = 3;
     cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
     cf.compression = rocksdb::kNoCompression;
-    if (i == cf_dedupe) cf.compaction_filter = filters_[0].get();
+    if (i == cf_dedupe) {
+      cf.compaction_filter = filters_[0].get();
+      // Nearly every lookup is for a new id: a memtable bloom filter answers those misses
+      // without walking the skip list.
+      cf.memtable_prefix_bloom_size_ratio = 0.05;
+      cf.memtable_whole_key_filtering = true;
+      // Not memtable_insert_with_hint_prefix_extractor: with it, ids from concurrent producers
+      // (not strictly increasing) were answered as duplicates of other ids in the crash test.
+    }
     if (i == cf_tx) cf.compaction_filter = filters_[1].get();
     cfs.emplace_back(k_cf_names[i], cf);
   }
@@ -384,6 +486,7 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh, std::string* 
       }
       next_topic_id_ = std::max(next_topic_id_, t->record.id() + 1);
       topics_by_id_[t->record.id()] = t;
+      writer_topics_[t->record.name()] = t;
       topics_[t->record.name()] = std::move(t);
     }
     if (!it->status().ok()) {
@@ -391,6 +494,19 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh, std::string* 
     }
   }
 
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[cf_dedupe]));
+    it->SeekToLast();
+    if (it->Valid()) {
+      auto id = protocol::uuid::from_bytes(std::string_view(it->key().data(), it->key().size()));
+      if (!id) return corrupt("a dedupe index key is not a message id");
+      max_stored_id_ = id.value();
+    } else if (!it->status().ok()) {
+      return fail(to_error(it->status()), "reading " + path.string() + ": " + it->status().ToString());
+    }
+  }
+
+  syncer_ = std::thread([this] { syncer_loop(); });
   writer_ = std::thread([this] { writer_loop(); });
   return outcome::success();
 }
@@ -399,11 +515,18 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh, std::string* 
 // The group committer
 
 template <class T, class Fn>
-void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn, bool alone) {
+void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn) {
+  // Checked and queued under one lock, before `done` moves into the op: a closed store must
+  // still be able to answer through it.
+  std::unique_lock lk(queue_mu_);
+  if (stopping_) {
+    lk.unlock();
+    done(make_error_code(errc::closed));
+    return;
+  }
   pending_op op;
   op.bytes = bytes;
   op.sync = sync;
-  op.alone = alone;
   op.apply = [fn = std::forward<Fn>(fn), done = std::move(done)](group_ctx& ctx) mutable -> finisher {
     result<T> r = [&]() -> result<T> {
       try {
@@ -422,16 +545,8 @@ void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&
       }
     };
   };
-  {
-    std::lock_guard lk(queue_mu_);
-    if (!stopping_) {
-      queue_.push_back(std::move(op));
-      queue_cv_.notify_one();
-      return;
-    }
-  }
-  op.apply = nullptr;
-  done(make_error_code(errc::closed));
+  queue_.push_back(std::move(op));
+  queue_cv_.notify_one();
 }
 
 void rocksdb_store::writer_loop() {
@@ -440,117 +555,136 @@ void rocksdb_store::writer_loop() {
     {
       std::unique_lock lk(queue_mu_);
       queue_cv_.wait(lk, [&] { return !queue_.empty() || stopping_; });
-      if (queue_.empty()) return;  // stopping and drained
+      if (queue_.empty()) break;  // stopping and drained
       std::size_t bytes = 0;
-      if (queue_.front().alone) {
+      while (!queue_.empty() && (ops.empty() || bytes + queue_.front().bytes <= options_.max_group_bytes)) {
+        bytes += queue_.front().bytes;
         ops.push_back(std::move(queue_.front()));
         queue_.pop_front();
-      } else {
-        while (!queue_.empty() && !queue_.front().alone &&
-               (ops.empty() || bytes + queue_.front().bytes <= options_.max_group_bytes)) {
-          bytes += queue_.front().bytes;
-          ops.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
       }
     }
-    if (ops.size() == 1 && ops.front().alone) {
-      run_alone(ops.front());
-    } else {
-      run_group(ops);
-    }
+    run_group(ops);
     ops.clear();
   }
+  std::lock_guard lk(sync_mu_);
+  sync_stopping_ = true;
+  sync_cv_.notify_one();
 }
 
 void rocksdb_store::run_group(std::vector<pending_op>& ops) {
-  group_ctx ctx;
+  group_ctx ctx(handles_);
   ctx.now_ms = now();
-  std::vector<finisher> finishers;
-  finishers.reserve(ops.size());
+  written_group g;
+  g.finishers.reserve(ops.size());
+  g.operations = ops.size();
   for (auto& op : ops) {
     ctx.sync = ctx.sync || op.sync;
-    finishers.push_back(op.apply(ctx));
+    g.finishers.push_back(op.apply(ctx));
   }
-  std::error_code write_error;
+  g.sync = ctx.sync;
   if (failed_) {
-    write_error = errc::store_failed;
+    g.error = errc::store_failed;
   } else if (ctx.poisoned) {
-    write_error = *ctx.poisoned;
+    // Offsets may have been handed out in memory for writes that will never happen: the store
+    // takes no more writes, and a reopen rebuilds from what is durable.
+    g.error = *ctx.poisoned;
     failed_ = true;
   } else {
     finalize(ctx);
-    rocksdb::Status s;
-    if (ctx.batch.GetWriteBatch()->Count() > 0) {
-      rocksdb::WriteOptions wo;
-      wo.sync = ctx.sync;
-      s = db_->Write(wo, ctx.batch.GetWriteBatch());
-      if (s.ok()) unsynced_writes_ = !ctx.sync;
-    } else if (ctx.sync && unsynced_writes_) {
-      // A synced answer (say, a duplicate) may rest on an earlier async write: sync it first.
-      s = db_->SyncWAL();
-      if (s.ok()) unsynced_writes_ = false;
-    }
-    if (!s.ok()) {
-      write_error = to_error(s);
-      failed_ = true;
-    } else {
-      // Publish: new topics, then high watermarks, so a reader that sees a new offset finds it.
-      if (!ctx.new_topics.empty()) {
-        std::unique_lock lk(topics_mu_);
-        for (auto& t : ctx.new_topics) {
-          topics_by_id_[t->record.id()] = t;
-          topics_[t->record.name()] = t;
-        }
+    if (ctx.batch.Count() > 0) {
+      // Not synced here: the syncer makes this and every group written meanwhile durable with
+      // one fsync before anyone hears of them.
+      auto s = db_->Write(rocksdb::WriteOptions(), &ctx.batch);
+      if (!s.ok()) {
+        g.error = to_error(s);
+        failed_ = true;
       }
-      for (auto* p : ctx.touched) {
-        p->committed_next.store(p->meta.next_offset, std::memory_order_release);
-        p->start_offset.store(p->meta.start_offset, std::memory_order_release);
-        p->bytes.store(p->meta.bytes, std::memory_order_release);
-      }
-      std::lock_guard lk(stats_mu_);
-      stats_.commit_groups += 1;
-      stats_.fsyncs += ctx.sync ? 1 : 0;
-      stats_.operations += ops.size();
-      stats_.messages_appended += ctx.messages;
-      stats_.bytes_appended += ctx.bytes;
-      stats_.largest_group = std::max<std::uint64_t>(stats_.largest_group, ops.size());
+      g.wrote = true;
     }
+    for (auto* p : ctx.touched) g.publish.emplace_back(p, p->meta);
+    g.new_topics = std::move(ctx.new_topics);
+    g.messages = ctx.messages;
+    g.bytes = ctx.bytes;
   }
-  if (write_error && !ctx.touched.empty()) {
-    // Offsets handed out in memory were never written; the store takes no more writes, and a
-    // reopen rebuilds from what is durable.
-    failed_ = true;
-  }
-  for (auto& f : finishers) f(write_error ? &write_error : nullptr);
+  std::lock_guard lk(sync_mu_);
+  sync_queue_.push_back(std::move(g));
+  sync_cv_.notify_one();
 }
 
-void rocksdb_store::run_alone(pending_op& op) {
-  group_ctx ctx;
-  ctx.now_ms = now();
-  ctx.sync = op.sync;
-  finisher f = op.apply(ctx);
-  std::error_code err;
-  if (ctx.poisoned) {
-    err = *ctx.poisoned;
-    failed_ = true;
+void rocksdb_store::syncer_loop() {
+  std::deque<written_group> groups;
+  bool unsynced = false;  // a write since the last fsync
+  for (;;) {
+    {
+      std::unique_lock lk(sync_mu_);
+      sync_cv_.wait(lk, [&] { return !sync_queue_.empty() || sync_stopping_; });
+      if (sync_queue_.empty()) return;
+      groups.swap(sync_queue_);
+    }
+    bool need_sync = false;
+    for (auto& g : groups) {
+      unsynced = unsynced || g.wrote;
+      need_sync = need_sync || g.sync;
+    }
+    std::error_code sync_error;
+    // A synced answer may rest on an earlier async write (a duplicate of it, say): sync then too.
+    if (need_sync && unsynced && !failed_) {
+      // The in-memory file system has nothing to make durable (and its WAL cannot SyncWAL).
+      auto s = options_.in_memory ? rocksdb::Status::OK() : db_->SyncWAL();
+      if (s.ok()) {
+        unsynced = false;
+        std::lock_guard lk(stats_mu_);
+        stats_.fsyncs += 1;
+      } else {
+        sync_error = to_error(s);
+        failed_ = true;
+      }
+    } else if (need_sync && failed_) {
+      sync_error = errc::store_failed;
+    }
+    for (auto& g : groups) {
+      std::error_code err = g.error ? g.error : (g.sync ? sync_error : std::error_code{});
+      if (!err) {
+        // Publish: new topics, then high watermarks, so a reader that sees a new offset finds it.
+        if (!g.new_topics.empty()) {
+          std::unique_lock lk(topics_mu_);
+          for (auto& t : g.new_topics) {
+            topics_by_id_[t->record.id()] = t;
+            topics_[t->record.name()] = t;
+          }
+        }
+        for (auto& [p, meta] : g.publish) {
+          p->start_offset.store(meta.start_offset, std::memory_order_release);
+          p->bytes.store(meta.bytes, std::memory_order_release);
+          p->committed_next.store(meta.next_offset, std::memory_order_release);
+        }
+        std::lock_guard lk(stats_mu_);
+        stats_.commit_groups += g.wrote ? 1 : 0;
+        stats_.operations += g.operations;
+        stats_.messages_appended += g.messages;
+        stats_.bytes_appended += g.bytes;
+        stats_.largest_group = std::max<std::uint64_t>(stats_.largest_group, g.operations);
+      }
+      for (auto& f : g.finishers) f(err ? &err : nullptr);
+    }
+    groups.clear();
   }
-  f(err ? &err : nullptr);
 }
 
 void rocksdb_store::close() {
   {
     std::lock_guard lk(queue_mu_);
-    if (stopping_ && !writer_.joinable()) return;
     stopping_ = true;
     queue_cv_.notify_all();
   }
   if (writer_.joinable()) writer_.join();
+  if (syncer_.joinable()) syncer_.join();
 }
 
 std::optional<std::string> rocksdb_store::wget(group_ctx& ctx, cf_index cf, const std::string& key) {
+  if (auto it = ctx.overlay[cf].find(key); it != ctx.overlay[cf].end()) return it->second;
   std::string value;
-  auto s = ctx.batch.GetFromBatchAndDB(db_.get(), rocksdb::ReadOptions(), handles_[cf], key, &value);
+  auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf], key, &value);
   if (s.IsNotFound()) return std::nullopt;
   if (!s.ok()) {
     ctx.poisoned = to_error(s);
@@ -561,19 +695,13 @@ std::optional<std::string> rocksdb_store::wget(group_ctx& ctx, cf_index cf, cons
 
 void rocksdb_store::finalize(group_ctx& ctx) {
   for (auto& [k, log] : ctx.logs) {
-    std::string value;
-    batch_header h;
-    h.count = static_cast<std::uint32_t>(log.batch.messages_size());
-    h.max_publish_ms = log.max_publish_ms;
-    encode(h, value);
-    log.batch.set_base_offset(log.base);
-    log.batch.AppendToString(&value);
-    ctx.batch.Put(handles_[cf_log], log_key(log.topic_id, log.partition, log.base), value);
-    log.state->meta.bytes += value.size();
+    log.finish();
+    ctx.batch.Put(handles_[cf_log], log_key(log.topic_id, log.partition, log.base), log.value);
+    log.state->meta.bytes += log.value.size();
     log.state->meta.next_offset = log.state->next;
   }
   for (auto& [k, log] : ctx.logs) {
-    ctx.batch.Put(handles_[cf_default], partition_meta_key(log.topic_id, log.partition), encode(log.state->meta));
+    ctx.put(cf_default, partition_meta_key(log.topic_id, log.partition), encode(log.state->meta));
   }
 }
 
@@ -592,11 +720,9 @@ std::shared_ptr<topic_state> rocksdb_store::find_topic(std::uint32_t id) const {
   return it == topics_by_id_.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<topic_state> rocksdb_store::writer_topic(group_ctx& ctx, std::string_view name) {
-  for (auto& t : ctx.new_topics) {
-    if (t->record.name() == name) return t;
-  }
-  return find_topic(name);
+std::shared_ptr<topic_state> rocksdb_store::writer_topic(group_ctx&, std::string_view name) {
+  auto it = writer_topics_.find(std::string(name));
+  return it == writer_topics_.end() ? nullptr : it->second;
 }
 
 std::shared_ptr<topic_state> rocksdb_store::make_topic(group_ctx& ctx, const topic_config& config) {
@@ -608,13 +734,14 @@ std::shared_ptr<topic_state> rocksdb_store::make_topic(group_ctx& ctx, const top
   t->record.set_retention_bytes(config.retention_bytes);
   t->record.set_created_ms(ctx.now_ms);
   t->created_ms = ctx.now_ms;
-  ctx.batch.Put(handles_[cf_default], topic_key(config.name), t->record.SerializeAsString());
+  ctx.put(cf_default, topic_key(config.name), t->record.SerializeAsString());
   for (std::uint32_t p = 0; p < config.partitions; ++p) {
     auto ps = std::make_unique<partition_state>();
-    ctx.batch.Put(handles_[cf_default], partition_meta_key(t->record.id(), p), encode(ps->meta));
+    ctx.put(cf_default, partition_meta_key(t->record.id(), p), encode(ps->meta));
     t->partitions.push_back(std::move(ps));
   }
   ctx.new_topics.push_back(t);
+  writer_topics_[config.name] = t;
   return t;
 }
 
@@ -681,24 +808,28 @@ std::vector<topic_info> rocksdb_store::topics() const {
 // ------------------------------------------------------------------------------------------
 // Messages
 
-position rocksdb_store::append_one(group_ctx& ctx, topic_state& t, v1::Message msg) {
-  const std::string dkey = msg.id();
-  if (auto existing = wget(ctx, cf_dedupe, dkey)) {
+position rocksdb_store::append_one(group_ctx& ctx, topic_state& t, const encoded_message& msg) {
+  if (auto it = ctx.dedupe.find(msg.id); it != ctx.dedupe.end()) {
+    return {it->second.partition, it->second.offset, true};
+  }
+  const rocksdb::Slice id_key(msg.id.raw().data(), msg.id.raw().size());
+  std::string existing;
+  auto s = msg.id > max_stored_id_ ? rocksdb::Status::NotFound()
+                                   : db_->Get(rocksdb::ReadOptions(), handles_[cf_dedupe], id_key, &existing);
+  if (s.ok()) {
     dedupe_entry e;
-    if (decode(*existing, e) && e.stored_ms >= ctx.now_ms - options_.dedupe_window.count()) {
+    if (decode(existing, e) && e.stored_ms >= ctx.now_ms - options_.dedupe_window.count()) {
       return {e.partition, e.offset, true};
     }
+  } else if (!s.IsNotFound()) {
+    ctx.poisoned = to_error(s);
+    return {};
   }
   const std::uint32_t parts = t.record.partitions();
-  const std::uint32_t p = msg.has_key() ? protocol::partition_for_key(msg.key(), parts)
-                                        : t.round_robin.fetch_add(1, std::memory_order_relaxed) % parts;
+  const std::uint32_t p = msg.key ? protocol::partition_for_key(*msg.key, parts)
+                                  : t.round_robin.fetch_add(1, std::memory_order_relaxed) % parts;
   auto& ps = *t.partitions[p];
   const std::uint64_t offset = ps.next++;
-  if (msg.publish_time_ms() == 0) msg.set_publish_time_ms(ctx.now_ms);
-  msg.clear_topic();
-  msg.clear_partition();
-  msg.clear_offset();
-  msg.clear_attempt();
 
   auto [it, inserted] = ctx.logs.try_emplace({t.record.id(), p});
   auto& log = it->second;
@@ -706,22 +837,25 @@ position rocksdb_store::append_one(group_ctx& ctx, topic_state& t, v1::Message m
     log.topic_id = t.record.id();
     log.partition = p;
     log.state = &ps;
-    log.base = offset;
+    log.start(offset);
     ctx.touched.push_back(&ps);
   }
-  log.max_publish_ms = std::max(log.max_publish_ms, msg.publish_time_ms());
+  log.add(msg);
   ctx.messages += 1;
-  ctx.bytes += msg.body().size();
-  *log.batch.add_messages() = std::move(msg);
+  ctx.bytes += msg.body_bytes;
 
-  ctx.batch.Put(handles_[cf_dedupe], dkey, encode(dedupe_entry{t.record.id(), p, offset, ctx.now_ms}));
+  const dedupe_entry entry{t.record.id(), p, offset, ctx.now_ms};
+  ctx.batch.Put(handles_[cf_dedupe], id_key, encode(entry));
+  ctx.dedupe.emplace(msg.id, entry);
+  max_stored_id_ = std::max(max_stored_id_, msg.id);
   return {p, offset, false};
 }
 
 namespace {
 bool valid_messages(const std::vector<v1::Message>& messages) {
   return !messages.empty() && std::all_of(messages.begin(), messages.end(), [](const v1::Message& m) {
-    return m.id().size() == protocol::uuid::size && m.id() != std::string(protocol::uuid::size, '\0');
+    const auto& id = m.id();
+    return id.size() == protocol::uuid::size && id.find_first_not_of('\0') != std::string::npos;
   });
 }
 std::size_t request_bytes(const std::vector<v1::Message>& messages) {
@@ -732,15 +866,24 @@ std::size_t request_bytes(const std::vector<v1::Message>& messages) {
 }  // namespace
 
 void rocksdb_store::append(append_request request, completion<append_result> done) {
-  const std::size_t bytes = request_bytes(request.messages);
-  const bool sync = request.sync;
-  submit<append_result>(sync, bytes, std::move(done), [this, req = std::move(request)](group_ctx& ctx) mutable -> result<append_result> {
-    if (!valid_messages(req.messages)) return errc::invalid_argument;
-    TXMQ_TRY(auto t, writer_topic_or_create(ctx, req.topic, req.auto_create_partitions));
+  if (!valid_messages(request.messages)) return done(make_error_code(errc::invalid_argument));
+  // Serialize here, on the caller's thread: the writer thread is the one everybody waits for.
+  const std::int64_t received_ms = now();
+  std::vector<encoded_message> messages;
+  messages.reserve(request.messages.size());
+  std::size_t bytes = 64;
+  for (auto& m : request.messages) {
+    messages.push_back(encode_message(std::move(m), received_ms));
+    bytes += messages.back().bytes.size();
+  }
+  submit<append_result>(request.sync, bytes, std::move(done),
+                        [this, topic = std::move(request.topic), create = request.auto_create_partitions,
+                         messages = std::move(messages)](group_ctx& ctx) -> result<append_result> {
+    TXMQ_TRY(auto t, writer_topic_or_create(ctx, topic, create));
     append_result out;
-    out.positions.reserve(req.messages.size());
-    for (auto& m : req.messages) {
-      out.positions.push_back(append_one(ctx, *t, std::move(m)));
+    out.positions.reserve(messages.size());
+    for (auto& m : messages) {
+      out.positions.push_back(append_one(ctx, *t, m));
       if (ctx.poisoned) return *ctx.poisoned;
     }
     return out;
@@ -873,8 +1016,8 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
     }
     rec.set_prepared_ms(ctx.now_ms);
     rec.set_next_check_ms(req.first_check_ms);
-    ctx.batch.Put(handles_[cf_tx], key, rec.SerializeAsString());
-    ctx.batch.Put(handles_[cf_index_], tx_due_key(req.first_check_ms, key), "");
+    ctx.put(cf_tx, key, rec.SerializeAsString());
+    ctx.put(cf_index_, tx_due_key(req.first_check_ms, key), "");
     return prepare_result{false};
   });
 }
@@ -909,14 +1052,14 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
       }
     }
     if (state == tx_state::prepared && rec.next_check_ms() != 0) {
-      ctx.batch.Delete(handles_[cf_index_], tx_due_key(rec.next_check_ms(), key));
+      ctx.del(cf_index_, tx_due_key(rec.next_check_ms(), key));
     }
     if (wanted == tx_state::committed) {
       for (int i = 0; i < rec.messages_size(); ++i) {
         auto* m = rec.mutable_messages(i);
         v1::Message copy = *m;
         copy.set_txid(key);
-        auto pos = append_one(ctx, *topics[static_cast<std::size_t>(i)], std::move(copy));
+        auto pos = append_one(ctx, *topics[static_cast<std::size_t>(i)], encode_message(std::move(copy), ctx.now_ms));
         out.positions.push_back(pos);
         m->set_partition(pos.partition);
         m->set_offset(pos.offset);
@@ -929,7 +1072,7 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
         apply_ack(ctx, a.group(), t->record.id(), a.partition(), a.offset(), std::nullopt, cursors[a.group()]);
       }
       for (auto& [group, cs] : cursors) {
-        for (auto& [tp, c] : cs) ctx.batch.Put(handles_[cf_groups], cursor_key(group, tp.first, tp.second), encode(c));
+        for (auto& [tp, c] : cs) ctx.put(cf_groups, cursor_key(group, tp.first, tp.second), encode(c));
       }
     }
     // Bodies live on in the log (commit) or are not wanted (rollback); keep the outcome small.
@@ -941,7 +1084,7 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
     rec.set_next_check_ms(0);
     rec.set_resolved_ms(ctx.now_ms);
     rec.set_resolved_by(static_cast<std::uint32_t>(req.by));
-    ctx.batch.Put(handles_[cf_tx], key, rec.SerializeAsString());
+    ctx.put(cf_tx, key, rec.SerializeAsString());
     if (ctx.poisoned) return *ctx.poisoned;
     out.status = resolve_status::applied;
     out.state = wanted;
@@ -960,16 +1103,16 @@ void rocksdb_store::record_checks(std::vector<check_update> updates, completion<
       records::TxRecord rec;
       if (!rec.ParseFromString(*existing)) return errc::corruption;
       if (static_cast<tx_state>(rec.state()) != tx_state::prepared) continue;
-      if (rec.next_check_ms() != 0) ctx.batch.Delete(handles_[cf_index_], tx_due_key(rec.next_check_ms(), key));
+      if (rec.next_check_ms() != 0) ctx.del(cf_index_, tx_due_key(rec.next_check_ms(), key));
       rec.set_check_count(u.check_count);
       if (u.abandon) {
         rec.set_state(static_cast<std::uint32_t>(tx_state::abandoned));
         rec.set_next_check_ms(0);
       } else {
         rec.set_next_check_ms(u.next_check_ms);
-        ctx.batch.Put(handles_[cf_index_], tx_due_key(u.next_check_ms, key), "");
+        ctx.put(cf_index_, tx_due_key(u.next_check_ms, key), "");
       }
-      ctx.batch.Put(handles_[cf_tx], key, rec.SerializeAsString());
+      ctx.put(cf_tx, key, rec.SerializeAsString());
     }
     return outcome::success();
   });
@@ -1049,7 +1192,7 @@ void rocksdb_store::erase_delivery_due(group_ctx& ctx, std::string_view group, s
   if (auto old = wget(ctx, cf_groups, message_key('d', group, tid, p, offset))) {
     delivery_value ov;
     if (decode(*old, ov) && (ov.status == 1 || ov.status == 2)) {
-      ctx.batch.Delete(handles_[cf_index_], delivery_due_key(ov.visible_at_ms, group, tid, p, offset));
+      ctx.del(cf_index_, delivery_due_key(ov.visible_at_ms, group, tid, p, offset));
     }
   }
 }
@@ -1058,9 +1201,9 @@ void rocksdb_store::put_delivery(group_ctx& ctx, std::string_view group, std::ui
                                  std::uint64_t offset, const delivery_value& v) {
   erase_delivery_due(ctx, group, tid, p, offset);
   const std::string value = encode(v);
-  ctx.batch.Put(handles_[cf_groups], message_key('d', group, tid, p, offset), value);
+  ctx.put(cf_groups, message_key('d', group, tid, p, offset), value);
   if (v.status == 1 || v.status == 2) {
-    ctx.batch.Put(handles_[cf_index_], delivery_due_key(v.visible_at_ms, group, tid, p, offset), value);
+    ctx.put(cf_index_, delivery_due_key(v.visible_at_ms, group, tid, p, offset), value);
   }
 }
 
@@ -1081,13 +1224,13 @@ void rocksdb_store::apply_ack(group_ctx& ctx, std::string_view group, std::uint3
     rec.set_attempts(dead->attempts);
     rec.set_dead_at_ms(dead->dead_at_ms ? dead->dead_at_ms : ctx.now_ms);
     rec.set_reason(dead->reason);
-    ctx.batch.Put(handles_[cf_groups], message_key('q', group, tid, p, offset), rec.SerializeAsString());
+    ctx.put(cf_groups, message_key('q', group, tid, p, offset), rec.SerializeAsString());
   }
   v.status = dead ? 4 : 3;
   if (offset < c.ack_floor) {
     // A redriven message below the floor: done means gone.
     erase_delivery_due(ctx, group, tid, p, offset);
-    ctx.batch.Delete(handles_[cf_groups], dkey);
+    ctx.del(cf_groups, dkey);
     return;
   }
   put_delivery(ctx, group, tid, p, offset, v);
@@ -1098,7 +1241,7 @@ void rocksdb_store::apply_ack(group_ctx& ctx, std::string_view group, std::uint3
     auto rec = wget(ctx, cf_groups, k);
     delivery_value dv;
     if (!rec || !decode(*rec, dv) || (dv.status != 3 && dv.status != 4)) break;
-    ctx.batch.Delete(handles_[cf_groups], k);
+    ctx.del(cf_groups, k);
     ++c.ack_floor;
   }
 }
@@ -1134,10 +1277,10 @@ void rocksdb_store::ensure_group(group_info info, group_start start, completion<
       for (std::uint32_t p = 0; p < t->record.partitions(); ++p) {
         auto& ps = *t->partitions[p];
         const std::uint64_t at = start == group_start::latest ? ps.next : ps.meta.start_offset;
-        ctx.batch.Put(handles_[cf_groups], cursor_key(info.name, t->record.id(), p), encode(cursor_value{at, at}));
+        ctx.put(cf_groups, cursor_key(info.name, t->record.id(), p), encode(cursor_value{at, at}));
       }
     }
-    if (changed || !wget(ctx, cf_default, gkey)) ctx.batch.Put(handles_[cf_default], gkey, rec.SerializeAsString());
+    if (changed || !wget(ctx, cf_default, gkey)) ctx.put(cf_default, gkey, rec.SerializeAsString());
     return group_state{};
   });
 }
@@ -1167,6 +1310,9 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
     for (auto& a : u.acks) if (!need(a.topic, a.partition)) return errc::unknown_partition;
     for (auto& d : u.dead) if (!need(d.topic, d.partition)) return errc::unknown_partition;
     for (auto& r : u.redrive) if (!need(r.topic, r.partition)) return errc::unknown_partition;
+    for (auto& d : u.deliveries) {
+      if (d.status == delivery_status::acked || d.status == delivery_status::dead) return errc::invalid_argument;
+    }
     auto tid = [&](const std::string& name) { return topics[name]->record.id(); };
 
     std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value> cursors;
@@ -1176,7 +1322,6 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
     }
     for (auto& d : u.deliveries) {
       delivery_value v{d.attempt, d.visible_at_ms, static_cast<std::uint8_t>(d.status)};
-      if (d.status == delivery_status::acked || d.status == delivery_status::dead) return errc::invalid_argument;
       put_delivery(ctx, u.group, tid(d.topic), d.partition, d.offset, v);
     }
     for (auto& a : u.acks) apply_ack(ctx, u.group, tid(a.topic), a.partition, a.offset, std::nullopt, cursors);
@@ -1185,7 +1330,7 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
       const std::uint32_t id = tid(r.topic);
       const std::string qkey = message_key('q', u.group, id, r.partition, r.offset);
       if (!wget(ctx, cf_groups, qkey)) continue;
-      ctx.batch.Delete(handles_[cf_groups], qkey);
+      ctx.del(cf_groups, qkey);
       put_delivery(ctx, u.group, id, r.partition, r.offset, delivery_value{0, ctx.now_ms, 2});
     }
     if (ctx.poisoned) return *ctx.poisoned;
@@ -1193,7 +1338,7 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
     for (auto& [name, t] : topics) names[t->record.id()] = name;
     group_update_result out;
     for (auto& [tp, c] : cursors) {
-      ctx.batch.Put(handles_[cf_groups], cursor_key(u.group, tp.first, tp.second), encode(c));
+      ctx.put(cf_groups, cursor_key(u.group, tp.first, tp.second), encode(c));
       out.cursors.push_back({names[tp.first], tp.second, c.ack_floor, c.next_offset});
     }
     return out;
@@ -1290,64 +1435,46 @@ result<std::vector<due_delivery>> rocksdb_store::due_deliveries(std::int64_t unt
 // Maintenance
 
 void rocksdb_store::enforce_retention(completion<retention_result> done) {
+  // Lost to a crash, a retention pass only means the next pass removes the same batches again.
   submit<retention_result>(false, 0, std::move(done), [this](group_ctx& ctx) -> result<retention_result> {
     retention_result out;
-    std::vector<std::shared_ptr<topic_state>> all;
-    {
-      std::shared_lock lk(topics_mu_);
-      for (auto& [_, t] : topics_) all.push_back(t);
-    }
-    rocksdb::WriteBatch wb;
-    std::vector<std::pair<partition_state*, partition_meta>> changed;
-    for (auto& t : all) {
+    for (auto& [_, t] : writer_topics_) {
       const auto& r = t->record;
       for (std::uint32_t p = 0; p < r.partitions(); ++p) {
         auto& ps = *t->partitions[p];
-        partition_meta meta = ps.meta;
-        const std::string prefix = log_prefix(r.id(), p);
+        auto& meta = ps.meta;
+        // Only batches already in the database: this group's own appends come after them.
         const std::string upper = log_key(r.id(), p, meta.next_offset);
         rocksdb::Slice upper_slice(upper);
         rocksdb::ReadOptions ro;
         ro.iterate_upper_bound = &upper_slice;
         std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[cf_log]));
         std::uint64_t cut = meta.start_offset;
+        std::uint64_t bytes = meta.bytes;
         std::size_t judged = 0;
         for (it->Seek(log_key(r.id(), p, meta.start_offset)); it->Valid() && judged < k_retention_batches_per_pass;
              it->Next(), ++judged) {
           batch_header h;
           if (!decode(std::string_view(it->value().data(), it->value().size()), h)) return errc::corruption;
           const bool too_old = r.retention_ms() > 0 && h.max_publish_ms < ctx.now_ms - r.retention_ms();
-          const bool too_big = r.retention_bytes() > 0 && meta.bytes > r.retention_bytes();
+          const bool too_big = r.retention_bytes() > 0 && bytes > r.retention_bytes();
           if (!too_old && !too_big) break;
           cut = get_u64(it->key().data() + 8) + h.count;
-          meta.bytes -= std::min<std::uint64_t>(meta.bytes, it->value().size());
+          bytes -= std::min<std::uint64_t>(bytes, it->value().size());
           out.messages_removed += h.count;
           out.bytes_removed += it->value().size();
         }
         if (!it->status().ok()) return to_error(it->status());
         if (cut == meta.start_offset) continue;
-        wb.DeleteRange(handles_[cf_log], log_key(r.id(), p, meta.start_offset), log_key(r.id(), p, cut));
+        ctx.batch.DeleteRange(handles_[cf_log], log_key(r.id(), p, meta.start_offset), log_key(r.id(), p, cut));
         meta.start_offset = cut;
-        wb.Put(handles_[cf_default], partition_meta_key(r.id(), p), encode(meta));
-        changed.emplace_back(&ps, meta);
-      }
-    }
-    if (wb.Count() > 0) {
-      // Losing this write to a crash only means the next pass removes the same batches again.
-      auto s = db_->Write(rocksdb::WriteOptions(), &wb);
-      if (!s.ok()) {
-        failed_ = true;
-        return to_error(s);
-      }
-      unsynced_writes_ = true;
-      for (auto& [ps, meta] : changed) {
-        ps->meta = meta;
-        ps->start_offset.store(meta.start_offset, std::memory_order_release);
-        ps->bytes.store(meta.bytes, std::memory_order_release);
+        meta.bytes = bytes;
+        ctx.put(cf_default, partition_meta_key(r.id(), p), encode(meta));
+        if (std::find(ctx.touched.begin(), ctx.touched.end(), &ps) == ctx.touched.end()) ctx.touched.push_back(&ps);
       }
     }
     return out;
-  }, /*alone=*/true);
+  });
 }
 
 result<void> rocksdb_store::compact() {

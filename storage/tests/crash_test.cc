@@ -138,7 +138,13 @@ class crash_test : public ::testing::Test {
       auto it = stored.find({a.partition, a.offset});
       ASSERT_NE(it, stored.end()) << "acknowledged id " << id << " lost (partition " << a.partition << " offset "
                                   << a.offset << ")";
-      EXPECT_EQ(it->second, id) << "another message at the acknowledged position of " << id;
+      if (it->second != id) {
+        auto other = acked_.find(it->second);
+        ADD_FAILURE() << "another message at the acknowledged position of " << id << " (partition " << a.partition
+                      << " offset " << a.offset << "): " << it->second
+                      << (other == acked_.end() ? " which was never acknowledged"
+                                                : " acknowledged at offset " + std::to_string(other->second.offset));
+      }
     }
     stored_total_ = stored.size();
   }

@@ -1,1 +1,297 @@
+// Store unit tests: topics, open/close, the in-memory store, retention.
+// Messages, transactions and consumer groups are in store_{messages,tx,groups}_test.cc.
 
+#include <thread>
+
+#include "store_test_fixture.h"
+
+namespace txmq::storage::test {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::SizeIs;
+
+// ---- Topics ---------------------------------------------------------------------------------
+
+TEST_F(store_test, create_topic_stores_its_config) {
+  auto info = value_of(try_create_topic({"orders", 3, 60'000, 1u << 20}), "create_topic");
+  EXPECT_EQ(info.config.name, "orders");
+  EXPECT_EQ(info.config.partitions, 3u);
+  EXPECT_EQ(info.config.retention_ms, 60'000);
+  EXPECT_EQ(info.config.retention_bytes, 1u << 20);
+  EXPECT_EQ(info.created_ms, k_start_ms);
+  EXPECT_NE(info.id, 0u);
+  ASSERT_THAT(info.partitions, SizeIs(3));
+  for (auto& p : info.partitions) {
+    EXPECT_EQ(p.start_offset, 0u);
+    EXPECT_EQ(p.next_offset, 0u);
+  }
+  auto found = store_->topic("orders");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, info.id);
+  EXPECT_EQ(found->config.retention_ms, 60'000);
+  EXPECT_FALSE(store_->topic("other"));
+}
+
+TEST_F(store_test, create_topic_again_with_same_partitions_answers_the_existing_topic) {
+  auto first = create_topic("orders", 3, 60'000);
+  append("orders", {make_message("a")});
+  advance(5'000);
+  auto again = value_of(try_create_topic({"orders", 3, 60'000, 0}), "create_topic");
+  EXPECT_EQ(again.id, first.id);
+  EXPECT_EQ(again.created_ms, first.created_ms);
+  EXPECT_EQ(total_messages("orders"), 1u);
+  EXPECT_THAT(store_->topics(), SizeIs(1));
+}
+
+TEST_F(store_test, create_topic_with_other_partitions_fails_with_topic_exists) {
+  create_topic("orders", 3);
+  EXPECT_THAT(try_create_topic({"orders", 4, 0, 0}), fails_with(errc::topic_exists));
+  EXPECT_EQ(store_->topic("orders")->config.partitions, 3u);
+}
+
+TEST_F(store_test, create_topic_rejects_invalid_names_and_partition_counts) {
+  EXPECT_THAT(try_create_topic({"", 1, 0, 0}), fails_with(errc::invalid_argument));
+  EXPECT_THAT(try_create_topic({std::string(1000, 'x'), 1, 0, 0}), fails_with(errc::invalid_argument));
+  EXPECT_THAT(try_create_topic({"no-partitions", 0, 0, 0}), fails_with(errc::invalid_argument));
+  EXPECT_TRUE(store_->topics().empty());
+}
+
+TEST_F(store_test, topics_are_listed_sorted_by_name) {
+  create_topic("zeta");
+  create_topic("alpha", 2);
+  create_topic("mid", 3);
+  std::vector<std::string> names;
+  for (auto& t : store_->topics()) names.push_back(t.config.name);
+  EXPECT_THAT(names, ElementsAre("alpha", "mid", "zeta"));
+}
+
+TEST_F(store_test, topics_survive_reopen) {
+  auto a = value_of(try_create_topic({"a", 2, 1234, 5678}), "create_topic");
+  advance(10);
+  auto b = create_topic("b", 3);
+  append("a", {make_message("1"), make_message("2"), make_message("3")});
+  reopen();
+  auto all = store_->topics();
+  ASSERT_THAT(all, SizeIs(2));
+  EXPECT_EQ(all[0].config.name, "a");
+  EXPECT_EQ(all[0].id, a.id);
+  EXPECT_EQ(all[0].created_ms, a.created_ms);
+  EXPECT_EQ(all[0].config.partitions, 2u);
+  EXPECT_EQ(all[0].config.retention_ms, 1234);
+  EXPECT_EQ(all[0].config.retention_bytes, 5678u);
+  EXPECT_EQ(all[1].config.name, "b");
+  EXPECT_EQ(all[1].id, b.id);
+  EXPECT_EQ(all[1].config.partitions, 3u);
+  EXPECT_EQ(total_messages("a"), 3u);
+  // A topic created after the reopen gets an id of its own.
+  auto c = create_topic("c");
+  EXPECT_NE(c.id, a.id);
+  EXPECT_NE(c.id, b.id);
+}
+
+// ---- Close ----------------------------------------------------------------------------------
+
+TEST_F(store_test, writes_after_close_fail_with_closed) {
+  create_topic("t");
+  store_->close();
+  EXPECT_THAT(try_append({"t", {make_message("late")}, std::nullopt, true}), fails_with(errc::closed));
+  EXPECT_THAT(try_create_topic({"u", 1, 0, 0}), fails_with(errc::closed));
+  EXPECT_FALSE(store_->topic("u"));
+}
+
+TEST_F(store_test, close_finishes_the_queued_writes) {
+  create_topic("t");
+  constexpr int n = 200;
+  std::vector<result<append_result>> results(n, errc::io_error);
+  countdown left(n);
+  for (int i = 0; i < n; ++i) {
+    append_request req;
+    req.topic = "t";
+    req.messages.push_back(make_message("m" + std::to_string(i)));
+    store_->append(std::move(req), [&results, &left, i](result<append_result> r) {
+      results[static_cast<std::size_t>(i)] = std::move(r);
+      left.done();
+    });
+  }
+  store_->close();
+  // close() returned after the writer finished: every completion has run.
+  ASSERT_TRUE(left.wait_for(std::chrono::milliseconds(0)));
+  for (auto& r : results) ASSERT_THAT(r, is_ok());
+  reopen();
+  EXPECT_EQ(partition_of("t", 0).next_offset, static_cast<std::uint64_t>(n));
+}
+
+// ---- In-memory store ------------------------------------------------------------------------
+
+class in_memory_store_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("txmq-in-memory-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    store_options o;
+    o.in_memory = true;
+    o.dir = dir_;
+    auto r = open_store(o);
+    ASSERT_THAT(r, is_ok());
+    store_ = std::move(r).value();
+  }
+  void TearDown() override {
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+  fs::path dir_;
+  std::unique_ptr<store> store_;
+};
+
+TEST_F(in_memory_store_test, appends_and_reads_without_writing_files) {
+  append_request req;
+  req.topic = "mem";
+  req.auto_create_partitions = 1;
+  req.messages = {make_message("one"), make_message("two")};
+  auto r = call_sync<append_result>([&](auto done) { store_->append(req, done); });
+  ASSERT_THAT(r, is_ok());
+  auto again = call_sync<append_result>([&](auto done) { store_->append(req, done); });
+  ASSERT_THAT(again, is_ok());
+  EXPECT_TRUE(again.value().positions[0].duplicate);
+  auto read = store_->read({"mem", 0, 0, 500, 1u << 20});
+  ASSERT_THAT(read, is_ok());
+  ASSERT_THAT(read.value().messages, SizeIs(2));
+  EXPECT_EQ(read.value().messages[1].body(), "two");
+  EXPECT_FALSE(fs::exists(dir_));
+}
+
+TEST_F(in_memory_store_test, runs_transactions_and_groups) {
+  ASSERT_THAT(call_sync<topic_info>([&](auto done) { store_->create_topic({"t", 1, 0, 0}, done); }), is_ok());
+  const txid id = protocol::uuid::make_v4();
+  prepare_request p;
+  p.id = id;
+  p.producer_group = "pg";
+  p.messages = {make_message("tx", std::nullopt, "t")};
+  ASSERT_THAT(call_sync<prepare_result>([&](auto done) { store_->prepare(p, done); }), is_ok());
+  auto c = call_sync<resolve_result>([&](auto done) { store_->resolve({id, tx_outcome::commit}, done); });
+  ASSERT_THAT(c, is_ok());
+  EXPECT_EQ(c.value().status, resolve_status::applied);
+  auto g = call_sync<group_state>([&](auto done) { store_->ensure_group({"g", {"t"}, 0}, group_start::earliest, done); });
+  ASSERT_THAT(g, is_ok());
+  EXPECT_THAT(g.value().cursors, ElementsAre(group_cursor{"t", 0, 0, 0}));
+  auto read = store_->read({"t", 0, 0, 500, 1u << 20});
+  ASSERT_THAT(read, is_ok());
+  ASSERT_THAT(read.value().messages, SizeIs(1));
+  EXPECT_EQ(read.value().messages[0].txid(), id.raw());
+}
+
+// ---- Retention ------------------------------------------------------------------------------
+
+TEST_F(store_test, retention_by_age_removes_old_batches_and_keeps_newer_ones) {
+  create_topic("logs", 1, /*retention_ms=*/10'000);
+  append("logs", {make_message("a0"), make_message("a1"), make_message("a2")});  // 0..2 at t0
+  advance(5'000);
+  append("logs", {make_message("b3"), make_message("b4")});  // 3..4 at t0+5s
+  advance(7'000);                                                // first batch 12 s old, second 7 s
+
+  auto removed = enforce_retention();
+  EXPECT_EQ(removed.messages_removed, 3u);
+  EXPECT_GT(removed.bytes_removed, 0u);
+  EXPECT_EQ(partition_of("logs", 0).start_offset, 3u);
+  EXPECT_EQ(partition_of("logs", 0).next_offset, 5u);
+  auto r = read("logs", 0, 0);
+  EXPECT_EQ(r.start_offset, 3u);
+  EXPECT_THAT(offsets_of(r.messages), ElementsAre(3u, 4u));
+  EXPECT_EQ(r.messages[0].body(), "b3");
+
+  EXPECT_EQ(enforce_retention().messages_removed, 0u);  // nothing more is old yet
+  advance(4'000);
+  EXPECT_EQ(enforce_retention().messages_removed, 2u);
+  r = read("logs", 0, 0);
+  EXPECT_TRUE(r.messages.empty());
+  EXPECT_EQ(r.start_offset, 5u);
+  EXPECT_EQ(r.high_watermark, 5u);
+
+  EXPECT_EQ(append("logs", {make_message("c5")}).positions[0].offset, 5u);
+  reopen();
+  EXPECT_EQ(partition_of("logs", 0).start_offset, 5u);
+  EXPECT_EQ(append("logs", {make_message("c6")}).positions[0].offset, 6u);
+  EXPECT_THAT(offsets_of(read_all("logs", 0)), ElementsAre(5u, 6u));
+}
+
+TEST_F(store_test, retention_by_bytes_removes_oldest_batches_until_under_the_limit) {
+  // The size of one stored batch of one 1000-byte message, measured on a probe topic.
+  create_topic("probe");
+  append("probe", {make_message(std::string(1000, 'p'))});
+  const std::uint64_t batch = partition_of("probe", 0).bytes;
+  ASSERT_GT(batch, 1000u);
+
+  create_topic("big", 1, /*retention_ms=*/0, /*retention_bytes=*/batch * 5 / 2);
+  for (int i = 0; i < 5; ++i) append("big", {make_message(std::string(1000, static_cast<char>('a' + i)))});
+  EXPECT_EQ(partition_of("big", 0).bytes, 5 * batch);
+
+  auto removed = enforce_retention();
+  EXPECT_EQ(removed.messages_removed, 3u);
+  EXPECT_EQ(removed.bytes_removed, 3 * batch);
+  auto p = partition_of("big", 0);
+  EXPECT_EQ(p.start_offset, 3u);
+  EXPECT_EQ(p.bytes, 2 * batch);
+  auto r = read("big", 0, 0);
+  EXPECT_THAT(offsets_of(r.messages), ElementsAre(3u, 4u));
+  EXPECT_EQ(r.messages[0].body(), std::string(1000, 'd'));
+  EXPECT_EQ(partition_of("probe", 0).start_offset, 0u) << "a topic without limits lost messages";
+
+  reopen();
+  EXPECT_EQ(partition_of("big", 0).start_offset, 3u);
+  EXPECT_EQ(append("big", {make_message("x")}).positions[0].offset, 5u);
+}
+
+TEST_F(store_test, writes_keep_working_while_retention_runs) {
+  create_topic("hot", 1, /*retention_ms=*/1'000);
+  constexpr int old_batches = 300;
+  for (int i = 0; i < old_batches; ++i) {
+    append_request req;
+    req.topic = "hot";
+    req.messages = {make_message("old")};
+    req.sync = false;
+    ASSERT_THAT(try_append(std::move(req)), is_ok());
+  }
+  advance(2'000);
+
+  constexpr int new_appends = 200;
+  std::vector<result<append_result>> results(new_appends, errc::io_error);
+  result<retention_result> retention = errc::io_error;
+  countdown left(new_appends + 1);
+  std::thread writer([&] {
+    for (int i = 0; i < new_appends; ++i) {
+      append_request req;
+      req.topic = "hot";
+      req.messages = {make_message("new")};
+      store_->append(std::move(req), [&results, &left, i](result<append_result> r) {
+        results[static_cast<std::size_t>(i)] = std::move(r);
+        left.done();
+      });
+    }
+  });
+  store_->enforce_retention([&](result<retention_result> r) {
+    retention = std::move(r);
+    left.done();
+  });
+  writer.join();
+  const bool finished = left.wait_for(std::chrono::seconds(30));
+  if (!finished) store_->close();  // completions reference this frame
+  ASSERT_TRUE(finished);
+
+  ASSERT_THAT(retention, is_ok());
+  EXPECT_EQ(retention.value().messages_removed, static_cast<std::uint64_t>(old_batches));
+  std::vector<std::uint64_t> offsets;
+  for (auto& r : results) {
+    ASSERT_THAT(r, is_ok());
+    offsets.push_back(r.value().positions[0].offset);
+  }
+  // One writer thread: its appends keep their order, densely after the old messages.
+  for (int i = 0; i < new_appends; ++i) EXPECT_EQ(offsets[static_cast<std::size_t>(i)], static_cast<std::uint64_t>(old_batches + i));
+  auto p = partition_of("hot", 0);
+  EXPECT_EQ(p.start_offset, static_cast<std::uint64_t>(old_batches));
+  EXPECT_EQ(p.next_offset, static_cast<std::uint64_t>(old_batches + new_appends));
+  EXPECT_THAT(read_all("hot", 0), SizeIs(new_appends));
+}
+
+}  // namespace
+}  // namespace txmq::storage::test

@@ -5,10 +5,11 @@
 //
 // Threading: every member function is thread-safe. Writes are queued to one writer thread (the
 // group committer): all writes that arrive while it is busy are applied together in one RocksDB
-// WriteBatch and made durable by one fsync, and then each caller's completion runs, on the
-// writer thread, with that caller's own result. Completions must be quick and must not call
-// back into the store synchronously (post the result to your own executor instead).
-// Reads run on the calling thread and see exactly the writes whose completions have run.
+// WriteBatch; a second thread makes every batch written meanwhile durable with one fsync and
+// then runs each caller's completion, in order, with that caller's own result. Completions run
+// on that thread: they must be quick (post the result to your own executor); they may submit
+// further requests, which only enqueue, but must never wait for one.
+// Reads run on the calling thread. They never see a message before its append was fsynced.
 //
 // Errors: every call returns or completes with result<T>; error codes are txmq::storage::errc.
 // After an io_error or corruption on write the store refuses all further writes

@@ -1,0 +1,50 @@
+#include "latency.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace txmq::bench {
+
+void latency_recorder::merge(const latency_recorder& other) {
+  samples_ns_.insert(samples_ns_.end(), other.samples_ns_.begin(), other.samples_ns_.end());
+}
+
+percentiles latency_recorder::compute() {
+  percentiles p;
+  if (samples_ns_.empty()) return p;
+  std::sort(samples_ns_.begin(), samples_ns_.end());
+  auto at = [&](double q) {
+    auto i = static_cast<std::size_t>(q * static_cast<double>(samples_ns_.size() - 1));
+    return static_cast<double>(samples_ns_[i]) / 1e6;
+  };
+  p.p50_ms = at(0.50);
+  p.p90_ms = at(0.90);
+  p.p99_ms = at(0.99);
+  p.p999_ms = at(0.999);
+  p.max_ms = static_cast<double>(samples_ns_.back()) / 1e6;
+  return p;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::chrono::nanoseconds parse_seconds(const std::string& text) {
+  double scale = 1e9;
+  std::string number = text;
+  if (text.ends_with("ms")) {
+    scale = 1e6;
+    number = text.substr(0, text.size() - 2);
+  } else if (text.ends_with("s")) {
+    number = text.substr(0, text.size() - 1);
+  }
+  std::size_t used = 0;
+  const double v = std::stod(number, &used);
+  if (used != number.size() || v < 0) throw std::invalid_argument("not a duration: " + text);
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(v * scale));
+}
+
+}  // namespace txmq::bench

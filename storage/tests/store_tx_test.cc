@@ -1,0 +1,402 @@
+// Store unit tests: transactions (half messages), check-back bookkeeping, read-process-write.
+
+#include <algorithm>
+
+#include "store_test_fixture.h"
+#include "txmq/protocol/partitioner.h"
+
+namespace txmq::storage::test {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+class store_tx_test : public store_test {
+ protected:
+  void SetUp() override {
+    store_test::SetUp();
+    create_topic("pay", 2);
+  }
+
+  // A prepared transaction of two messages to "pay", first check due at first_check_ms.
+  txid prepare_two(std::int64_t first_check_ms) {
+    const txid id = protocol::uuid::make_v4();
+    auto r = prepare(id, {make_message("debit", "acct-1", "pay"), make_message("credit", "acct-2", "pay")},
+                     first_check_ms);
+    EXPECT_FALSE(r.duplicate);
+    return id;
+  }
+};
+
+TEST_F(store_tx_test, prepared_messages_are_invisible) {
+  const std::int64_t first_check = now() + 6'000;
+  const txid id = prepare_two(first_check);
+  EXPECT_EQ(total_messages("pay"), 0u);
+  EXPECT_TRUE(read("pay", 0).messages.empty());
+  EXPECT_TRUE(read("pay", 1).messages.empty());
+
+  auto tx = find_tx(id);
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->id, id);
+  EXPECT_EQ(tx->state, tx_state::prepared);
+  EXPECT_EQ(tx->producer_group, "producers");
+  ASSERT_THAT(tx->messages, SizeIs(2));
+  EXPECT_EQ(tx->messages[0].topic(), "pay");
+  EXPECT_EQ(tx->messages[0].body(), "debit");
+  EXPECT_EQ(tx->messages[1].body(), "credit");
+  EXPECT_EQ(tx->prepared_ms, k_start_ms);
+  EXPECT_EQ(tx->check_count, 0u);
+  EXPECT_EQ(tx->next_check_ms, first_check);
+  EXPECT_EQ(tx->resolved_by, std::nullopt);
+
+  EXPECT_THAT(due_check_ids(first_check - 1), IsEmpty());
+  EXPECT_THAT(due_check_ids(first_check), ElementsAre(id));
+}
+
+TEST_F(store_tx_test, repeated_prepare_is_a_duplicate_and_changes_nothing) {
+  const std::int64_t first_check = now() + 6'000;
+  const txid id = prepare_two(first_check);
+  advance(100);
+  auto again = prepare(id, {make_message("other", std::nullopt, "pay")}, now() + 9'000);
+  EXPECT_TRUE(again.duplicate);
+  auto tx = find_tx(id);
+  ASSERT_TRUE(tx);
+  EXPECT_THAT(tx->messages, SizeIs(2));
+  EXPECT_EQ(tx->next_check_ms, first_check);
+  EXPECT_EQ(tx->prepared_ms, k_start_ms);
+  EXPECT_THAT(due_check_ids(now() + 100'000), ElementsAre(id));
+}
+
+TEST_F(store_tx_test, prepare_of_a_resolved_tx_fails_with_tx_not_prepared) {
+  const txid id = prepare_two(now() + 6'000);
+  resolve(id, tx_outcome::commit);
+  prepare_request req;
+  req.id = id;
+  req.producer_group = "producers";
+  req.messages = {make_message("again", std::nullopt, "pay")};
+  EXPECT_THAT(try_prepare(req), fails_with(errc::tx_not_prepared));
+  EXPECT_EQ(total_messages("pay"), 2u);
+}
+
+TEST_F(store_tx_test, commit_makes_the_messages_visible_with_their_txid) {
+  const txid id = prepare_two(now() + 6'000);
+  advance(500);
+  auto r = resolve(id, tx_outcome::commit);
+  EXPECT_EQ(r.status, resolve_status::applied);
+  EXPECT_EQ(r.state, tx_state::committed);
+  ASSERT_THAT(r.positions, SizeIs(2));
+  EXPECT_EQ(r.positions[0].partition, protocol::partition_for_key("acct-1", 2));
+  EXPECT_EQ(total_messages("pay"), 2u);
+  const char* bodies[] = {"debit", "credit"};
+  for (std::size_t i = 0; i < 2; ++i) {
+    auto got = read("pay", r.positions[i].partition, r.positions[i].offset, 1);
+    ASSERT_THAT(got.messages, SizeIs(1));
+    EXPECT_EQ(got.messages[0].body(), bodies[i]);
+    EXPECT_EQ(got.messages[0].txid(), id.raw());
+    EXPECT_EQ(got.messages[0].publish_time_ms(), now());
+  }
+  auto tx = find_tx(id);
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->state, tx_state::committed);
+  EXPECT_EQ(tx->resolved_by, resolver::producer);
+  EXPECT_EQ(tx->resolved_ms, now());
+  EXPECT_EQ(tx->next_check_ms, 0);
+  ASSERT_THAT(tx->messages, SizeIs(2));
+  EXPECT_EQ(tx->messages[1].partition(), r.positions[1].partition);
+  EXPECT_EQ(tx->messages[1].offset(), r.positions[1].offset);
+  EXPECT_THAT(due_check_ids(now() + 100'000), IsEmpty());
+}
+
+TEST_F(store_tx_test, repeated_commit_answers_repeated_and_writes_nothing) {
+  const txid id = prepare_two(now() + 6'000);
+  auto first = resolve(id, tx_outcome::commit);
+  auto again = resolve(id, tx_outcome::commit, resolver::check);
+  EXPECT_EQ(again.status, resolve_status::repeated);
+  EXPECT_EQ(again.state, tx_state::committed);
+  EXPECT_EQ(again.positions, first.positions);
+  EXPECT_EQ(total_messages("pay"), 2u);
+  EXPECT_EQ(find_tx(id)->resolved_by, resolver::producer);
+}
+
+TEST_F(store_tx_test, rollback_after_commit_conflicts_and_changes_nothing) {
+  const txid id = prepare_two(now() + 6'000);
+  auto committed = resolve(id, tx_outcome::commit);
+  advance(10);
+  auto r = resolve(id, tx_outcome::rollback, resolver::check);
+  EXPECT_EQ(r.status, resolve_status::conflict);
+  EXPECT_EQ(r.state, tx_state::committed);
+  auto tx = find_tx(id);
+  EXPECT_EQ(tx->state, tx_state::committed);
+  EXPECT_EQ(tx->resolved_by, resolver::producer);
+  EXPECT_EQ(tx->resolved_ms, k_start_ms);
+  EXPECT_EQ(total_messages("pay"), 2u);
+  EXPECT_THAT(read("pay", committed.positions[0].partition).messages, SizeIs(1));
+}
+
+TEST_F(store_tx_test, rollback_drops_the_messages_and_a_later_commit_conflicts) {
+  const txid id = prepare_two(now() + 6'000);
+  auto r = resolve(id, tx_outcome::rollback);
+  EXPECT_EQ(r.status, resolve_status::applied);
+  EXPECT_EQ(r.state, tx_state::rolled_back);
+  EXPECT_THAT(r.positions, IsEmpty());
+  EXPECT_EQ(total_messages("pay"), 0u);
+  EXPECT_EQ(find_tx(id)->state, tx_state::rolled_back);
+  EXPECT_THAT(due_check_ids(now() + 100'000), IsEmpty());
+
+  auto commit = resolve(id, tx_outcome::commit);
+  EXPECT_EQ(commit.status, resolve_status::conflict);
+  EXPECT_EQ(commit.state, tx_state::rolled_back);
+  EXPECT_EQ(total_messages("pay"), 0u);
+  EXPECT_EQ(resolve(id, tx_outcome::rollback).status, resolve_status::repeated);
+}
+
+TEST_F(store_tx_test, a_tx_across_two_topics_becomes_visible_at_once) {
+  create_topic("audit", 1);
+  const txid id = protocol::uuid::make_v4();
+  prepare(id,
+          {make_message("p1", "k1", "pay"), make_message("a1", std::nullopt, "audit"), make_message("p2", "k1", "pay")},
+          now() + 6'000);
+  EXPECT_EQ(total_messages("pay") + total_messages("audit"), 0u);
+  const auto before = store_->stats().commit_groups;
+  auto r = resolve(id, tx_outcome::commit);
+  EXPECT_EQ(store_->stats().commit_groups - before, 1u) << "a commit must be one write";
+  ASSERT_THAT(r.positions, SizeIs(3));
+  const auto p = protocol::partition_for_key("k1", 2);
+  EXPECT_EQ(r.positions[0], (position{p, 0, false}));
+  EXPECT_EQ(r.positions[1], (position{0, 0, false}));
+  EXPECT_EQ(r.positions[2], (position{p, 1, false}));
+  auto pay = read("pay", p);
+  ASSERT_THAT(pay.messages, SizeIs(2));
+  EXPECT_EQ(pay.messages[0].body(), "p1");
+  EXPECT_EQ(pay.messages[1].body(), "p2");
+  auto audit = read("audit", 0);
+  ASSERT_THAT(audit.messages, SizeIs(1));
+  EXPECT_EQ(audit.messages[0].txid(), id.raw());
+}
+
+TEST_F(store_tx_test, unknown_txid_fails_with_unknown_tx) {
+  const txid id = protocol::uuid::make_v4();
+  EXPECT_THAT(try_resolve(id, tx_outcome::commit), fails_with(errc::unknown_tx));
+  EXPECT_THAT(try_resolve(id, tx_outcome::rollback), fails_with(errc::unknown_tx));
+  EXPECT_EQ(find_tx(id), std::nullopt);
+  record_checks({{id, 1, now() + 1000, false}});  // ignored
+  EXPECT_EQ(find_tx(id), std::nullopt);
+  EXPECT_THAT(due_check_ids(now() + 100'000), IsEmpty());
+}
+
+TEST_F(store_tx_test, record_checks_counts_and_moves_the_due_index) {
+  const std::int64_t t0 = now();
+  const txid id = prepare_two(t0 + 1'000);
+  EXPECT_THAT(due_check_ids(t0 + 1'000), ElementsAre(id));
+  advance(1'000);
+  record_checks({{id, 1, t0 + 6'000, false}});
+  auto tx = find_tx(id);
+  EXPECT_EQ(tx->check_count, 1u);
+  EXPECT_EQ(tx->next_check_ms, t0 + 6'000);
+  EXPECT_EQ(tx->state, tx_state::prepared);
+  EXPECT_THAT(due_check_ids(t0 + 5'999), IsEmpty()) << "the old due entry is still there";
+  EXPECT_THAT(due_check_ids(t0 + 6'000), ElementsAre(id));
+  EXPECT_THAT(due_check_ids(t0 + 100'000), ElementsAre(id));  // exactly once
+}
+
+TEST_F(store_tx_test, due_checks_are_earliest_first_and_limited) {
+  const std::int64_t t0 = now();
+  const txid a = prepare_two(t0 + 3'000);
+  const txid b = prepare_two(t0 + 1'000);
+  const txid c = prepare_two(t0 + 2'000);
+  EXPECT_THAT(due_check_ids(t0 + 5'000), ElementsAre(b, c, a));
+  EXPECT_THAT(due_check_ids(t0 + 5'000, 2), ElementsAre(b, c));
+  EXPECT_THAT(due_check_ids(t0 + 2'000), ElementsAre(b, c));
+}
+
+TEST_F(store_tx_test, an_abandoned_tx_leaves_the_check_schedule_but_can_still_be_committed) {
+  const txid id = prepare_two(now() + 1'000);
+  record_checks({{id, 15, 0, true}});
+  auto tx = find_tx(id);
+  EXPECT_EQ(tx->state, tx_state::abandoned);
+  EXPECT_EQ(tx->check_count, 15u);
+  EXPECT_EQ(tx->next_check_ms, 0);
+  EXPECT_THAT(tx->messages, SizeIs(2)) << "abandoned messages must stay";
+  EXPECT_THAT(due_check_ids(now() + 1'000'000), IsEmpty());
+  EXPECT_THAT(list_tx_ids(tx_state::abandoned), ElementsAre(id));
+  EXPECT_THAT(list_tx_ids(tx_state::prepared), IsEmpty());
+
+  record_checks({{id, 16, now() + 5'000, false}});  // no longer PREPARED: ignored
+  EXPECT_EQ(find_tx(id)->check_count, 15u);
+  EXPECT_THAT(due_check_ids(now() + 1'000'000), IsEmpty());
+
+  auto r = resolve(id, tx_outcome::commit, resolver::operator_);
+  EXPECT_EQ(r.status, resolve_status::applied);
+  EXPECT_EQ(r.state, tx_state::committed);
+  EXPECT_EQ(total_messages("pay"), 2u);
+  EXPECT_EQ(find_tx(id)->resolved_by, resolver::operator_);
+  EXPECT_THAT(list_tx_ids(tx_state::abandoned), IsEmpty());
+}
+
+TEST_F(store_tx_test, list_txs_filters_by_state_and_pages_after_a_txid) {
+  std::vector<txid> all;
+  std::vector<txid> committed;
+  for (int i = 0; i < 5; ++i) {
+    const txid id = prepare_two(now() + 6'000);
+    all.push_back(id);
+    if (i == 1 || i == 3) {
+      resolve(id, tx_outcome::commit);
+      committed.push_back(id);
+    }
+    if (i == 4) resolve(id, tx_outcome::rollback);
+  }
+  std::sort(all.begin(), all.end());
+  std::sort(committed.begin(), committed.end());
+  EXPECT_EQ(list_tx_ids(std::nullopt), all);
+  EXPECT_EQ(list_tx_ids(tx_state::committed), committed);
+  EXPECT_THAT(list_tx_ids(tx_state::rolled_back), SizeIs(1));
+  EXPECT_THAT(list_tx_ids(tx_state::prepared), SizeIs(2));
+
+  std::vector<txid> paged;
+  std::optional<txid> after;
+  for (int page = 0; page < 10; ++page) {
+    auto ids = list_tx_ids(std::nullopt, 2, after);
+    EXPECT_LE(ids.size(), 2u);
+    if (ids.empty()) break;
+    paged.insert(paged.end(), ids.begin(), ids.end());
+    after = ids.back();
+  }
+  EXPECT_EQ(paged, all);
+  auto rest = list_tx_ids(tx_state::committed, 10, committed[0]);
+  EXPECT_THAT(rest, ElementsAre(committed[1]));
+}
+
+TEST_F(store_tx_test, transactions_survive_reopen) {
+  const std::int64_t t0 = now();
+  const txid prepared = prepare_two(t0 + 1'000);
+  record_checks({{prepared, 3, t0 + 9'000, false}});
+  const txid committed = prepare_two(t0 + 1'000);
+  const auto positions = resolve(committed, tx_outcome::commit).positions;
+  const txid rolled_back = prepare_two(t0 + 1'000);
+  resolve(rolled_back, tx_outcome::rollback, resolver::check);
+  const txid abandoned = prepare_two(t0 + 1'000);
+  record_checks({{abandoned, 15, 0, true}});
+
+  reopen();
+  auto p = find_tx(prepared);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->state, tx_state::prepared);
+  EXPECT_EQ(p->check_count, 3u);
+  EXPECT_EQ(p->next_check_ms, t0 + 9'000);
+  EXPECT_THAT(p->messages, SizeIs(2));
+  EXPECT_THAT(due_check_ids(t0 + 8'999), IsEmpty());
+  EXPECT_THAT(due_check_ids(t0 + 9'000), ElementsAre(prepared));
+  EXPECT_EQ(find_tx(committed)->state, tx_state::committed);
+  EXPECT_EQ(find_tx(rolled_back)->state, tx_state::rolled_back);
+  EXPECT_EQ(find_tx(rolled_back)->resolved_by, resolver::check);
+  EXPECT_EQ(find_tx(abandoned)->state, tx_state::abandoned);
+  EXPECT_EQ(find_tx(abandoned)->check_count, 15u);
+
+  auto again = resolve(committed, tx_outcome::commit);
+  EXPECT_EQ(again.status, resolve_status::repeated);
+  EXPECT_EQ(again.positions, positions);
+  EXPECT_EQ(resolve(rolled_back, tx_outcome::commit).status, resolve_status::conflict);
+  auto late = resolve(prepared, tx_outcome::commit);
+  EXPECT_EQ(late.status, resolve_status::applied);
+  EXPECT_EQ(total_messages("pay"), 4u);
+  EXPECT_THAT(due_check_ids(t0 + 1'000'000), IsEmpty());
+}
+
+TEST_F(store_tx_test, resolved_outcomes_expire_after_the_dedupe_window_on_compaction) {
+  const txid committed = prepare_two(now() + 1'000);
+  resolve(committed, tx_outcome::commit);
+  const txid rolled_back = prepare_two(now() + 1'000);
+  resolve(rolled_back, tx_outcome::rollback);
+  const txid prepared = prepare_two(now() + 1'000);
+  const txid abandoned = prepare_two(now() + 1'000);
+  record_checks({{abandoned, 15, 0, true}});
+
+  check_ok(store_->compact(), "compact");
+  EXPECT_TRUE(find_tx(committed)) << "expired before the window passed";
+  EXPECT_TRUE(find_tx(rolled_back));
+
+  advance(k_dedupe_window.count() + 1);
+  EXPECT_TRUE(find_tx(committed)) << "outcomes go only in compaction";
+  check_ok(store_->compact(), "compact");
+  EXPECT_EQ(find_tx(committed), std::nullopt);
+  EXPECT_EQ(find_tx(rolled_back), std::nullopt);
+  EXPECT_THAT(try_resolve(committed, tx_outcome::commit), fails_with(errc::unknown_tx));
+  ASSERT_TRUE(find_tx(prepared));
+  EXPECT_EQ(find_tx(prepared)->state, tx_state::prepared);
+  ASSERT_TRUE(find_tx(abandoned));
+  EXPECT_EQ(find_tx(abandoned)->state, tx_state::abandoned);
+  EXPECT_EQ(total_messages("pay"), 2u) << "committed messages live on in the log";
+
+  reopen();
+  EXPECT_EQ(find_tx(committed), std::nullopt);
+  EXPECT_TRUE(find_tx(prepared));
+}
+
+// ---- Read-process-write ---------------------------------------------------------------------
+
+class store_rpw_test : public store_test {
+ protected:
+  // Topic "in" with three messages, all dispatched to group "svc" and in flight; topic "out".
+  void SetUp() override {
+    store_test::SetUp();
+    create_topic("in", 1);
+    create_topic("out", 1);
+    append("in", {make_message("0"), make_message("1"), make_message("2")});
+    ensure_group("svc", {"in"});
+    group_update u;
+    u.group = "svc";
+    u.dispatched = {{"in", 0, 0, 3}};
+    for (std::uint64_t o = 0; o < 3; ++o) {
+      u.deliveries.push_back({"in", 0, o, 1, now() + 30'000, delivery_status::in_flight});
+    }
+    update_group(u);
+  }
+
+  txid prepare_with_acks() {
+    const txid id = protocol::uuid::make_v4();
+    prepare(id, {make_message("result", std::nullopt, "out")}, now() + 6'000,
+            {{"svc", "in", 0, 0}, {"svc", "in", 0, 1}});
+    return id;
+  }
+};
+
+TEST_F(store_rpw_test, commit_applies_the_acks_in_the_same_write) {
+  const txid id = prepare_with_acks();
+  auto before = load_group("svc");
+  EXPECT_THAT(before.cursors, ElementsAre(group_cursor{"in", 0, 0, 3})) << "prepare must not apply acks";
+  EXPECT_THAT(before.deliveries, SizeIs(3));
+  auto tx = find_tx(id);
+  EXPECT_THAT(tx->acks, ElementsAre(ack_ref{"svc", "in", 0, 0}, ack_ref{"svc", "in", 0, 1}));
+
+  const auto groups_before = store_->stats().commit_groups;
+  auto r = resolve(id, tx_outcome::commit);
+  EXPECT_EQ(r.status, resolve_status::applied);
+  EXPECT_EQ(store_->stats().commit_groups - groups_before, 1u) << "acks and messages in one write";
+
+  auto after = load_group("svc");
+  EXPECT_THAT(after.cursors, ElementsAre(group_cursor{"in", 0, 2, 3}));
+  EXPECT_THAT(offsets_of(after.deliveries), ElementsAre(2u));
+  auto due = due_deliveries(now() + 1'000'000);
+  ASSERT_THAT(due, SizeIs(1));
+  EXPECT_EQ(due[0].delivery.offset, 2u);
+  EXPECT_THAT(read("out", 0).messages, SizeIs(1));
+
+  reopen();
+  EXPECT_THAT(load_group("svc").cursors, ElementsAre(group_cursor{"in", 0, 2, 3}));
+}
+
+TEST_F(store_rpw_test, a_rolled_back_tx_leaves_the_group_untouched) {
+  const txid id = prepare_with_acks();
+  auto before = load_group("svc");
+  auto r = resolve(id, tx_outcome::rollback);
+  EXPECT_EQ(r.status, resolve_status::applied);
+  auto after = load_group("svc");
+  EXPECT_EQ(after.cursors, before.cursors);
+  EXPECT_EQ(after.deliveries, before.deliveries);
+  EXPECT_THAT(due_deliveries(now() + 1'000'000), SizeIs(3));
+  EXPECT_EQ(total_messages("out"), 0u);
+}
+
+}  // namespace
+}  // namespace txmq::storage::test
