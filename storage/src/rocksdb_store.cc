@@ -995,12 +995,20 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
       return errc::tx_not_prepared;
     }
     if (ctx.poisoned) return *ctx.poisoned;
+    // Everything that can refuse the request comes before the first write into the batch.
+    for (auto& a : req.acks) {
+      if (!valid_name(a.group, k_max_group_name) || !writer_topic(ctx, a.topic)) return errc::invalid_argument;
+    }
+    for (auto& m : req.messages) {
+      if (!valid_name(m.topic(), k_max_topic_name)) return errc::invalid_argument;
+      if (!writer_topic(ctx, m.topic()) && !req.auto_create_partitions) return errc::unknown_topic;
+    }
+    if (req.auto_create_partitions && (*req.auto_create_partitions == 0 || *req.auto_create_partitions > k_max_partitions)) {
+      return errc::invalid_argument;
+    }
     for (auto& m : req.messages) {
       TXMQ_TRY(auto t, writer_topic_or_create(ctx, m.topic(), req.auto_create_partitions));
       (void)t;
-    }
-    for (auto& a : req.acks) {
-      if (!valid_name(a.group, k_max_group_name) || !writer_topic(ctx, a.topic)) return errc::invalid_argument;
     }
     records::TxRecord rec;
     rec.set_txid(key);
@@ -1017,7 +1025,7 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
     rec.set_prepared_ms(ctx.now_ms);
     rec.set_next_check_ms(req.first_check_ms);
     ctx.put(cf_tx, key, rec.SerializeAsString());
-    ctx.put(cf_index_, tx_due_key(req.first_check_ms, key), "");
+    if (req.first_check_ms != 0) ctx.put(cf_index_, tx_due_key(req.first_check_ms, key), "");
     return prepare_result{false};
   });
 }

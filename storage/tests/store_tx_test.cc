@@ -398,5 +398,30 @@ TEST_F(store_rpw_test, a_rolled_back_tx_leaves_the_group_untouched) {
   EXPECT_EQ(total_messages("out"), 0u);
 }
 
+TEST_F(store_tx_test, a_refused_prepare_creates_no_topic) {
+  prepare_request req;
+  req.id = protocol::uuid::make_v4();
+  req.producer_group = "producers";
+  req.messages = {make_message("m", std::nullopt, "brand-new-topic")};
+  req.auto_create_partitions = 4;
+  req.acks = {ack_ref{"g", "no-such-topic", 0, 0}};
+  EXPECT_THAT(try_prepare(req), fails_with(errc::invalid_argument));
+  EXPECT_FALSE(store_->topic("brand-new-topic").has_value());
+  reopen();
+  EXPECT_FALSE(store_->topic("brand-new-topic").has_value());
+}
+
+TEST_F(store_tx_test, a_prepare_without_a_first_check_is_never_due) {
+  prepare_request req;
+  req.id = protocol::uuid::make_v4();
+  req.producer_group = "producers";
+  req.messages = {make_message("m", std::nullopt, "pay")};
+  req.first_check_ms = 0;
+  ASSERT_THAT(try_prepare(req), is_ok());
+  auto due = store_->due_checks(now() + 1'000'000, 10);
+  ASSERT_TRUE(due);
+  EXPECT_TRUE(due.value().empty());
+}
+
 }  // namespace
 }  // namespace txmq::storage::test

@@ -162,7 +162,7 @@ struct prepare_request {
   std::string producer_group;
   std::vector<v1::Message> messages;  // topic set on each; ids needed as for append
   std::vector<ack_ref> acks;
-  std::int64_t first_check_ms = 0;    // when the first check-back is due
+  std::int64_t first_check_ms = 0;    // when the first check-back is due; 0 = never checked
   std::optional<std::uint32_t> auto_create_partitions;
   bool sync = true;
 };
