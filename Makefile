@@ -28,7 +28,7 @@ soak: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -L soak $(CTEST_ARGS)
 
 bench: build
-	@$(BUILD_DIR)/bench/txmq-bench storage
+	@$(BUILD_DIR)/bin/txmq-bench storage
 
 clean:
 	@rm -rf $(BUILD_DIR)

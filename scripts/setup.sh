@@ -11,6 +11,7 @@ packages=(
   libpq-dev postgresql postgresql-15
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev openssl procps
+  libtomlplusplus-dev
 )
 
 missing=()

@@ -1,0 +1,210 @@
+#include "txmq/broker/broker.h"
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <boost/asio.hpp>
+
+#include "connection.h"
+#include "log.h"
+#include "service.h"
+#include "txmq/storage/store.h"
+
+namespace txmq::broker {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+struct broker::impl {
+  explicit impl(const broker_config& c) : config(c), acceptor(io) {}
+
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      if (ec) {
+        // Out of file descriptors and the like: say so, back off a little, keep serving.
+        log::warn("accept failed: ", ec.message());
+        asio::steady_timer pause(io, std::chrono::milliseconds(50));
+        co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+        continue;
+      }
+      auto c = std::make_shared<connection>(std::move(socket), *svc, limits, ++next_connection_id);
+      if (svc->connections() >= config.max_connections) {
+        log::warn("refusing connection from ", c->peer(), ": max_connections (", config.max_connections, ") reached");
+        v1::Frame f;
+        f.mutable_error()->set_code(v1::LIMIT_EXCEEDED);
+        f.mutable_error()->set_message("the broker has max_connections (" + std::to_string(config.max_connections) +
+                                       ") connections; try again later");
+        c->start();
+        c->respond(std::move(f));
+        c->close();
+        continue;
+      }
+      c->start();
+    }
+  }
+
+  void schedule_retention() {
+    retention_timer.expires_after(std::chrono::seconds(60));
+    retention_timer.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      store->enforce_retention([](result<storage::retention_result> r) {
+        if (!r) log::error("retention pass failed: ", r.error().message());
+        else if (r.value().messages_removed) log::info("retention removed ", r.value().messages_removed, " messages");
+      });
+      schedule_retention();
+    });
+  }
+
+  broker_config config;
+  asio::io_context io;
+  tcp::acceptor acceptor;
+  asio::steady_timer retention_timer{io};
+  std::unique_ptr<storage::store> store;
+  std::unique_ptr<service> svc;
+  connection_limits limits;
+  std::uint64_t next_connection_id = 0;
+  std::thread io_thread;
+  tcp::endpoint bound;
+  tcp::endpoint http_bound;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  bool stopped = false;
+};
+
+broker::broker(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+broker::~broker() { stop(); }
+
+result<std::unique_ptr<broker>> broker::start(const broker_config& config, std::string& why) {
+  auto p = std::make_unique<impl>(config);
+  auto& m = *p;
+
+  storage::store_options so;
+  so.dir = config.data_dir;
+  so.dedupe_window = config.dedupe_window;
+  std::string store_why;
+  auto opened = storage::open_store(so, &store_why);
+  if (!opened) {
+    why = store_why.empty() ? "cannot open the store at " + config.data_dir + ": " + opened.error().message() : store_why;
+    return opened.error();
+  }
+  m.store = std::move(opened.value());
+
+  service_settings ss;
+  ss.delivery.ack_deadline = config.ack_deadline;
+  ss.delivery.retry_schedule = config.retry_schedule;
+  ss.delivery.max_attempts = config.max_attempts;
+  ss.max_message_bytes = static_cast<std::uint32_t>(config.max_message_bytes);
+  ss.max_frame_bytes = static_cast<std::uint32_t>(config.max_frame_bytes);
+  ss.auto_create_topics = config.auto_create_topics;
+  ss.default_partitions = config.default_partitions;
+  ss.default_retention_ms = config.retention.count();
+  ss.sync = config.durability == durability_mode::sync;
+  ss.max_topics = config.max_topics;
+  m.limits.max_frame_bytes = static_cast<std::uint32_t>(config.max_frame_bytes);
+  m.limits.max_in_flight = config.max_in_flight_per_connection;
+  m.svc = std::make_unique<service>(m.io, *m.store, ss, nullptr);
+  if (auto r = m.svc->start(); !r) {
+    why = "cannot load the consumer groups from " + config.data_dir + ": " + r.error().message();
+    return r.error();
+  }
+
+  auto ep = to_endpoint(config.listen);
+  if (!ep) {
+    why = "cannot listen on " + config.listen.to_string() + ": not an IP address";
+    return ep.error();
+  }
+  boost::system::error_code ec;
+  m.acceptor.open(ep.value().protocol(), ec);
+  if (!ec) m.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) m.acceptor.bind(ep.value(), ec);
+  if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    why = "cannot listen on " + config.listen.to_string() + ": " + ec.message() +
+          (ec == asio::error::address_in_use ? " (another broker running? choose another port with --listen)" : "");
+    return std::error_code(ec.value(), std::system_category());
+  }
+  m.bound = m.acceptor.local_endpoint();
+
+  asio::co_spawn(m.io, m.accept_loop(), [](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      log::error("accept loop failed: ", ex.what());
+    }
+  });
+  m.schedule_retention();
+  m.io_thread = std::thread([&m] {
+    auto guard = asio::make_work_guard(m.io);
+    m.io.run();
+  });
+
+  log::info("txmq broker listening on ", m.bound.address().to_string(), ":", m.bound.port(), ", data in ",
+            config.data_dir, ", durability ", to_string(config.durability));
+  if (config.durability == durability_mode::async) {
+    log::warn("durability = async: produce is acknowledged before fsync; a power loss can lose acknowledged "
+              "messages");
+  }
+  return std::unique_ptr<broker>(new broker(std::move(p)));
+}
+
+tcp::endpoint broker::endpoint() const { return impl_->bound; }
+tcp::endpoint broker::http_endpoint() const { return impl_->http_bound; }
+
+void broker::stop() {
+  auto& m = *impl_;
+  {
+    std::lock_guard lk(m.mu);
+    if (m.stopping) return;
+    m.stopping = true;
+  }
+  // Step 1: stop accepting and answer parked long polls, on the io thread.
+  std::promise<void> accepted_stopped;
+  asio::post(m.io, [&m, &accepted_stopped] {
+    boost::system::error_code ec;
+    m.acceptor.close(ec);
+    m.retention_timer.cancel();
+    m.svc->stop();
+    accepted_stopped.set_value();
+  });
+  accepted_stopped.get_future().wait();
+  // Step 2: the store finishes the writes it has queued (their answers are posted to the io
+  // thread and sent), then the connections close.
+  m.store->close();
+  std::promise<void> closed;
+  asio::post(m.io, [&m, &closed] {
+    m.svc->close_all();
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  // Give the writers up to two seconds to flush the last answers to their peers.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::promise<std::size_t> open;
+    asio::post(m.io, [&m, &open] { open.set_value(m.svc->connections()); });
+    if (open.get_future().get() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling a count, not ordering events
+  }
+  m.io.stop();
+  if (m.io_thread.joinable()) m.io_thread.join();
+  log::info("txmq broker stopped");
+  {
+    std::lock_guard lk(m.mu);
+    m.stopped = true;
+  }
+  m.cv.notify_all();
+}
+
+void broker::wait() {
+  std::unique_lock lk(impl_->mu);
+  impl_->cv.wait(lk, [&] { return impl_->stopped; });
+}
+
+}  // namespace txmq::broker

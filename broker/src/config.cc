@@ -1,0 +1,836 @@
+#include "txmq/broker/config.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <system_error>
+#include <variant>
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/make_shared.hpp>
+#include <boost/program_options.hpp>
+#include <toml++/toml.h>
+
+#ifndef TXMQ_VERSION
+#define TXMQ_VERSION "unknown"
+#endif
+
+namespace txmq::broker {
+namespace {
+
+using std::chrono::milliseconds;
+namespace po = boost::program_options;
+
+std::error_code invalid() { return std::make_error_code(std::errc::invalid_argument); }
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(" \t");
+  return s.substr(first, last - first + 1);
+}
+
+// The whole of `digits` as an unsigned integer: no sign, no spaces, no trailing text.
+std::optional<std::uint64_t> parse_unsigned(std::string_view digits) {
+  if (digits.empty() || digits.front() < '0' || digits.front() > '9') return std::nullopt;
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
+  return value;
+}
+
+// The leading digits of `text` and what follows them.
+std::pair<std::string_view, std::string_view> split_number(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  return {text.substr(0, i), text.substr(i)};
+}
+
+constexpr std::int64_t k_ms_per_second = 1000;
+constexpr std::int64_t k_ms_per_minute = 60 * k_ms_per_second;
+constexpr std::int64_t k_ms_per_hour = 60 * k_ms_per_minute;
+constexpr std::int64_t k_ms_per_day = 24 * k_ms_per_hour;
+
+constexpr std::uint64_t k_kib = 1024;
+constexpr std::uint64_t k_mib = 1024 * k_kib;
+constexpr std::uint64_t k_gib = 1024 * k_mib;
+constexpr std::uint64_t k_max_frame_limit = k_gib;
+constexpr std::uint32_t k_max_partitions = 4096;
+
+constexpr std::array<std::string_view, 5> k_log_levels = {"trace", "debug", "info", "warn",
+                                                          "error"};
+
+// --- the settings table: one row per setting, used by flags, the file, describe and --help.
+
+enum class kind { address, path, duration, duration_list, count, size, boolean, durability, level };
+
+using member = std::variant<host_port broker_config::*, std::string broker_config::*,
+                            milliseconds broker_config::*,
+                            std::vector<milliseconds> broker_config::*,
+                            std::uint32_t broker_config::*, std::uint64_t broker_config::*,
+                            bool broker_config::*, durability_mode broker_config::*>;
+
+struct setting {
+  std::string_view name;  // TOML key; the flag is the same with '-' for '_'
+  kind what;
+  member field;
+  std::string_view help;
+};
+
+// Kept in the order of broker_config, which is the order of describe() and --help.
+const setting k_settings[] = {
+    {"listen", kind::address, &broker_config::listen, "wire protocol address"},
+    {"http", kind::address, &broker_config::http, "admin HTTP address (/healthz, /metrics)"},
+    {"data_dir", kind::path, &broker_config::data_dir, "directory of the message store"},
+    {"tx_timeout", kind::duration, &broker_config::tx_timeout,
+     "time from Prepare to the first check-back"},
+    {"tx_check_schedule", kind::duration_list, &broker_config::tx_check_schedule,
+     "gaps between later check-backs; the last repeats"},
+    {"tx_max_checks", kind::count, &broker_config::tx_max_checks,
+     "undecided check-backs before a transaction is ABANDONED"},
+    {"tx_checks_in_flight", kind::count, &broker_config::tx_checks_in_flight,
+     "open check-backs per producer group"},
+    {"tx_check_answer_timeout", kind::duration, &broker_config::tx_check_answer_timeout,
+     "wait for a check-back answer before counting it undecided"},
+    {"ack_deadline", kind::duration, &broker_config::ack_deadline,
+     "time a consumer has to ack a delivery"},
+    {"retry_schedule", kind::duration_list, &broker_config::retry_schedule,
+     "delays before redeliveries; the last repeats"},
+    {"max_attempts", kind::count, &broker_config::max_attempts,
+     "deliveries before a message goes to the dead-letter queue"},
+    {"dedupe_window", kind::duration, &broker_config::dedupe_window,
+     "how long message ids and transaction outcomes are remembered"},
+    {"max_message_bytes", kind::size, &broker_config::max_message_bytes,
+     "largest message body"},
+    {"max_frame_bytes", kind::size, &broker_config::max_frame_bytes,
+     "largest wire frame (>= max_message_bytes + 64KiB)"},
+    {"max_connections", kind::count, &broker_config::max_connections,
+     "client connections at once"},
+    {"max_in_flight_per_connection", kind::count, &broker_config::max_in_flight_per_connection,
+     "requests of one connection being processed at once"},
+    {"max_topics", kind::count, &broker_config::max_topics, "topics the broker accepts"},
+    {"auto_create_topics", kind::boolean, &broker_config::auto_create_topics,
+     "create a topic on its first produce"},
+    {"default_partitions", kind::count, &broker_config::default_partitions,
+     "partitions of a topic created without a count"},
+    {"retention", kind::duration, &broker_config::retention,
+     "keep messages this long (0 = no age limit)"},
+    {"retention_bytes", kind::size, &broker_config::retention_bytes,
+     "keep at most this much per partition (0 = no size limit)"},
+    {"durability", kind::durability, &broker_config::durability,
+     "sync: ack after fsync; async: ack before (may lose acked writes on power loss)"},
+    {"insecure", kind::boolean, &broker_config::insecure,
+     "allow non-loopback addresses although no authentication is configured"},
+    {"log_level", kind::level, &broker_config::log_level, "trace, debug, info, warn or error"},
+};
+
+std::string flag_name(std::string_view key) {
+  std::string flag(key);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+std::string_view expected_text(kind what) {
+  switch (what) {
+    case kind::address:
+      return "HOST:PORT, such as 127.0.0.1:7878 or [::1]:7878";
+    case kind::path:
+      return "a non-empty path";
+    case kind::duration:
+      return "a duration such as 500ms, 6s, 3m, 1h or 7d";
+    case kind::duration_list:
+      return "a comma-separated list of durations such as 5s,10s,1m";
+    case kind::count:
+      return "an integer from 0 to 4294967295";
+    case kind::size:
+      return "a size in bytes, optionally with a KiB, MiB or GiB suffix, such as 4MiB";
+    case kind::boolean:
+      return "true or false";
+    case kind::durability:
+      return "sync or async";
+    case kind::level:
+      return "trace, debug, info, warn or error";
+  }
+  return "";
+}
+
+std::string_view value_placeholder(kind what) {
+  switch (what) {
+    case kind::address:
+      return "HOST:PORT";
+    case kind::path:
+      return "DIR";
+    case kind::duration:
+      return "DURATION";
+    case kind::duration_list:
+      return "D1,D2,...";
+    case kind::count:
+      return "N";
+    case kind::size:
+      return "SIZE";
+    case kind::boolean:
+      return "true|false";
+    case kind::durability:
+      return "sync|async";
+    case kind::level:
+      return "LEVEL";
+  }
+  return "";
+}
+
+std::optional<bool> parse_bool(std::string_view text) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  return std::nullopt;
+}
+
+// Sets the setting from its text form; false if the text is malformed for the setting's kind.
+bool set_from_text(broker_config& config, const setting& s, std::string_view raw) {
+  const std::string_view text = trim(raw);
+  switch (s.what) {
+    case kind::address: {
+      auto v = parse_host_port(text);
+      if (!v) return false;
+      config.*std::get<host_port broker_config::*>(s.field) = std::move(v).value();
+      return true;
+    }
+    case kind::path:
+      if (text.empty()) return false;
+      config.*std::get<std::string broker_config::*>(s.field) = std::string(text);
+      return true;
+    case kind::duration: {
+      auto v = parse_duration(text);
+      if (!v) return false;
+      config.*std::get<milliseconds broker_config::*>(s.field) = v.value();
+      return true;
+    }
+    case kind::duration_list: {
+      auto v = parse_duration_list(text);
+      if (!v) return false;
+      config.*std::get<std::vector<milliseconds> broker_config::*>(s.field) =
+          std::move(v).value();
+      return true;
+    }
+    case kind::count: {
+      auto v = parse_unsigned(text);
+      if (!v || *v > std::numeric_limits<std::uint32_t>::max()) return false;
+      config.*std::get<std::uint32_t broker_config::*>(s.field) = static_cast<std::uint32_t>(*v);
+      return true;
+    }
+    case kind::size: {
+      auto v = parse_size(text);
+      if (!v) return false;
+      config.*std::get<std::uint64_t broker_config::*>(s.field) = v.value();
+      return true;
+    }
+    case kind::boolean: {
+      auto v = parse_bool(text);
+      if (!v) return false;
+      config.*std::get<bool broker_config::*>(s.field) = *v;
+      return true;
+    }
+    case kind::durability:
+      if (text == "sync") {
+        config.*std::get<durability_mode broker_config::*>(s.field) = durability_mode::sync;
+      } else if (text == "async") {
+        config.*std::get<durability_mode broker_config::*>(s.field) = durability_mode::async;
+      } else {
+        return false;
+      }
+      return true;
+    case kind::level:
+      if (std::find(k_log_levels.begin(), k_log_levels.end(), text) == k_log_levels.end()) {
+        return false;
+      }
+      config.*std::get<std::string broker_config::*>(s.field) = std::string(text);
+      return true;
+  }
+  return false;
+}
+
+// A TOML basic string with the characters TOML requires escaped.
+std::string toml_quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          static constexpr char k_hex[] = "0123456789ABCDEF";
+          out += "\\u00";
+          out += k_hex[(static_cast<unsigned char>(c) >> 4) & 0xf];
+          out += k_hex[static_cast<unsigned char>(c) & 0xf];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string value_as_toml(const broker_config& config, const setting& s) {
+  switch (s.what) {
+    case kind::address:
+      return toml_quote((config.*std::get<host_port broker_config::*>(s.field)).to_string());
+    case kind::path:
+    case kind::level:
+      return toml_quote(config.*std::get<std::string broker_config::*>(s.field));
+    case kind::duration:
+      return toml_quote(format_duration(config.*std::get<milliseconds broker_config::*>(s.field)));
+    case kind::duration_list: {
+      std::string out = "[";
+      const auto& list = config.*std::get<std::vector<milliseconds> broker_config::*>(s.field);
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        if (i != 0) out += ", ";
+        out += toml_quote(format_duration(list[i]));
+      }
+      return out + "]";
+    }
+    case kind::count:
+      return std::to_string(config.*std::get<std::uint32_t broker_config::*>(s.field));
+    case kind::size:
+      return toml_quote(format_size(config.*std::get<std::uint64_t broker_config::*>(s.field)));
+    case kind::boolean:
+      return config.*std::get<bool broker_config::*>(s.field) ? "true" : "false";
+    case kind::durability:
+      return toml_quote(
+          to_string(config.*std::get<durability_mode broker_config::*>(s.field)));
+  }
+  return "";
+}
+
+// The default, as shown by --help (without TOML quotes).
+std::string default_text(const setting& s) {
+  const broker_config defaults;
+  std::string v = value_as_toml(defaults, s);
+  if (s.what == kind::duration_list) {
+    v.erase(std::remove_if(v.begin(), v.end(),
+                           [](char c) { return c == '"' || c == ' ' || c == '[' || c == ']'; }),
+            v.end());
+  } else if (v.size() >= 2 && v.front() == '"') {
+    v = v.substr(1, v.size() - 2);
+  }
+  return v;
+}
+
+const setting* find_setting(std::string_view name) {
+  for (const auto& s : k_settings) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean 'tx_timeout'?)" when a setting name is close to `name`, else "".
+std::string suggestion(std::string_view name, bool as_flag) {
+  std::string normalized(name);
+  std::replace(normalized.begin(), normalized.end(), '-', '_');
+  const setting* best = nullptr;
+  std::size_t best_distance = 3;
+  for (const auto& s : k_settings) {
+    const std::size_t d = edit_distance(normalized, s.name);
+    if (d < best_distance) {
+      best = &s;
+      best_distance = d;
+    }
+  }
+  if (best == nullptr) return "";
+  return " (did you mean '" + (as_flag ? "--" + flag_name(best->name) : std::string(best->name)) +
+         "'?)";
+}
+
+// The value as the user would have written it (TOML's own printer prefers 'literal' strings).
+std::string node_text(const toml::node& node) {
+  if (const auto* str = node.as_string()) return toml_quote(str->get());
+  if (const auto* array = node.as_array()) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      if (i != 0) out += ", ";
+      out += node_text(*array->get(i));
+    }
+    return out + "]";
+  }
+  std::ostringstream os;
+  node.visit([&os](const auto& n) { os << n; });
+  return os.str();
+}
+
+// Applies one TOML value; returns an empty string or the reason it was refused.
+std::string set_from_toml(broker_config& config, const setting& s, const toml::node& node) {
+  const auto bad = [&](std::string_view extra = {}) {
+    std::string msg = "invalid value " + node_text(node) + ": expected ";
+    msg += expected_text(s.what);
+    msg += extra;
+    return msg;
+  };
+  if (const auto* str = node.as_string()) {
+    return set_from_text(config, s, str->get()) ? std::string() : bad();
+  }
+  if (const auto* integer = node.as_integer()) {
+    const std::int64_t v = integer->get();
+    if (s.what == kind::count) {
+      if (v < 0 || v > std::numeric_limits<std::uint32_t>::max()) return bad();
+      config.*std::get<std::uint32_t broker_config::*>(s.field) = static_cast<std::uint32_t>(v);
+      return {};
+    }
+    if (s.what == kind::size) {
+      if (v < 0) return bad();
+      config.*std::get<std::uint64_t broker_config::*>(s.field) = static_cast<std::uint64_t>(v);
+      return {};
+    }
+    if (s.what == kind::duration || s.what == kind::duration_list) {
+      return bad(", written as a string such as \"" + std::to_string(v) + "s\"");
+    }
+    return bad();
+  }
+  if (const auto* boolean = node.as_boolean()) {
+    if (s.what != kind::boolean) return bad();
+    config.*std::get<bool broker_config::*>(s.field) = boolean->get();
+    return {};
+  }
+  if (const auto* array = node.as_array()) {
+    if (s.what != kind::duration_list) return bad();
+    if (array->empty()) return bad(" (at least one)");
+    std::vector<milliseconds> list;
+    for (const auto& element : *array) {
+      const auto* str = element.as_string();
+      if (str == nullptr) return bad(" (each element a string such as \"5s\")");
+      auto d = parse_duration(trim(str->get()));
+      if (!d) {
+        return "invalid element " + node_text(element) + " in " + node_text(node) +
+               ": expected a duration such as 500ms, 6s, 3m, 1h or 7d";
+      }
+      list.push_back(d.value());
+    }
+    config.*std::get<std::vector<milliseconds> broker_config::*>(s.field) = std::move(list);
+    return {};
+  }
+  return bad();
+}
+
+bool is_ip_literal(std::string_view host) {
+  boost::system::error_code ec;
+  (void)boost::asio::ip::make_address(std::string(host), ec);
+  return !ec;
+}
+
+// Flags of boolean settings may be written `--insecure`, `--insecure true` or
+// `--insecure=false`; program_options only knows the first and last form, so the middle one is
+// joined here.
+std::vector<std::string> join_boolean_flags(int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i] == nullptr ? std::string() : std::string(argv[i]);
+    if (arg.starts_with("--") && arg.find('=') == std::string::npos && i + 1 < argc &&
+        argv[i + 1] != nullptr) {
+      std::string key = arg.substr(2);
+      std::replace(key.begin(), key.end(), '-', '_');
+      const setting* s = find_setting(key);
+      const std::string_view next = argv[i + 1];
+      if (s != nullptr && s->what == kind::boolean && (next == "true" || next == "false")) {
+        arg += '=';
+        arg += next;
+        ++i;
+      }
+    }
+    out.push_back(std::move(arg));
+  }
+  return out;
+}
+
+po::options_description make_options() {
+  po::options_description desc("txmq-broker options");
+  desc.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
+      "config", po::value<std::string>()->value_name("FILE"),
+      "TOML config file; flags override its settings");
+  for (const auto& s : k_settings) {
+    const std::string flag = flag_name(s.name);
+    auto* value = po::value<std::string>()->value_name(std::string(value_placeholder(s.what)));
+    if (s.what == kind::boolean) value->implicit_value("true");
+    const std::string help = std::string(s.help) + " (default " + default_text(s) + ")";
+    desc.add(boost::make_shared<po::option_description>(flag.c_str(), value, help.c_str()));
+  }
+  return desc;
+}
+
+}  // namespace
+
+std::string host_port::to_string() const {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+std::string_view to_string(durability_mode mode) noexcept {
+  return mode == durability_mode::sync ? "sync" : "async";
+}
+
+result<milliseconds> parse_duration(std::string_view raw) {
+  const std::string_view text = trim(raw);
+  const auto [digits, unit] = split_number(text);
+  const auto value = parse_unsigned(digits);
+  if (!value) return invalid();
+  std::int64_t factor = 0;
+  if (unit == "ms") {
+    factor = 1;
+  } else if (unit == "s") {
+    factor = k_ms_per_second;
+  } else if (unit == "m") {
+    factor = k_ms_per_minute;
+  } else if (unit == "h") {
+    factor = k_ms_per_hour;
+  } else if (unit == "d") {
+    factor = k_ms_per_day;
+  } else {
+    return invalid();
+  }
+  if (*value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / factor)) {
+    return invalid();
+  }
+  return milliseconds(static_cast<std::int64_t>(*value) * factor);
+}
+
+result<std::vector<milliseconds>> parse_duration_list(std::string_view text) {
+  std::vector<milliseconds> out;
+  if (trim(text).empty()) return invalid();
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view item =
+        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    auto d = parse_duration(item);
+    if (!d) return d.error();
+    out.push_back(d.value());
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+result<std::uint64_t> parse_size(std::string_view raw) {
+  const std::string_view text = trim(raw);
+  const auto [digits, suffix] = split_number(text);
+  const auto value = parse_unsigned(digits);
+  if (!value) return invalid();
+  std::uint64_t factor = 0;
+  if (suffix.empty()) {
+    factor = 1;
+  } else if (suffix == "KiB") {
+    factor = k_kib;
+  } else if (suffix == "MiB") {
+    factor = k_mib;
+  } else if (suffix == "GiB") {
+    factor = k_gib;
+  } else {
+    return invalid();
+  }
+  if (*value > std::numeric_limits<std::uint64_t>::max() / factor) return invalid();
+  return *value * factor;
+}
+
+result<host_port> parse_host_port(std::string_view raw) {
+  const std::string_view text = trim(raw);
+  std::string_view host;
+  std::string_view port_text;
+  if (text.starts_with('[')) {
+    const std::size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return invalid();
+    }
+    host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+  } else {
+    const std::size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return invalid();
+    host = text.substr(0, colon);
+    // An unbracketed IPv6 address is ambiguous ("::1:80"): require brackets.
+    if (host.find(':') != std::string_view::npos) return invalid();
+    port_text = text.substr(colon + 1);
+  }
+  const auto port = parse_unsigned(port_text);
+  if (host.empty() || !port || *port > 65535) return invalid();
+  return host_port{std::string(host), static_cast<std::uint16_t>(*port)};
+}
+
+std::string format_duration(milliseconds d) {
+  const std::int64_t ms = d.count();
+  if (ms == 0) return "0s";
+  if (ms % k_ms_per_day == 0) return std::to_string(ms / k_ms_per_day) + "d";
+  if (ms % k_ms_per_hour == 0) return std::to_string(ms / k_ms_per_hour) + "h";
+  if (ms % k_ms_per_minute == 0) return std::to_string(ms / k_ms_per_minute) + "m";
+  if (ms % k_ms_per_second == 0) return std::to_string(ms / k_ms_per_second) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+std::string format_size(std::uint64_t bytes) {
+  if (bytes != 0 && bytes % k_gib == 0) return std::to_string(bytes / k_gib) + "GiB";
+  if (bytes != 0 && bytes % k_mib == 0) return std::to_string(bytes / k_mib) + "MiB";
+  if (bytes != 0 && bytes % k_kib == 0) return std::to_string(bytes / k_kib) + "KiB";
+  return std::to_string(bytes);
+}
+
+bool is_loopback_host(std::string_view host) {
+  if (host == "localhost") return true;
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(std::string(host), ec);
+  return !ec && address.is_loopback();
+}
+
+result<boost::asio::ip::tcp::endpoint> to_endpoint(const host_port& address) {
+  boost::system::error_code ec;
+  const auto ip = address.host == "localhost"
+                      ? boost::asio::ip::make_address_v4("127.0.0.1")
+                      : boost::asio::ip::make_address(address.host, ec);
+  if (ec) return invalid();
+  return boost::asio::ip::tcp::endpoint(ip, address.port);
+}
+
+result<void> apply_toml_config(std::string_view toml_text, std::string_view source_name,
+                               broker_config& config, std::string& error_text) {
+  const std::string where = "config file '" + std::string(source_name) + "'";
+  toml::table table;
+  try {
+    table = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    error_text = where + " line " + std::to_string(e.source().begin.line) + " column " +
+                 std::to_string(e.source().begin.column) + ": " + std::string(e.description()) +
+                 " (the file must be TOML: key = value, one per line)";
+    return invalid();
+  }
+  for (const auto& [key, node] : table) {
+    const std::string line = " (line " + std::to_string(node.source().begin.line) + ")";
+    const setting* s = find_setting(key.str());
+    if (s == nullptr) {
+      error_text = where + ": unknown key '" + std::string(key.str()) + "'" + line +
+                   suggestion(key.str(), false) + "; docs/configuration.md lists the settings";
+      return invalid();
+    }
+    std::string reason = set_from_toml(config, *s, node);
+    if (!reason.empty()) {
+      error_text = where + ": key '" + std::string(s->name) + "'" + line + ": " + reason;
+      return invalid();
+    }
+  }
+  return outcome::success();
+}
+
+result<void> apply_config_file(const std::string& path, broker_config& config,
+                               std::string& error_text) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const std::error_code ec(errno, std::generic_category());
+    error_text = "cannot read config file '" + path + "': " + ec.message();
+    return invalid();
+  }
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (in.bad()) {
+    error_text = "cannot read config file '" + path + "': read error";
+    return invalid();
+  }
+  return apply_toml_config(content.str(), path, config, error_text);
+}
+
+result<void> validate(const broker_config& c, std::string& error_text) {
+  const auto fail = [&](std::string text) -> result<void> {
+    error_text = std::move(text);
+    return invalid();
+  };
+  const auto check_positive = [&](std::string_view name, milliseconds d) {
+    if (d.count() > 0) return true;
+    error_text = std::string(name) + " must be greater than zero, got " + format_duration(d);
+    return false;
+  };
+  const auto check_schedule = [&](std::string_view name, const std::vector<milliseconds>& list) {
+    if (list.empty()) {
+      error_text = std::string(name) + " must list at least one duration";
+      return false;
+    }
+    for (const auto d : list) {
+      if (d.count() <= 0) {
+        error_text = std::string(name) + " must contain only durations greater than zero, got " +
+                     format_duration(d);
+        return false;
+      }
+    }
+    return true;
+  };
+  const auto check_at_least_one = [&](std::string_view name, std::uint64_t v) {
+    if (v >= 1) return true;
+    error_text = std::string(name) + " must be at least 1, got " + std::to_string(v);
+    return false;
+  };
+
+  for (const auto* address : {&c.listen, &c.http}) {
+    const char* name = address == &c.listen ? "listen" : "http";
+    if (address->host != "localhost" && !is_ip_literal(address->host)) {
+      return fail(std::string(name) + " address '" + address->to_string() +
+                  "': the host must be an IP address or localhost (names are not resolved)");
+    }
+    if (!c.insecure && !is_loopback_host(address->host)) {
+      return fail(std::string(name) + " address " + address->to_string() +
+                  " is not a loopback address: txmq has no authentication yet, so it serves "
+                  "loopback only; pass --insecure (insecure = true in the config file) to accept "
+                  "connections from other hosts anyway");
+    }
+  }
+  if (c.listen.port != 0 && c.listen == c.http) {
+    return fail("listen and http are both " + c.listen.to_string() +
+                ": give the admin HTTP server another port with --http HOST:PORT");
+  }
+  if (c.data_dir.empty()) return fail("data_dir must not be empty");
+  if (!check_positive("tx_timeout", c.tx_timeout) ||
+      !check_schedule("tx_check_schedule", c.tx_check_schedule) ||
+      !check_at_least_one("tx_max_checks", c.tx_max_checks) ||
+      !check_at_least_one("tx_checks_in_flight", c.tx_checks_in_flight) ||
+      !check_positive("tx_check_answer_timeout", c.tx_check_answer_timeout) ||
+      !check_positive("ack_deadline", c.ack_deadline) ||
+      !check_schedule("retry_schedule", c.retry_schedule) ||
+      !check_at_least_one("max_attempts", c.max_attempts) ||
+      !check_positive("dedupe_window", c.dedupe_window) ||
+      !check_at_least_one("max_message_bytes", c.max_message_bytes) ||
+      !check_at_least_one("max_connections", c.max_connections) ||
+      !check_at_least_one("max_in_flight_per_connection", c.max_in_flight_per_connection) ||
+      !check_at_least_one("max_topics", c.max_topics) ||
+      !check_at_least_one("default_partitions", c.default_partitions)) {
+    return invalid();
+  }
+  if (c.retention.count() < 0) return fail("retention must not be negative");
+  if (c.max_frame_bytes > k_max_frame_limit) {
+    return fail("max_frame_bytes is " + format_size(c.max_frame_bytes) + ": at most " +
+                format_size(k_max_frame_limit) + " is supported");
+  }
+  if (c.max_message_bytes > c.max_frame_bytes ||
+      c.max_frame_bytes - c.max_message_bytes < k_frame_overhead_bytes) {
+    return fail("max_frame_bytes (" + format_size(c.max_frame_bytes) +
+                ") must be at least max_message_bytes (" + format_size(c.max_message_bytes) +
+                ") + " + format_size(k_frame_overhead_bytes) +
+                " for the envelope, so that a message of the largest allowed size fits in a "
+                "frame; raise max_frame_bytes to " +
+                format_size(c.max_message_bytes + k_frame_overhead_bytes) + " or more");
+  }
+  if (c.default_partitions > k_max_partitions) {
+    return fail("default_partitions is " + std::to_string(c.default_partitions) + ": at most " +
+                std::to_string(k_max_partitions) + " partitions per topic are supported");
+  }
+  if (std::find(k_log_levels.begin(), k_log_levels.end(), c.log_level) == k_log_levels.end()) {
+    return fail("log_level '" + c.log_level + "': expected trace, debug, info, warn or error");
+  }
+  return outcome::success();
+}
+
+std::string describe(const broker_config& config) {
+  std::string out;
+  for (const auto& s : k_settings) {
+    out += s.name;
+    out += " = ";
+    out += value_as_toml(config, s);
+    out += '\n';
+  }
+  return out;
+}
+
+std::string broker_usage() {
+  std::ostringstream os;
+  os << "Usage: txmq-broker [--config FILE] [--SETTING VALUE]...\n\n"
+     << "Every setting can also be written in the TOML config file as `setting_name = value`.\n"
+     << "Durations: 500ms, 6s, 3m, 1h, 7d. Sizes: bytes or KiB/MiB/GiB (4MiB).\n\n"
+     << make_options();
+  return os.str();
+}
+
+result<parsed_config> parse_broker_config(int argc, const char* const* argv,
+                                          std::string& error_text) {
+  const auto options = make_options();
+  const std::vector<std::string> args = join_boolean_flags(argc, argv);
+  po::variables_map flags;
+  try {
+    // Stray words are collected so that the error can name them.
+    po::options_description all = options;
+    all.add_options()("txmq-stray-argument", po::value<std::vector<std::string>>());
+    po::positional_options_description stray;
+    stray.add("txmq-stray-argument", -1);
+    po::store(po::command_line_parser(args)
+                  .options(all)
+                  .positional(stray)
+                  .style(po::command_line_style::default_style &
+                         ~po::command_line_style::allow_guessing)
+                  .run(),
+              flags);
+  } catch (const po::unknown_option& e) {
+    error_text = "unknown option '" + e.get_option_name() + "'" +
+                 suggestion(std::string_view(e.get_option_name()).substr(
+                                std::min<std::size_t>(2, e.get_option_name().size())),
+                            true) +
+                 "; run txmq-broker --help for the list of settings";
+    return invalid();
+  } catch (const po::error& e) {
+    error_text = std::string(e.what()) + "; run txmq-broker --help for the list of settings";
+    return invalid();
+  }
+
+  if (flags.count("txmq-stray-argument") != 0) {
+    error_text = "unexpected argument '" +
+                 flags["txmq-stray-argument"].as<std::vector<std::string>>().front() +
+                 "': settings are given as --name VALUE; run txmq-broker --help for the list";
+    return invalid();
+  }
+
+  parsed_config out;
+  if (flags.count("help") != 0) {
+    out.exit_text = broker_usage();
+    return out;
+  }
+  if (flags.count("version") != 0) {
+    out.exit_text = std::string("txmq-broker ") + TXMQ_VERSION + "\n";
+    return out;
+  }
+  if (flags.count("config") != 0) {
+    TXMQ_TRY(apply_config_file(flags["config"].as<std::string>(), out.config, error_text));
+  }
+  for (const auto& s : k_settings) {
+    const std::string flag = flag_name(s.name);
+    if (flags.count(flag) == 0) continue;
+    const auto& text = flags[flag].as<std::string>();
+    if (!set_from_text(out.config, s, text)) {
+      error_text = "--" + flag + ": invalid value '" + text + "': expected " +
+                   std::string(expected_text(s.what));
+      return invalid();
+    }
+  }
+  TXMQ_TRY(validate(out.config, error_text));
+  return out;
+}
+
+}  // namespace txmq::broker

@@ -1,0 +1,209 @@
+#include "connection.h"
+
+#include <array>
+
+#include "log.h"
+#include "service.h"
+#include "txmq/protocol/frame_codec.h"
+
+namespace txmq::broker {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+constexpr auto as_tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+constexpr std::uint32_t k_protocol_version = 1;
+
+connection::connection(asio::ip::tcp::socket socket, service& svc, connection_limits limits, std::uint64_t id)
+    : socket_(std::move(socket)), service_(svc), limits_(limits), id_(id), wake_writer_(socket_.get_executor()) {
+  boost::system::error_code ec;
+  auto ep = socket_.remote_endpoint(ec);
+  peer_ = ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  wake_writer_.expires_at(asio::steady_timer::time_point::max());
+}
+
+void connection::start() {
+  auto self = shared_from_this();
+  auto log_end = [self](const char* what) {
+    return [self, what](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        log::error("connection ", self->id_, " (", self->peer_, ") ", what, " failed: ", ex.what());
+      }
+      self->shutdown();
+    };
+  };
+  asio::co_spawn(socket_.get_executor(), reader(), log_end("reader"));
+  asio::co_spawn(socket_.get_executor(), writer(), log_end("writer"));
+}
+
+awaitable<void> connection::reader() {
+  auto self = shared_from_this();
+  std::array<std::byte, protocol::frame_header_bytes> header{};
+  std::string body;
+  while (!closing_) {
+    auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(header), as_tuple_awaitable);
+    if (ec) break;  // peer closed or reset: nothing to say
+    const std::uint32_t limit = hello_done_ ? limits_.max_frame_bytes : protocol::pre_hello_max_frame_bytes;
+    auto length = protocol::decode_frame_length(header, limit);
+    if (!length) {
+      if (length.error() == protocol::errc::frame_too_large) {
+        fail(v1::FRAME_TOO_LARGE, "frame length above the limit of " + std::to_string(limit) + " bytes" +
+                                      (hello_done_ ? "" : " before Hello"));
+      } else {
+        fail(v1::FRAME_MALFORMED, "frame length 0 is not allowed");
+      }
+      break;
+    }
+    body.resize(length.value());
+    auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(body), as_tuple_awaitable);
+    if (ec2) break;
+    auto frame = protocol::decode_frame_body(std::as_bytes(std::span(body.data(), body.size())));
+    if (!frame) {
+      fail(v1::FRAME_MALFORMED, "frame body is not a txmq.v1.Frame");
+      break;
+    }
+    auto& f = frame.value();
+    if (!hello_done_) {
+      if (!f.has_hello()) {
+        fail(v1::HELLO_REQUIRED, "the first frame must be Hello", f.correlation_id());
+        break;
+      }
+      if (f.hello().protocol_version() != k_protocol_version) {
+        fail(v1::UNSUPPORTED_VERSION, "protocol version " + std::to_string(f.hello().protocol_version()) +
+                                          " is not supported; this broker speaks version 1",
+             f.correlation_id());
+        break;
+      }
+      client_id_ = f.hello().client_id();
+      producer_group_ = f.hello().producer_group();
+      hello_done_ = true;
+      v1::Frame ok;
+      ok.set_correlation_id(f.correlation_id());
+      auto* h = ok.mutable_hello_ok();
+      h->set_protocol_version(k_protocol_version);
+      h->set_broker_id(service_.broker_id());
+      h->set_max_frame_bytes(limits_.max_frame_bytes);
+      h->set_max_message_bytes(service_.max_message_bytes());
+      enqueue(ok);
+      service_.connection_opened(self);
+      continue;
+    }
+    if (f.correlation_id() == 0) {
+      fail(v1::INVALID_ARGUMENT, "correlation_id 0 is reserved; requests need a non-zero id");
+      break;
+    }
+    if (in_flight_ >= limits_.max_in_flight) {
+      respond_error(f.correlation_id(), v1::LIMIT_EXCEEDED,
+                    "more than " + std::to_string(limits_.max_in_flight) +
+                        " requests in flight on this connection; wait for answers before sending more");
+      continue;
+    }
+    ++in_flight_;
+    service_.handle(self, std::move(f));
+  }
+  closing_ = true;
+  wake_writer_.cancel();
+}
+
+awaitable<void> connection::writer() {
+  auto self = shared_from_this();
+  std::vector<std::string> batch;
+  std::vector<asio::const_buffer> buffers;
+  for (;;) {
+    if (queue_.empty()) {
+      if (closing_) break;
+      auto [ec] = co_await wake_writer_.async_wait(as_tuple_awaitable);
+      (void)ec;  // cancelled = woken
+      continue;
+    }
+    // Everything queued goes out in one gathered write.
+    batch.clear();
+    buffers.clear();
+    while (!queue_.empty() && batch.size() < 256) {
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    for (auto& b : batch) {
+      queued_bytes_ -= b.size();
+      buffers.emplace_back(asio::buffer(b));
+    }
+    auto [ec, n] = co_await asio::async_write(socket_, buffers, as_tuple_awaitable);
+    if (ec) break;
+  }
+  shutdown();
+}
+
+void connection::enqueue(const v1::Frame& frame) {
+  if (closed_) return;
+  std::string bytes;
+  if (auto r = protocol::encode_frame(frame, bytes, limits_.max_frame_bytes); !r) {
+    // Only a response we built can be this large (a fetch is bounded by max_frame_bytes).
+    log::error("connection ", id_, ": response of ", frame.ByteSizeLong(), " bytes exceeds max_frame_bytes");
+    v1::Frame err;
+    err.set_correlation_id(frame.correlation_id());
+    err.mutable_error()->set_code(v1::INTERNAL);
+    err.mutable_error()->set_message("response too large for max_frame_bytes");
+    bytes.clear();
+    (void)protocol::encode_frame(err, bytes, limits_.max_frame_bytes);
+  }
+  queued_bytes_ += bytes.size();
+  queue_.push_back(std::move(bytes));
+  if (queued_bytes_ > limits_.max_queued_bytes) {
+    log::warn("connection ", id_, " (", peer_, ") does not read its answers (", queued_bytes_,
+              " bytes queued); closing it");
+    shutdown();
+    return;
+  }
+  wake_writer_.cancel();
+}
+
+void connection::respond(v1::Frame frame) {
+  if (in_flight_ > 0) --in_flight_;
+  enqueue(frame);
+}
+
+void connection::respond_error(std::uint64_t correlation_id, v1::ErrorCode code, std::string text) {
+  v1::Frame f;
+  f.set_correlation_id(correlation_id);
+  f.mutable_error()->set_code(code);
+  f.mutable_error()->set_message(std::move(text));
+  respond(std::move(f));
+}
+
+void connection::fail(v1::ErrorCode code, std::string text, std::uint64_t correlation_id) {
+  log::info("connection ", id_, " (", peer_, ") closed: ", text);
+  v1::Frame f;
+  f.set_correlation_id(correlation_id);
+  f.mutable_error()->set_code(code);
+  f.mutable_error()->set_message(std::move(text));
+  enqueue(f);
+  closing_ = true;
+  wake_writer_.cancel();
+}
+
+void connection::close() {
+  closing_ = true;
+  boost::system::error_code ec;
+  // Ends the reader; the writer finishes the queue and then closes the socket.
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
+  wake_writer_.cancel();
+}
+
+void connection::shutdown() {
+  if (closed_) return;
+  closed_ = true;
+  closing_ = true;
+  boost::system::error_code ec;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  wake_writer_.cancel();
+  queue_.clear();
+  queued_bytes_ = 0;
+  service_.connection_closed(*this);
+}
+
+}  // namespace txmq::broker

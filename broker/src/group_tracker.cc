@@ -1,0 +1,458 @@
+#include "group_tracker.h"
+
+#include <algorithm>
+
+namespace txmq::broker {
+
+using protocol::errc;
+
+group_tracker::group_tracker(std::string name, delivery_settings settings, const storage::store& store)
+    : name_(std::move(name)), settings_(std::move(settings)), store_(store) {
+  if (settings_.retry_schedule.empty()) settings_.retry_schedule.push_back(std::chrono::seconds(10));
+}
+
+bool group_tracker::subscribes(const std::string& topic) const {
+  return std::find(topics_.begin(), topics_.end(), topic) != topics_.end();
+}
+
+std::size_t group_tracker::partition_index(const std::string& topic, std::uint32_t p) {
+  auto [it, inserted] = index_.try_emplace({topic, p}, partitions_.size());
+  if (inserted) {
+    partition part;
+    part.topic = topic;
+    part.id = p;
+    partitions_.push_back(std::move(part));
+  }
+  return it->second;
+}
+
+std::optional<std::size_t> group_tracker::find_partition(const std::string& topic, std::uint32_t p) const {
+  auto it = index_.find({topic, p});
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::chrono::milliseconds group_tracker::retry_delay(std::uint32_t attempt) const {
+  const auto& s = settings_.retry_schedule;
+  const std::size_t i = attempt == 0 ? 0 : std::min<std::size_t>(attempt - 1, s.size() - 1);
+  return s[i];
+}
+
+bool group_tracker::eligible(const partition& part, std::uint64_t offset, const entry& e) const {
+  if (!e.key) return true;
+  auto it = part.keys.find(*e.key);
+  return it != part.keys.end() && !it->second.empty() && it->second.front() == offset;
+}
+
+void group_tracker::enqueue_key(partition& part, std::uint64_t offset, const entry& e) {
+  if (!e.key) return;
+  auto& q = part.keys[*e.key];
+  q.insert(std::upper_bound(q.begin(), q.end(), offset), offset);
+}
+
+void group_tracker::set_timeline(std::size_t pidx, std::uint64_t offset, entry& e, std::optional<std::int64_t> when) {
+  if (e.timeline_pos) {
+    timeline_.erase(*e.timeline_pos);
+    e.timeline_pos.reset();
+  }
+  if (when) e.timeline_pos = timeline_.emplace(*when, std::make_pair(pidx, offset));
+}
+
+void group_tracker::make_ready(std::size_t pidx, std::uint64_t offset, entry& e) {
+  set_timeline(pidx, offset, e, std::nullopt);
+  e.st = state::ready;
+  auto& part = partitions_[pidx];
+  if (eligible(part, offset, e)) part.deliverable.insert(offset);
+}
+
+storage::delivery_record group_tracker::record_of(const partition& part, std::uint64_t offset, const entry& e) const {
+  storage::delivery_record r;
+  r.topic = part.topic;
+  r.partition = part.id;
+  r.offset = offset;
+  r.attempt = e.attempt;
+  r.visible_at_ms = e.when_ms;
+  r.status = e.st == state::in_flight ? storage::delivery_status::in_flight : storage::delivery_status::waiting;
+  return r;
+}
+
+result<std::optional<v1::Message>> group_tracker::read_one(const partition& part, std::uint64_t offset) const {
+  storage::read_request rr;
+  rr.topic = part.topic;
+  rr.partition = part.id;
+  rr.from_offset = offset;
+  rr.max_messages = 1;
+  TXMQ_TRY(auto r, store_.read(rr));
+  if (r.messages.empty() || r.messages.front().offset() != offset) return std::optional<v1::Message>{};
+  return std::optional<v1::Message>{std::move(r.messages.front())};
+}
+
+result<void> group_tracker::load(const storage::group_state& state, std::int64_t now_ms) {
+  for (auto& t : state.info.topics) {
+    if (!subscribes(t)) topics_.push_back(t);
+  }
+  std::map<std::pair<std::string, std::uint32_t>, std::vector<const storage::delivery_record*>> records;
+  for (auto& d : state.deliveries) records[{d.topic, d.partition}].push_back(&d);
+
+  for (auto& c : state.cursors) {
+    if (find_partition(c.topic, c.partition)) continue;  // known: in-memory state is newer
+    const std::size_t pidx = partition_index(c.topic, c.partition);
+    auto& part = partitions_[pidx];
+    part.floor = c.ack_floor;
+    part.next = c.next_offset;
+    std::map<std::uint64_t, const storage::delivery_record*> recs;
+    for (auto* r : records[{c.topic, c.partition}]) recs[r->offset] = r;
+
+    // Every message between floor and cursor not done, and every redriven one below the floor,
+    // is pending again; read them to learn their keys.
+    std::set<std::uint64_t> offsets;
+    for (std::uint64_t o = part.floor; o < part.next; ++o) offsets.insert(o);
+    for (auto& [o, r] : recs) offsets.insert(o);
+    std::map<std::uint64_t, v1::Message> messages;
+    for (auto& [o, r] : recs) {
+      if (o >= part.floor) continue;
+      TXMQ_TRY(auto m, read_one(part, o));
+      if (m) messages.emplace(o, std::move(*m));
+    }
+    for (std::uint64_t from = part.floor; from < part.next;) {
+      storage::read_request rr;
+      rr.topic = c.topic;
+      rr.partition = c.partition;
+      rr.from_offset = from;
+      rr.max_messages = std::min<std::uint64_t>(part.next - from, 1000);
+      TXMQ_TRY(auto r, store_.read(rr));
+      if (r.messages.empty()) break;
+      for (auto& m : r.messages) {
+        if (m.offset() < part.next) messages.emplace(m.offset(), std::move(m));
+      }
+      from = r.next_offset;
+    }
+    for (std::uint64_t o : offsets) {
+      auto rec = recs.find(o);
+      if (rec != recs.end() && (rec->second->status == storage::delivery_status::acked ||
+                                rec->second->status == storage::delivery_status::dead)) {
+        continue;
+      }
+      auto msg = messages.find(o);
+      if (msg == messages.end()) continue;  // removed by retention: nothing left to deliver
+      entry e;
+      if (msg->second.has_key()) e.key = msg->second.key();
+      if (rec != recs.end()) {
+        e.attempt = rec->second->attempt;
+        e.when_ms = rec->second->visible_at_ms;
+        e.st = rec->second->status == storage::delivery_status::in_flight ? state::in_flight : state::waiting;
+      } else {
+        e.st = state::ready;
+      }
+      auto& stored = part.pending.emplace(o, std::move(e)).first->second;
+      enqueue_key(part, o, stored);
+    }
+    for (auto& [o, e] : part.pending) {
+      if (e.st == state::ready) {
+        if (eligible(part, o, e)) part.deliverable.insert(o);
+      } else {
+        if (e.st == state::in_flight) ++in_flight_count_;
+        set_timeline(pidx, o, e, e.when_ms);
+      }
+    }
+    auto first = part.pending.lower_bound(part.floor);
+    part.floor = first == part.pending.end() ? part.next : first->first;
+  }
+  (void)now_ms;
+  return outcome::success();
+}
+
+void group_tracker::deliver(std::size_t pidx, std::uint64_t offset, entry& e, v1::Message msg, std::uint64_t member,
+                            std::chrono::milliseconds ack_deadline, std::int64_t now_ms, fetch_result& out) {
+  auto& part = partitions_[pidx];
+  part.deliverable.erase(offset);
+  e.st = state::in_flight;
+  e.attempt += 1;
+  e.member = member;
+  e.when_ms = now_ms + ack_deadline.count();
+  set_timeline(pidx, offset, e, e.when_ms);
+  ++in_flight_count_;
+  out.update.deliveries.push_back(record_of(part, offset, e));
+  msg.set_topic(part.topic);
+  msg.set_partition(part.id);
+  msg.set_offset(offset);
+  msg.set_attempt(e.attempt);
+  out.messages.push_back({std::move(msg), e.when_ms});
+}
+
+result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, const std::vector<std::string>& topics,
+                                                         std::size_t max, std::size_t max_bytes,
+                                                         std::chrono::milliseconds ack_deadline, std::int64_t now_ms) {
+  fetch_result out;
+  std::size_t bytes = 0;
+  auto fits = [&](const v1::Message& m) {
+    const std::size_t size = m.body().size() + m.key().size() + 256;
+    if (!out.messages.empty() && bytes + size > max_bytes) return false;
+    bytes += size;
+    return true;
+  };
+  bool full = false;
+  out.update = expire(now_ms);
+  out.update.group = name_;
+  if (ack_deadline.count() <= 0) ack_deadline = settings_.ack_deadline;
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < partitions_.size(); ++i) {
+    const std::size_t pidx = (rotate_ + i) % partitions_.size();
+    if (std::find(topics.begin(), topics.end(), partitions_[pidx].topic) != topics.end()) order.push_back(pidx);
+  }
+  rotate_ = partitions_.empty() ? 0 : (rotate_ + 1) % partitions_.size();
+
+  // Retries and messages held back by their key first: they are older.
+  for (std::size_t pidx : order) {
+    auto& part = partitions_[pidx];
+    while (out.messages.size() < max && !part.deliverable.empty()) {
+      const std::uint64_t offset = *part.deliverable.begin();
+      auto& e = part.pending.at(offset);
+      TXMQ_TRY(auto msg, read_one(part, offset));
+      if (!msg) {
+        // Retention removed it before it could be delivered again.
+        out.update.acks.push_back({part.topic, part.id, offset});
+        finish(pidx, offset);
+        continue;
+      }
+      if (!fits(*msg)) {
+        full = true;
+        break;
+      }
+      deliver(pidx, offset, e, std::move(*msg), member, ack_deadline, now_ms, out);
+    }
+  }
+
+  // Then new messages from the cursors, partition by partition.
+  for (std::size_t pidx : order) {
+    if (out.messages.size() >= max || full) break;
+    auto& part = partitions_[pidx];
+    auto info = store_.topic(part.topic);
+    if (!info || part.id >= info->partitions.size()) continue;
+    const auto& pinfo = info->partitions[part.id];
+    if (part.next < pinfo.start_offset) {
+      // Retention removed messages the group never took: skip them.
+      part.next = pinfo.start_offset;
+      if (part.pending.empty()) part.floor = part.next;
+    }
+    const std::uint64_t start_next = part.next;
+    while (out.messages.size() < max && !full && part.next < pinfo.next_offset &&
+           part.pending.size() < settings_.max_unacked_per_partition) {
+      storage::read_request rr;
+      rr.topic = part.topic;
+      rr.partition = part.id;
+      rr.from_offset = part.next;
+      rr.max_messages = std::min<std::size_t>(
+          {std::max<std::size_t>(max - out.messages.size(), 16), settings_.max_unacked_per_partition - part.pending.size(), 1000});
+      TXMQ_TRY(auto r, store_.read(rr));
+      if (r.messages.empty()) break;
+      for (auto& m : r.messages) {
+        const std::uint64_t offset = m.offset();
+        part.next = offset + 1;
+        entry e;
+        if (m.has_key()) e.key = m.key();
+        auto& stored = part.pending.emplace(offset, std::move(e)).first->second;
+        enqueue_key(part, offset, stored);
+        if (m.deliver_at_ms() > now_ms) {
+          stored.st = state::waiting;
+          stored.when_ms = m.deliver_at_ms();
+          set_timeline(pidx, offset, stored, stored.when_ms);
+          out.update.deliveries.push_back(record_of(part, offset, stored));
+        } else if (out.messages.size() < max && !full && eligible(part, offset, stored) && fits(m)) {
+          deliver(pidx, offset, stored, std::move(m), member, ack_deadline, now_ms, out);
+        } else {
+          // Held behind its key, or no room in this answer: the next fetch takes it.
+          if (out.messages.size() < max && eligible(part, offset, stored)) full = true;
+          stored.st = state::ready;
+          if (eligible(part, offset, stored)) part.deliverable.insert(offset);
+        }
+        if (part.pending.size() >= settings_.max_unacked_per_partition) break;
+      }
+    }
+    if (part.next != start_next) out.update.dispatched.push_back({part.topic, part.id, 0, part.next});
+  }
+  return out;
+}
+
+void group_tracker::finish(std::size_t pidx, std::uint64_t offset) {
+  auto& part = partitions_[pidx];
+  auto it = part.pending.find(offset);
+  if (it == part.pending.end()) return;
+  auto& e = it->second;
+  set_timeline(pidx, offset, e, std::nullopt);
+  if (e.st == state::in_flight) --in_flight_count_;
+  part.deliverable.erase(offset);
+  if (e.key) {
+    auto k = part.keys.find(*e.key);
+    if (k != part.keys.end()) {
+      auto& q = k->second;
+      const bool was_front = !q.empty() && q.front() == offset;
+      q.erase(std::remove(q.begin(), q.end(), offset), q.end());
+      if (q.empty()) {
+        part.keys.erase(k);
+      } else if (was_front) {
+        auto next = part.pending.find(q.front());
+        if (next != part.pending.end() && next->second.st == state::ready) part.deliverable.insert(q.front());
+      }
+    }
+  }
+  part.pending.erase(it);
+  auto first = part.pending.lower_bound(part.floor);
+  part.floor = first == part.pending.end() ? part.next : first->first;
+}
+
+void group_tracker::fail_delivery(std::size_t pidx, std::uint64_t offset, std::chrono::milliseconds delay,
+                                  std::int64_t now_ms, const char* why, storage::group_update& update) {
+  auto& part = partitions_[pidx];
+  auto& e = part.pending.at(offset);
+  if (e.attempt >= settings_.max_attempts) {
+    storage::dead_letter d;
+    d.topic = part.topic;
+    d.partition = part.id;
+    d.offset = offset;
+    d.attempts = e.attempt;
+    d.dead_at_ms = now_ms;
+    d.reason = std::string(why) + " after " + std::to_string(e.attempt) + " attempts (max_attempts " +
+               std::to_string(settings_.max_attempts) + ")";
+    update.dead.push_back(std::move(d));
+    finish(pidx, offset);
+    return;
+  }
+  if (e.st == state::in_flight) --in_flight_count_;
+  e.st = state::waiting;
+  e.when_ms = now_ms + delay.count();
+  set_timeline(pidx, offset, e, e.when_ms);
+  update.deliveries.push_back(record_of(part, offset, e));
+}
+
+group_tracker::entry* group_tracker::in_flight_entry(const delivery_ref& r, std::int64_t now_ms, std::size_t& pidx) {
+  auto p = find_partition(r.topic, r.partition);
+  if (!p) return nullptr;
+  auto& part = partitions_[*p];
+  auto it = part.pending.find(r.offset);
+  if (it == part.pending.end() || it->second.st != state::in_flight || it->second.when_ms < now_ms) return nullptr;
+  if (r.attempt != 0 && r.attempt != it->second.attempt) return nullptr;
+  pidx = *p;
+  return &it->second;
+}
+
+group_tracker::refs_result group_tracker::ack(const std::vector<delivery_ref>& refs, std::int64_t now_ms) {
+  refs_result out;
+  out.update.group = name_;
+  for (auto& r : refs) {
+    std::size_t pidx = 0;
+    if (!in_flight_entry(r, now_ms, pidx)) {
+      out.results.push_back(errc::unknown_delivery);
+      continue;
+    }
+    finish(pidx, r.offset);
+    out.update.acks.push_back({r.topic, r.partition, r.offset});
+    out.results.push_back(errc{});
+  }
+  return out;
+}
+
+group_tracker::refs_result group_tracker::nack(const std::vector<delivery_ref>& refs, std::chrono::milliseconds delay,
+                                               std::int64_t now_ms) {
+  refs_result out;
+  out.update.group = name_;
+  for (auto& r : refs) {
+    std::size_t pidx = 0;
+    auto* e = in_flight_entry(r, now_ms, pidx);
+    if (!e) {
+      out.results.push_back(errc::unknown_delivery);
+      continue;
+    }
+    const auto d = delay.count() > 0 ? delay : retry_delay(e->attempt);
+    fail_delivery(pidx, r.offset, d, now_ms, "nacked", out.update);
+    out.results.push_back(errc{});
+  }
+  return out;
+}
+
+group_tracker::refs_result group_tracker::extend(const std::vector<delivery_ref>& refs, std::chrono::milliseconds by,
+                                                 std::int64_t now_ms) {
+  refs_result out;
+  out.update.group = name_;
+  for (auto& r : refs) {
+    std::size_t pidx = 0;
+    auto* e = in_flight_entry(r, now_ms, pidx);
+    if (!e) {
+      out.results.push_back(errc::unknown_delivery);
+      continue;
+    }
+    e->when_ms = now_ms + by.count();
+    set_timeline(pidx, r.offset, *e, e->when_ms);
+    out.update.deliveries.push_back(record_of(partitions_[pidx], r.offset, *e));
+    out.results.push_back(errc{});
+  }
+  return out;
+}
+
+storage::group_update group_tracker::expire(std::int64_t now_ms) {
+  storage::group_update update;
+  update.group = name_;
+  while (!timeline_.empty() && timeline_.begin()->first <= now_ms) {
+    const auto [pidx, offset] = timeline_.begin()->second;
+    auto& e = partitions_[pidx].pending.at(offset);
+    if (e.st == state::in_flight) {
+      fail_delivery(pidx, offset, retry_delay(e.attempt), now_ms, "ack deadline passed", update);
+    } else {
+      make_ready(pidx, offset, e);
+    }
+  }
+  return update;
+}
+
+void group_tracker::redriven(const std::vector<storage::message_ref>& refs, std::int64_t now_ms) {
+  for (auto& r : refs) {
+    const std::size_t pidx = partition_index(r.topic, r.partition);
+    auto& part = partitions_[pidx];
+    if (part.pending.count(r.offset)) continue;
+    auto msg = read_one(part, r.offset);
+    if (!msg || !msg.value()) continue;
+    entry e;
+    if (msg.value()->has_key()) e.key = msg.value()->key();
+    e.when_ms = now_ms;
+    auto& stored = part.pending.emplace(r.offset, std::move(e)).first->second;
+    enqueue_key(part, r.offset, stored);
+    make_ready(pidx, r.offset, stored);
+  }
+}
+
+bool group_tracker::has_deliverable(std::int64_t now_ms) const {
+  if (!timeline_.empty() && timeline_.begin()->first <= now_ms) return true;
+  for (auto& part : partitions_) {
+    if (!part.deliverable.empty()) return true;
+    if (part.pending.size() >= settings_.max_unacked_per_partition) continue;
+    auto info = store_.topic(part.topic);
+    if (info && part.id < info->partitions.size() && part.next < info->partitions[part.id].next_offset) return true;
+  }
+  return false;
+}
+
+std::optional<std::int64_t> group_tracker::next_event_ms() const {
+  if (timeline_.empty()) return std::nullopt;
+  return timeline_.begin()->first;
+}
+
+std::vector<partition_summary> group_tracker::summary() const {
+  std::vector<partition_summary> out;
+  for (auto& part : partitions_) {
+    partition_summary s;
+    s.topic = part.topic;
+    s.partition = part.id;
+    s.acked = part.floor;
+    s.dispatched = part.next;
+    for (auto& [o, e] : part.pending) {
+      if (e.st == state::in_flight) ++s.in_flight;
+      if (e.st == state::waiting) ++s.waiting;
+    }
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(),
+            [](auto& a, auto& b) { return std::tie(a.topic, a.partition) < std::tie(b.topic, b.partition); });
+  return out;
+}
+
+}  // namespace txmq::broker

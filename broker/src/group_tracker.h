@@ -1,0 +1,165 @@
+#pragma once
+
+// The delivery state of one consumer group, in memory: which messages are in flight to which
+// member until when, which wait for a retry or their delivery time, which are held back behind
+// an earlier message of the same key, and how far the group has acknowledged.
+//
+// It makes the decisions of DESIGN §2 (ack deadline, retry schedule, max attempts → dead
+// letters, per-key order, delayed messages) and returns, with each decision, the
+// storage::group_update that records it; the caller persists it. It reads messages from the
+// store (synchronously, RocksDB reads) but never writes. Not thread-safe: one owner thread.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "txmq/protocol/errc.h"
+#include "txmq/protocol/result.h"
+#include "txmq/storage/store.h"
+
+namespace txmq::broker {
+
+struct delivery_settings {
+  std::chrono::milliseconds ack_deadline{30'000};
+  std::vector<std::chrono::milliseconds> retry_schedule{std::chrono::seconds(10)};
+  std::uint32_t max_attempts = 16;
+  // How far a partition's dispatch cursor may run ahead of its ack floor; bounds memory.
+  std::size_t max_unacked_per_partition = 10'000;
+};
+
+struct delivered {
+  v1::Message message;  // topic, partition, offset, attempt set
+  std::int64_t deadline_ms = 0;
+};
+
+// Names one delivered message; attempt 0 means whichever delivery of it is in flight.
+struct delivery_ref {
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  std::uint32_t attempt = 0;
+};
+
+struct partition_summary {
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t acked = 0;
+  std::uint64_t dispatched = 0;
+  std::uint32_t in_flight = 0;
+  std::uint32_t waiting = 0;
+};
+
+class group_tracker {
+ public:
+  group_tracker(std::string name, delivery_settings settings, const storage::store& store);
+
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] const std::vector<std::string>& topics() const noexcept { return topics_; }
+  [[nodiscard]] bool subscribes(const std::string& topic) const;
+
+  // Takes the stored state (at start, or after ensure_group added topics). Partitions already
+  // known keep their in-memory state. Messages between the ack floor and the dispatch cursor
+  // without a delivery record (held behind a key when the broker stopped) are ready again.
+  [[nodiscard]] result<void> load(const storage::group_state& state, std::int64_t now_ms);
+
+  // Hands out up to `max` messages of the given topics to `member`: due retries first, then
+  // new messages from the cursors. Messages whose key has an earlier message in flight or
+  // waiting are held back; messages with a future deliver_at wait for it.
+  struct fetch_result {
+    std::vector<delivered> messages;
+    storage::group_update update;
+  };
+  // At most max_bytes of bodies and keys are handed out (at least one message if any is
+  // deliverable), so the answer fits in one frame.
+  [[nodiscard]] result<fetch_result> fetch(std::uint64_t member, const std::vector<std::string>& topics,
+                                           std::size_t max, std::size_t max_bytes,
+                                           std::chrono::milliseconds ack_deadline, std::int64_t now_ms);
+
+  struct refs_result {
+    std::vector<protocol::errc> results;  // per ref: errc{} (0) when applied, unknown_delivery
+    storage::group_update update;
+  };
+  // Only messages in flight whose deadline has not passed (and, when the ref names an attempt,
+  // in that attempt) can be acked, nacked or extended.
+  [[nodiscard]] refs_result ack(const std::vector<delivery_ref>& refs, std::int64_t now_ms);
+  // delay 0: the retry schedule decides. After max_attempts deliveries the message is dead.
+  [[nodiscard]] refs_result nack(const std::vector<delivery_ref>& refs, std::chrono::milliseconds delay,
+                                 std::int64_t now_ms);
+  [[nodiscard]] refs_result extend(const std::vector<delivery_ref>& refs, std::chrono::milliseconds by,
+                                   std::int64_t now_ms);
+
+  // Deadlines that passed become retries (or dead letters). Returns the update to persist.
+  [[nodiscard]] storage::group_update expire(std::int64_t now_ms);
+  // Dead letters put back (storage::store::update_group with redrive has written them).
+  void redriven(const std::vector<storage::message_ref>& refs, std::int64_t now_ms);
+
+  // Whether a fetch at now_ms could hand out something (for waking long polls): a due retry, a
+  // ready message, or a cursor behind its partition's end.
+  [[nodiscard]] bool has_deliverable(std::int64_t now_ms) const;
+  // The earliest deadline or retry time, if any.
+  [[nodiscard]] std::optional<std::int64_t> next_event_ms() const;
+  [[nodiscard]] std::vector<partition_summary> summary() const;
+  [[nodiscard]] std::uint64_t in_flight() const noexcept { return in_flight_count_; }
+
+ private:
+  enum class state : std::uint8_t { ready, in_flight, waiting };
+  struct entry {
+    state st = state::ready;
+    std::uint32_t attempt = 0;  // deliveries so far
+    std::int64_t when_ms = 0;   // deadline (in_flight) or visible time (waiting)
+    std::uint64_t member = 0;
+    std::optional<std::string> key;
+    std::optional<std::multimap<std::int64_t, std::pair<std::size_t, std::uint64_t>>::iterator> timeline_pos;
+  };
+  struct partition {
+    std::string topic;
+    std::uint32_t id = 0;
+    std::uint64_t floor = 0;  // every offset below is done
+    std::uint64_t next = 0;   // next offset not yet taken from the log
+    std::map<std::uint64_t, entry> pending;
+    // Offsets not yet done, per key, in order: only the front may be in flight.
+    std::unordered_map<std::string, std::deque<std::uint64_t>> keys;
+    // Ready entries that may be handed out now (eligible by key), in offset order.
+    std::set<std::uint64_t> deliverable;
+  };
+
+  std::size_t partition_index(const std::string& topic, std::uint32_t p);
+  std::optional<std::size_t> find_partition(const std::string& topic, std::uint32_t p) const;
+  bool eligible(const partition& part, std::uint64_t offset, const entry& e) const;
+  // Adds a pending offset to its key's queue in offset order.
+  void enqueue_key(partition& part, std::uint64_t offset, const entry& e);
+  void make_ready(std::size_t pidx, std::uint64_t offset, entry& e);
+  // The in-flight entry a ref names, or nullptr.
+  entry* in_flight_entry(const delivery_ref& r, std::int64_t now_ms, std::size_t& pidx);
+  void deliver(std::size_t pidx, std::uint64_t offset, entry& e, v1::Message msg, std::uint64_t member,
+               std::chrono::milliseconds ack_deadline, std::int64_t now_ms, fetch_result& out);
+  void set_timeline(std::size_t pidx, std::uint64_t offset, entry& e, std::optional<std::int64_t> when);
+  // The message at (partition, offset) is done (acked or dead): forget it, unblock its key,
+  // advance the floor.
+  void finish(std::size_t pidx, std::uint64_t offset);
+  // Retry or dead letter after a failed delivery.
+  void fail_delivery(std::size_t pidx, std::uint64_t offset, std::chrono::milliseconds delay, std::int64_t now_ms,
+                     const char* why, storage::group_update& update);
+  storage::delivery_record record_of(const partition& part, std::uint64_t offset, const entry& e) const;
+  result<std::optional<v1::Message>> read_one(const partition& part, std::uint64_t offset) const;
+  std::chrono::milliseconds retry_delay(std::uint32_t attempt) const;
+
+  std::string name_;
+  delivery_settings settings_;
+  const storage::store& store_;
+  std::vector<std::string> topics_;
+  std::vector<partition> partitions_;
+  std::map<std::pair<std::string, std::uint32_t>, std::size_t> index_;
+  std::multimap<std::int64_t, std::pair<std::size_t, std::uint64_t>> timeline_;
+  std::uint64_t in_flight_count_ = 0;
+  std::size_t rotate_ = 0;  // fairness across partitions
+};
+
+}  // namespace txmq::broker

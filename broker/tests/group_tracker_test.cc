@@ -1,0 +1,246 @@
+// The delivery rules of DESIGN §2, decided by group_tracker with an explicit clock, over a
+// real (in-memory) store.
+
+#include "group_tracker.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace txmq::broker {
+namespace {
+
+using namespace std::chrono_literals;
+using protocol::errc;
+using ::testing::ElementsAre;
+
+class group_tracker_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    storage::store_options o;
+    o.in_memory = true;
+    auto s = storage::open_store(o);
+    ASSERT_TRUE(s);
+    store_ = std::move(s.value());
+    storage::topic_config tc;
+    tc.name = "t";
+    tc.partitions = 1;
+    ASSERT_TRUE(storage::call_sync<storage::topic_info>([&](auto d) { store_->create_topic(tc, d); }));
+    settings_.ack_deadline = 1000ms;
+    settings_.retry_schedule = {100ms, 200ms};
+    settings_.max_attempts = 3;
+  }
+
+  void produce(std::vector<std::optional<std::string>> keys, std::int64_t deliver_at = 0) {
+    storage::append_request req;
+    req.topic = "t";
+    for (auto& k : keys) {
+      v1::Message m;
+      m.set_id(std::string(protocol::uuid::make_v7().raw()));
+      if (k) m.set_key(*k);
+      m.set_body("b");
+      m.set_deliver_at_ms(deliver_at);
+      req.messages.push_back(std::move(m));
+    }
+    ASSERT_TRUE(storage::call_sync<storage::append_result>([&](auto d) { store_->append(req, d); }));
+  }
+
+  std::unique_ptr<group_tracker> make_tracker() {
+    storage::group_info info{"g", {"t"}, 0};
+    auto st = storage::call_sync<storage::group_state>(
+        [&](auto d) { store_->ensure_group(info, storage::group_start::earliest, d); });
+    EXPECT_TRUE(st);
+    auto t = std::make_unique<group_tracker>("g", settings_, *store_);
+    EXPECT_TRUE(t->load(st.value(), now_));
+    return t;
+  }
+
+  void persist(storage::group_update u) {
+    u.group = "g";
+    ASSERT_TRUE(storage::call_sync<storage::group_update_result>([&](auto d) { store_->update_group(u, d); }));
+  }
+
+  std::vector<std::uint64_t> fetch_offsets(group_tracker& t, std::size_t max = 10) {
+    auto r = t.fetch(1, {"t"}, max, 1u << 20, 0ms, now_);
+    EXPECT_TRUE(r);
+    persist(r.value().update);
+    std::vector<std::uint64_t> out;
+    for (auto& d : r.value().messages) out.push_back(d.message.offset());
+    last_ = r.value().messages;
+    return out;
+  }
+
+  delivery_ref ref(std::uint64_t offset) { return {"t", 0, offset, 0}; }
+
+  std::unique_ptr<storage::store> store_;
+  delivery_settings settings_;
+  std::int64_t now_ = 1'000'000;
+  std::vector<delivered> last_;
+};
+
+TEST_F(group_tracker_test, delivers_in_offset_order_with_attempt_and_deadline) {
+  produce({std::nullopt, std::nullopt, std::nullopt});
+  auto t = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 1, 2));
+  for (auto& d : last_) {
+    EXPECT_EQ(d.message.attempt(), 1u);
+    EXPECT_EQ(d.deadline_ms, now_ + 1000);
+    EXPECT_EQ(d.message.topic(), "t");
+  }
+  EXPECT_TRUE(fetch_offsets(*t).empty()) << "in-flight messages are not handed out twice";
+}
+
+TEST_F(group_tracker_test, a_key_is_never_in_flight_twice) {
+  produce({"a", "a", "b", "a"});
+  auto t = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 2));
+  EXPECT_TRUE(fetch_offsets(*t).empty());
+  auto r = t->ack({ref(0)}, now_);
+  EXPECT_THAT(r.results, ElementsAre(errc{}));
+  persist(r.update);
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(1));
+  persist(t->ack({ref(1)}, now_).update);
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(3));
+}
+
+TEST_F(group_tracker_test, ack_of_unknown_or_expired_delivery_is_refused) {
+  produce({std::nullopt});
+  auto t = make_tracker();
+  fetch_offsets(*t);
+  EXPECT_THAT(t->ack({ref(7)}, now_).results, ElementsAre(errc::unknown_delivery));
+  EXPECT_THAT(t->ack({delivery_ref{"other", 0, 0, 0}}, now_).results, ElementsAre(errc::unknown_delivery));
+  EXPECT_THAT(t->ack({delivery_ref{"t", 0, 0, 2}}, now_).results, ElementsAre(errc::unknown_delivery))
+      << "attempt 2 was never delivered";
+  EXPECT_THAT(t->ack({ref(0)}, now_ + 1001).results, ElementsAre(errc::unknown_delivery));
+  EXPECT_THAT(t->ack({ref(0)}, now_ + 1000).results, ElementsAre(errc{}));
+  EXPECT_THAT(t->ack({ref(0)}, now_).results, ElementsAre(errc::unknown_delivery)) << "acked twice";
+}
+
+TEST_F(group_tracker_test, an_expired_deadline_redelivers_on_the_retry_schedule) {
+  produce({"k", "k"});
+  auto t = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
+  now_ += 1001;  // deadline passed
+  persist(t->expire(now_));
+  EXPECT_TRUE(fetch_offsets(*t).empty()) << "waits 100ms (first retry) and holds the key";
+  now_ += 100;
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
+  EXPECT_EQ(last_[0].message.attempt(), 2u);
+}
+
+TEST_F(group_tracker_test, nack_with_delay_and_with_the_schedule) {
+  produce({std::nullopt, std::nullopt});
+  auto t = make_tracker();
+  fetch_offsets(*t);
+  persist(t->nack({ref(0)}, 500ms, now_).update);
+  persist(t->nack({ref(1)}, 0ms, now_).update);
+  now_ += 100;
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(1));
+  now_ += 400;
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
+}
+
+TEST_F(group_tracker_test, extend_moves_the_deadline) {
+  produce({std::nullopt});
+  auto t = make_tracker();
+  fetch_offsets(*t);
+  persist(t->extend({ref(0)}, 5000ms, now_ + 900).update);
+  now_ += 2000;
+  persist(t->expire(now_));
+  EXPECT_TRUE(fetch_offsets(*t).empty());
+  EXPECT_THAT(t->ack({ref(0)}, now_).results, ElementsAre(errc{}));
+}
+
+TEST_F(group_tracker_test, max_attempts_moves_the_message_to_dead_letters_and_frees_its_key) {
+  produce({"k", "k"});
+  auto t = make_tracker();
+  std::size_t dead = 0;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    EXPECT_THAT(fetch_offsets(*t), ElementsAre(0)) << "attempt " << attempt;
+    auto r = t->nack({ref(0)}, 10ms, now_);
+    dead += r.update.dead.size();
+    persist(r.update);
+    now_ += 10;
+  }
+  EXPECT_EQ(dead, 1u);
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(1)) << "the key's next message is free";
+  auto letters = store_->dead_letters("g", 10);
+  ASSERT_TRUE(letters);
+  ASSERT_EQ(letters.value().size(), 1u);
+  EXPECT_EQ(letters.value()[0].offset, 0u);
+  EXPECT_EQ(letters.value()[0].attempts, 3u);
+}
+
+TEST_F(group_tracker_test, delayed_message_waits_for_its_time_and_holds_its_key) {
+  produce({"k"}, now_ + 5000);
+  produce({"k", std::nullopt});
+  auto t = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(2));
+  now_ += 5000;
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
+  EXPECT_EQ(last_[0].message.attempt(), 1u);
+}
+
+TEST_F(group_tracker_test, state_is_rebuilt_from_the_store) {
+  produce({"a", "a", "b", std::nullopt});
+  {
+    auto t = make_tracker();
+    EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 2, 3));
+    persist(t->ack({ref(3)}, now_).update);
+  }
+  auto t = make_tracker();
+  EXPECT_TRUE(fetch_offsets(*t).empty()) << "0 and 2 are still in flight; 1 is held behind 0";
+  now_ += 1001;
+  persist(t->expire(now_));
+  now_ += 100;
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 2));
+  EXPECT_EQ(last_[0].message.attempt(), 2u);
+}
+
+TEST_F(group_tracker_test, a_fetch_stops_at_its_byte_budget_and_the_rest_follows) {
+  produce({std::nullopt, std::nullopt, std::nullopt});
+  auto t = make_tracker();
+  auto r = t->fetch(1, {"t"}, 10, 300, 0ms, now_);  // room for one message (body + 256)
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.value().messages.size(), 1u);
+  persist(r.value().update);
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(1, 2));
+}
+
+TEST_F(group_tracker_test, an_ack_for_an_earlier_attempt_is_refused) {
+  produce({std::nullopt});
+  auto t = make_tracker();
+  fetch_offsets(*t);
+  now_ += 1001;
+  persist(t->expire(now_));
+  now_ += 100;
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
+  EXPECT_THAT(t->ack({delivery_ref{"t", 0, 0, 1}}, now_).results, ElementsAre(errc::unknown_delivery));
+  EXPECT_THAT(t->ack({delivery_ref{"t", 0, 0, 2}}, now_).results, ElementsAre(errc{}));
+}
+
+TEST_F(group_tracker_test, the_cursor_stops_at_the_unacked_window) {
+  settings_.max_unacked_per_partition = 2;
+  produce({std::nullopt, std::nullopt, std::nullopt});
+  auto t = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 1));
+  persist(t->ack({ref(0)}, now_).update);
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(2));
+}
+
+TEST_F(group_tracker_test, redriven_dead_letters_are_delivered_again) {
+  settings_.max_attempts = 1;
+  produce({std::nullopt});
+  auto t = make_tracker();
+  fetch_offsets(*t);
+  persist(t->nack({ref(0)}, 0ms, now_).update);
+  EXPECT_TRUE(fetch_offsets(*t).empty());
+  storage::group_update u;
+  u.redrive.push_back({"t", 0, 0});
+  persist(u);
+  t->redriven({{"t", 0, 0}}, now_);
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
+  EXPECT_EQ(last_[0].message.attempt(), 1u);
+}
+
+}  // namespace
+}  // namespace txmq::broker

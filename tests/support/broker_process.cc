@@ -1,0 +1,122 @@
+#include "broker_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace txmq::test {
+namespace fs = std::filesystem;
+
+std::string binary_path(const std::string& name) { return std::string(TXMQ_BINARY_DIR) + "/" + name; }
+
+std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+broker_process::broker_process(std::vector<std::string> extra_args) : args_(std::move(extra_args)) {
+  static std::atomic<int> counter{0};
+  dir_ = fs::temp_directory_path() / ("txmq-it-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  fs::remove_all(dir_);
+  fs::create_directories(dir_);
+  data_ = dir_ / "data";
+  port_ = free_port();
+  http_port_ = free_port();
+}
+
+broker_process::~broker_process() {
+  if (pid_ > 0) kill();
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::string broker_process::log() const {
+  std::ostringstream out;
+  for (int i = 0; i < run_; ++i) {
+    std::ifstream in(dir_ / ("broker-" + std::to_string(i) + ".log"));
+    out << in.rdbuf();
+  }
+  return out.str();
+}
+
+void broker_process::start(std::chrono::milliseconds deadline) {
+  if (pid_ > 0) throw std::runtime_error("broker already running");
+  const fs::path log_path = dir_ / ("broker-" + std::to_string(run_++) + ".log");
+  std::vector<std::string> argv = {binary_path("txmq-broker"),
+                                   "--data-dir", data_.string(),
+                                   "--listen", "127.0.0.1:" + std::to_string(port_),
+                                   "--http", "127.0.0.1:" + std::to_string(http_port_)};
+  argv.insert(argv.end(), args_.begin(), args_.end());
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    const int fd = ::open(log_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::dup2(fd, 1);
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  // Ready = it accepts connections. Poll with a deadline (the broker logs before accepting).
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      std::ifstream in(log_path);
+      std::stringstream s;
+      s << in.rdbuf();
+      throw std::runtime_error("txmq-broker exited during start:\n" + s.str());
+    }
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port_);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    if (ok) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling for readiness
+  }
+  kill();
+  throw std::runtime_error("txmq-broker did not listen on port " + std::to_string(port_) + " in time:\n" + log());
+}
+
+int broker_process::stop() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void broker_process::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+}  // namespace txmq::test

@@ -1,0 +1,57 @@
+#pragma once
+
+// Runs the real txmq-broker binary for a test: on a free loopback port, with its data in a
+// temporary directory, stopped (SIGTERM) or killed (SIGKILL) by the test.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace txmq::test {
+
+class broker_process {
+ public:
+  // extra_args are appended to the command line (--ack-deadline 500ms ...).
+  explicit broker_process(std::vector<std::string> extra_args = {});
+  ~broker_process();
+  broker_process(const broker_process&) = delete;
+  broker_process& operator=(const broker_process&) = delete;
+
+  // Starts the broker (again, on the same data directory and port after a stop or kill) and
+  // waits until it says it listens. Throws std::runtime_error with its output when it does not
+  // within the deadline.
+  void start(std::chrono::milliseconds deadline = std::chrono::seconds(30));
+  // SIGTERM and wait for a clean exit; returns the exit status.
+  int stop();
+  // SIGKILL, no goodbye.
+  void kill();
+  [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
+
+  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  [[nodiscard]] std::uint16_t http_port() const noexcept { return http_port_; }
+  [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  [[nodiscard]] const std::filesystem::path& data_dir() const noexcept { return data_; }
+  [[nodiscard]] const std::filesystem::path& dir() const noexcept { return dir_; }
+  // Everything the broker wrote to stderr so far.
+  [[nodiscard]] std::string log() const;
+
+ private:
+  std::vector<std::string> args_;
+  std::filesystem::path dir_;
+  std::filesystem::path data_;
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+  std::uint16_t http_port_ = 0;
+  int run_ = 0;
+};
+
+// A free TCP port on 127.0.0.1 (bound and released; the broker binds it right after).
+std::uint16_t free_port();
+
+// Where the built binaries are (set by CMake).
+std::string binary_path(const std::string& name);
+
+}  // namespace txmq::test
