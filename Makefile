@@ -6,6 +6,9 @@ CTEST_ARGS ?=
 
 .PHONY: all setup configure build test unit soak bench run clean
 
+# Flags for `make run`, e.g. make run ARGS="--durability async"
+ARGS ?=
+
 all: build
 
 setup:
@@ -29,6 +32,11 @@ soak: build
 
 bench: build
 	@$(BUILD_DIR)/bin/txmq-bench storage
+
+# The broker on its embedded default: RocksDB under ./data, wire protocol on 127.0.0.1:7878,
+# admin HTTP (/healthz, /metrics) on 127.0.0.1:7879. Ctrl-C stops it cleanly.
+run: build
+	@$(BUILD_DIR)/bin/txmq-broker --data-dir ./data $(ARGS)
 
 clean:
 	@rm -rf $(BUILD_DIR)

@@ -61,6 +61,13 @@ TEST(broker_delivery_test, publish_and_consume_in_a_group) {
   EXPECT_TRUE(fetch(c, "billing", "orders", 10, 0).empty());
   // Another group gets everything again.
   EXPECT_EQ(fetch(c, "shipping", "orders", 100, 1000).size(), sent.size());
+
+  const auto metrics = http_get(b.http_port(), "/metrics");
+  EXPECT_NE(metrics.find("txmq_messages_in_total 20"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("txmq_acks_total 20"), std::string::npos);
+  EXPECT_NE(metrics.find("txmq_group_lag{group=\"billing\"} 0"), std::string::npos);
+  EXPECT_NE(metrics.find("txmq_group_lag{group=\"shipping\"} 20"), std::string::npos);
+  EXPECT_NE(http_get(b.http_port(), "/healthz").find("200"), std::string::npos);
 }
 
 TEST(broker_delivery_test, a_long_poll_answers_when_a_message_arrives) {

@@ -7,7 +7,9 @@
 
 #include <boost/asio.hpp>
 
+#include "broker_metrics.h"
 #include "connection.h"
+#include "txmq/broker/admin_http.h"
 #include "log.h"
 #include "service.h"
 #include "txmq/storage/store.h"
@@ -61,6 +63,9 @@ struct broker::impl {
 
   broker_config config;
   asio::io_context io;
+  metrics_registry registry;
+  std::unique_ptr<broker_metrics> metrics;
+  std::unique_ptr<admin_http_server> http;
   tcp::acceptor acceptor;
   asio::steady_timer retention_timer{io};
   std::unique_ptr<storage::store> store;
@@ -109,7 +114,27 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config, std::
   ss.max_topics = config.max_topics;
   m.limits.max_frame_bytes = static_cast<std::uint32_t>(config.max_frame_bytes);
   m.limits.max_in_flight = config.max_in_flight_per_connection;
-  m.svc = std::make_unique<service>(m.io, *m.store, ss, nullptr);
+  m.metrics = std::make_unique<broker_metrics>(m.registry);
+  m.svc = std::make_unique<service>(m.io, *m.store, ss, m.metrics.get());
+  {
+    auto* store = m.store.get();
+    auto stat = [store](std::uint64_t storage::store_stats::*field) {
+      return [store, field] { return static_cast<double>(store->stats().*field); };
+    };
+    m.registry.add_counter_callback("txmq_store_fsyncs_total", "WAL fsyncs (each covers one or more commit groups)",
+                                    {}, stat(&storage::store_stats::fsyncs));
+    m.registry.add_counter_callback("txmq_store_commit_groups_total", "Write batches written by the group committer",
+                                    {}, stat(&storage::store_stats::commit_groups));
+    m.registry.add_counter_callback("txmq_store_operations_total", "Write requests applied by the group committer",
+                                    {}, stat(&storage::store_stats::operations));
+    m.registry.add_counter_callback("txmq_store_messages_appended_total", "Messages appended to partition logs", {},
+                                    stat(&storage::store_stats::messages_appended));
+    m.registry.add_gauge_callback("txmq_store_largest_group", "Most requests merged into one write batch", {},
+                                  stat(&storage::store_stats::largest_group));
+    auto* svc = m.svc.get();
+    m.registry.add_gauge_callback("txmq_connections", "Open client connections", {},
+                                  [svc] { return static_cast<double>(svc->connections()); });
+  }
   if (auto r = m.svc->start(); !r) {
     why = "cannot load the consumer groups from " + config.data_dir + ": " + r.error().message();
     return r.error();
@@ -132,6 +157,22 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config, std::
   }
   m.bound = m.acceptor.local_endpoint();
 
+  auto http_ep = to_endpoint(config.http);
+  if (!http_ep) {
+    why = "cannot serve HTTP on " + config.http.to_string() + ": not an IP address";
+    return http_ep.error();
+  }
+  admin_http_options hopts;
+  hopts.log_error = [](std::string_view text) { log::warn("admin http: ", text); };
+  m.http = std::make_unique<admin_http_server>(m.io, m.registry, hopts);
+  std::string http_why;
+  auto http_bound = m.http->start(http_ep.value(), http_why);
+  if (!http_bound) {
+    why = http_why;
+    return http_bound.error();
+  }
+  m.http_bound = http_bound.value();
+
   asio::co_spawn(m.io, m.accept_loop(), [](std::exception_ptr e) {
     if (!e) return;
     try {
@@ -146,8 +187,9 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config, std::
     m.io.run();
   });
 
-  log::info("txmq broker listening on ", m.bound.address().to_string(), ":", m.bound.port(), ", data in ",
-            config.data_dir, ", durability ", to_string(config.durability));
+  log::info("txmq broker listening on ", m.bound.address().to_string(), ":", m.bound.port(), " (admin HTTP on ",
+            m.http_bound.address().to_string(), ":", m.http_bound.port(), "), data in ", config.data_dir,
+            ", durability ", to_string(config.durability));
   if (config.durability == durability_mode::async) {
     log::warn("durability = async: produce is acknowledged before fsync; a power loss can lose acknowledged "
               "messages");
@@ -170,6 +212,7 @@ void broker::stop() {
   asio::post(m.io, [&m, &accepted_stopped] {
     boost::system::error_code ec;
     m.acceptor.close(ec);
+    if (m.http) m.http->stop();
     m.retention_timer.cancel();
     m.svc->stop();
     accepted_stopped.set_value();

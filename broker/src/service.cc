@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "broker_metrics.h"
 #include "log.h"
 
 namespace txmq::broker {
@@ -90,6 +91,7 @@ result<void> service::start() {
     if (!state) return state.error();
     auto& g = groups_[info.name];
     g.tracker = std::make_unique<group_tracker>(info.name, settings_.delivery, store_);
+    register_group_metrics(info.name);
     TXMQ_TRY(g.tracker->load(state.value(), now_ms()));
   }
   tick_.expires_after(settings_.tick);
@@ -127,6 +129,23 @@ void service::connection_closed(connection& c) {
       return !p || p.get() == &c;
     });
   }
+}
+
+void service::register_group_metrics(const std::string& name) {
+  if (!metrics_) return;
+  // Read at scrape time on the io thread, where the admin server runs.
+  metrics_->registry.add_gauge_callback("txmq_group_lag", "Messages of the group's topics not yet acknowledged",
+                                        {{"group", name}}, [this, name] {
+    for (auto& g : gauges()) {
+      if (g.group == name) return static_cast<double>(g.lag);
+    }
+    return 0.0;
+  });
+  metrics_->registry.add_gauge_callback("txmq_group_in_flight", "Deliveries awaiting their ack", {{"group", name}},
+                                        [this, name] {
+    auto it = groups_.find(name);
+    return it == groups_.end() ? 0.0 : static_cast<double>(it->second.tracker->in_flight());
+  });
 }
 
 std::vector<service::group_gauges> service::gauges() const {
@@ -225,7 +244,22 @@ void service::produce(const std::shared_ptr<connection>& c, std::uint64_t corr, 
   }
   std::weak_ptr<connection> weak = c;
   std::string topic = ar.topic;
-  store_.append(std::move(ar), on_io<storage::append_result>([this, weak, corr, topic](result<storage::append_result> r) {
+  const auto started = std::chrono::steady_clock::now();
+  std::uint64_t body_bytes = 0;
+  for (auto& m : ar.messages) body_bytes += m.body().size();
+  store_.append(std::move(ar), on_io<storage::append_result>([this, weak, corr, topic, started, body_bytes](result<storage::append_result> r) {
+    if (metrics_) {
+      metrics_->produce_latency.observe(std::chrono::steady_clock::now() - started);
+      if (!r) {
+        metrics_->produce_errors.inc();
+      } else {
+        std::uint64_t dup = 0;
+        for (auto& p : r.value().positions) dup += p.duplicate ? 1 : 0;
+        metrics_->messages_in.inc(r.value().positions.size() - dup);
+        metrics_->duplicates.inc(dup);
+        metrics_->bytes_in.inc(body_bytes);
+      }
+    }
     auto c = weak.lock();
     if (r) {
       // New messages: wake long polls of the groups that read this topic.
@@ -268,7 +302,10 @@ void service::with_group(const std::string& name, const std::vector<std::string>
   store_.ensure_group(std::move(info), start, on_io<storage::group_state>([this, name, fn = std::move(fn)](result<storage::group_state> r) {
     if (!r) return fn(r.error());
     auto& g = groups_[name];
-    if (!g.tracker) g.tracker = std::make_unique<group_tracker>(name, settings_.delivery, store_);
+    if (!g.tracker) {
+      g.tracker = std::make_unique<group_tracker>(name, settings_.delivery, store_);
+      register_group_metrics(name);
+    }
     if (auto l = g.tracker->load(r.value(), now_ms()); !l) return fn(l.error());
     fn(&g);
   }));
@@ -288,7 +325,18 @@ bool service::try_fetch(group_entry& g, connection& c, std::uint64_t corr, const
   v1::Frame out;
   out.set_correlation_id(corr);
   auto* resp = out.mutable_fetch_response();
+  const auto now = now_ms();
   for (auto& d : r.value().messages) {
+    if (metrics_) {
+      metrics_->messages_out.inc();
+      metrics_->bytes_out.inc(d.message.body().size());
+      if (d.message.attempt() > 1) {
+        metrics_->redeliveries.inc();
+      } else {
+        const auto from = std::max(d.message.publish_time_ms(), d.message.deliver_at_ms());
+        metrics_->end_to_end_latency.observe(std::chrono::milliseconds(std::max<std::int64_t>(0, now - from)));
+      }
+    }
     auto* del = resp->add_deliveries();
     *del->mutable_message() = std::move(d.message);
     del->set_deadline_ms(d.deadline_ms);
@@ -357,6 +405,12 @@ void service::settle(const std::shared_ptr<connection>& c, std::uint64_t corr, i
   auto res = kind == 0   ? g.tracker->ack(mrefs, now)
              : kind == 1 ? g.tracker->nack(mrefs, std::chrono::milliseconds(ms), now)
                          : g.tracker->extend(mrefs, std::chrono::milliseconds(ms), now);
+  if (metrics_) {
+    std::uint64_t ok = 0;
+    for (auto e : res.results) ok += e == protocol::errc{} ? 1 : 0;
+    if (kind == 0) metrics_->acks.inc(ok);
+    if (kind == 1) metrics_->nacks.inc(ok);
+  }
   persist(std::move(res.update));
   v1::Frame out;
   out.set_correlation_id(corr);
@@ -369,6 +423,7 @@ void service::settle(const std::shared_ptr<connection>& c, std::uint64_t corr, i
 
 void service::persist(storage::group_update update, bool sync) {
   if (is_empty(update)) return;
+  if (metrics_) metrics_->dead_letters.inc(update.dead.size());
   update.sync = sync;
   const std::string group = update.group;
   store_.update_group(std::move(update), [group](result<storage::group_update_result> r) {

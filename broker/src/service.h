@@ -100,6 +100,7 @@ class service {
   bool try_fetch(group_entry& g, connection& c, std::uint64_t corr, const std::vector<std::string>& topics,
                  std::size_t max, std::chrono::milliseconds ack_deadline, bool answer_empty);
   void persist(storage::group_update update, bool sync = false);
+  void register_group_metrics(const std::string& name);
   void on_tick();
   v1::GroupInfo describe(const std::string& name, group_entry& g);
   [[nodiscard]] std::int64_t now_ms() const;

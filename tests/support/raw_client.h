@@ -38,6 +38,9 @@ class raw_client {
   std::uint64_t next_id_ = 1;
 };
 
+// A plain HTTP/1.0 GET on 127.0.0.1:port; returns status line, headers and body as received.
+std::string http_get(std::uint16_t port, const std::string& path);
+
 // Builders for common requests.
 v1::Message make_message(const std::string& body, std::optional<std::string> key = std::nullopt);
 v1::Frame produce_frame(const std::string& topic, std::vector<v1::Message> messages);

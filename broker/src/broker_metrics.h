@@ -1,0 +1,43 @@
+#pragma once
+
+// The broker's metric families (GET /metrics). Counters are bumped on the io thread; callback
+// gauges are read at scrape time, also on the io thread (the admin server runs there).
+
+#include "txmq/broker/metrics.h"
+
+namespace txmq::broker {
+
+struct broker_metrics {
+  explicit broker_metrics(metrics_registry& r)
+      : registry(r),
+        messages_in(r.add_counter("txmq_messages_in_total", "Messages stored by produce requests")),
+        bytes_in(r.add_counter("txmq_bytes_in_total", "Body bytes stored by produce requests")),
+        duplicates(r.add_counter("txmq_duplicates_total", "Produced messages whose id was already stored")),
+        produce_errors(r.add_counter("txmq_produce_errors_total", "Produce requests answered with an error")),
+        messages_out(r.add_counter("txmq_messages_out_total", "Deliveries handed to consumers")),
+        bytes_out(r.add_counter("txmq_bytes_out_total", "Body bytes handed to consumers")),
+        redeliveries(r.add_counter("txmq_redeliveries_total", "Deliveries with attempt > 1")),
+        acks(r.add_counter("txmq_acks_total", "Deliveries acknowledged")),
+        nacks(r.add_counter("txmq_nacks_total", "Deliveries negatively acknowledged")),
+        dead_letters(r.add_counter("txmq_dead_letters_total", "Messages moved to a dead-letter queue")),
+        produce_latency(r.add_histogram("txmq_produce_latency_seconds",
+                                        "Produce request received to answered (includes the fsync)")),
+        end_to_end_latency(r.add_histogram("txmq_end_to_end_latency_seconds",
+                                           "Message publish time to its first delivery")) {}
+
+  metrics_registry& registry;
+  counter& messages_in;
+  counter& bytes_in;
+  counter& duplicates;
+  counter& produce_errors;
+  counter& messages_out;
+  counter& bytes_out;
+  counter& redeliveries;
+  counter& acks;
+  counter& nacks;
+  counter& dead_letters;
+  histogram& produce_latency;
+  histogram& end_to_end_latency;
+};
+
+}  // namespace txmq::broker
