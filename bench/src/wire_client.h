@@ -1,0 +1,45 @@
+#pragma once
+
+// A lean pipelined wire-protocol client for the load generator: one Asio thread, one or more
+// connections, requests answered through callbacks on that thread. Not a user library (that is
+// txmq::producer / txmq::consumer): it exists so the benchmark controls exactly what is in flight.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio.hpp>
+
+#include "txmq/v1/frame.pb.h"
+
+namespace txmq::bench {
+
+class wire_connection : public std::enable_shared_from_this<wire_connection> {
+ public:
+  using callback = std::function<void(const v1::Frame&)>;
+
+  wire_connection(boost::asio::io_context& io, std::string host, std::uint16_t port);
+  // Connects and says Hello; throws on failure. Call before io.run() or from the io thread.
+  void connect_blocking(const std::string& client_id);
+  // Sends a request; cb runs on the io thread with the answer (or an Error frame).
+  void request(v1::Frame frame, callback cb);
+  [[nodiscard]] std::size_t pending() const noexcept { return pending_.size(); }
+
+ private:
+  boost::asio::awaitable<void> read_loop();
+  void flush();
+
+  boost::asio::io_context& io_;
+  boost::asio::ip::tcp::socket socket_;
+  std::string host_;
+  std::uint16_t port_;
+  std::uint64_t next_id_ = 1;
+  std::unordered_map<std::uint64_t, callback> pending_;
+  std::string out_;       // frames waiting to be written
+  std::string writing_;   // frames being written
+  bool write_active_ = false;
+};
+
+}  // namespace txmq::bench
