@@ -117,10 +117,11 @@ class admin_http_server {
       const boost::asio::ip::tcp::endpoint& where, std::string& error_text);
 
   // Stops accepting and closes every open connection (requests in progress are dropped).
-  // Idempotent. Before start(), on the io_context, or after the io_context has stopped, it
-  // acts at once; called from another thread while the io_context runs, it blocks until the acceptor
-  // is closed (new connections are then refused). Called from an io_context thread outside
-  // the server's strand, it only schedules the closing (blocking there could deadlock).
+  // Idempotent. Before start(), on the server's strand, or after the io_context has stopped,
+  // it acts at once. From a thread that does not run the io_context, while it runs, it blocks
+  // until the acceptor is closed (new connections are then refused). From an io_context
+  // thread outside the server's strand it only schedules the closing (done as soon as the
+  // strand runs), since blocking there could deadlock.
   void stop();
 
   // The endpoint start() bound, if it succeeded.

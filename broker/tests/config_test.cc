@@ -1,0 +1,482 @@
+#include "txmq/broker/config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace txmq::broker {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::AllOf;
+using testing::HasSubstr;
+using ms = std::chrono::milliseconds;
+
+// Runs parse_broker_config over {"txmq-broker", args...}.
+struct parse_outcome {
+  result<parsed_config> parsed;
+  std::string error;
+};
+
+parse_outcome parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "txmq-broker");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  std::string error;
+  auto parsed = parse_broker_config(static_cast<int>(args.size()), argv.data(), error);
+  return {std::move(parsed), std::move(error)};
+}
+
+broker_config parse_ok(std::vector<std::string> args) {
+  auto out = parse(std::move(args));
+  EXPECT_TRUE(out.parsed) << out.error;
+  if (!out.parsed) return {};
+  EXPECT_FALSE(out.parsed.value().exit_text.has_value());
+  return out.parsed.value().config;
+}
+
+std::string parse_error(std::vector<std::string> args) {
+  auto out = parse(std::move(args));
+  EXPECT_FALSE(out.parsed) << "expected an error";
+  if (!out.parsed) {
+    EXPECT_EQ(out.parsed.error(), std::make_error_code(std::errc::invalid_argument));
+  }
+  EXPECT_FALSE(out.error.empty());
+  return out.error;
+}
+
+std::string toml_error(std::string_view text) {
+  broker_config config;
+  std::string error;
+  auto r = apply_toml_config(text, "test.toml", config, error);
+  EXPECT_FALSE(r) << "expected an error for: " << text;
+  return error;
+}
+
+// A file in a fresh directory, removed with the fixture.
+class config_file_test : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("txmq_config_test_" + std::to_string(::getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(std::string_view name, std::string_view content) {
+    const auto path = dir_ / name;
+    std::ofstream(path) << content;
+    return path.string();
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST(broker_config, defaults_are_those_of_the_design) {
+  const broker_config c;
+  EXPECT_EQ(c.listen, (host_port{"127.0.0.1", 7878}));
+  EXPECT_EQ(c.http, (host_port{"127.0.0.1", 7879}));
+  EXPECT_EQ(c.data_dir, "./data");
+  EXPECT_EQ(c.tx_timeout, 6s);
+  EXPECT_EQ(c.tx_check_schedule, (std::vector<ms>{5s, 10s, 30s, 1min, 2min, 5min, 10min}));
+  EXPECT_EQ(c.tx_max_checks, 15u);
+  EXPECT_EQ(c.tx_checks_in_flight, 32u);
+  EXPECT_EQ(c.tx_check_answer_timeout, 3s);
+  EXPECT_EQ(c.ack_deadline, 30s);
+  EXPECT_EQ(c.retry_schedule,
+            (std::vector<ms>{10s, 30s, 1min, 2min, 3min, 4min, 5min, 6min, 7min, 8min, 9min,
+                             10min, 20min, 30min, 1h, 2h}));
+  EXPECT_EQ(c.max_attempts, 16u);
+  EXPECT_EQ(c.dedupe_window, 24h);
+  EXPECT_EQ(c.max_message_bytes, 4u * 1024 * 1024);
+  EXPECT_EQ(c.max_frame_bytes, 8u * 1024 * 1024);
+  EXPECT_TRUE(c.auto_create_topics);
+  EXPECT_EQ(c.durability, durability_mode::sync);
+  EXPECT_EQ(c.default_partitions, 4u);
+  EXPECT_EQ(c.retention, 7 * 24h);
+  EXPECT_EQ(c.retention_bytes, 0u);
+  EXPECT_EQ(c.max_connections, 1024u);
+  EXPECT_EQ(c.max_in_flight_per_connection, 1024u);
+  EXPECT_EQ(c.max_topics, 10000u);
+  EXPECT_FALSE(c.insecure);
+  EXPECT_EQ(c.log_level, "info");
+
+  std::string error;
+  EXPECT_TRUE(validate(c, error)) << error;
+}
+
+TEST(broker_config, no_arguments_give_the_defaults) {
+  EXPECT_EQ(parse_ok({}), broker_config{});
+}
+
+broker_config every_setting_changed() {
+  broker_config c;
+  c.listen = {"127.0.0.2", 17878};
+  c.http = {"::1", 17879};
+  c.data_dir = "/var/lib/txmq data";
+  c.tx_timeout = 1500ms;
+  c.tx_check_schedule = {1s, 2s};
+  c.tx_max_checks = 3;
+  c.tx_checks_in_flight = 2;
+  c.tx_check_answer_timeout = 250ms;
+  c.ack_deadline = 2min;
+  c.retry_schedule = {100ms, 1h, 2 * 24h};
+  c.max_attempts = 5;
+  c.dedupe_window = 3h;
+  c.max_message_bytes = 1024 * 1024;
+  c.max_frame_bytes = 2 * 1024 * 1024;
+  c.max_connections = 10;
+  c.max_in_flight_per_connection = 7;
+  c.max_topics = 100;
+  c.auto_create_topics = false;
+  c.default_partitions = 8;
+  c.retention = 24h;
+  c.retention_bytes = 1024ull * 1024 * 1024;
+  c.durability = durability_mode::async;
+  c.insecure = true;
+  c.log_level = "debug";
+  return c;
+}
+
+TEST(broker_config, every_flag_parses) {
+  const broker_config got = parse_ok({"--listen", "127.0.0.2:17878",
+                                      "--http", "[::1]:17879",
+                                      "--data-dir", "/var/lib/txmq data",
+                                      "--tx-timeout", "1500ms",
+                                      "--tx-check-schedule", "1s,2s",
+                                      "--tx-max-checks", "3",
+                                      "--tx-checks-in-flight", "2",
+                                      "--tx-check-answer-timeout", "250ms",
+                                      "--ack-deadline", "2m",
+                                      "--retry-schedule", "100ms, 1h, 2d",
+                                      "--max-attempts", "5",
+                                      "--dedupe-window", "3h",
+                                      "--max-message-bytes", "1MiB",
+                                      "--max-frame-bytes", "2097152",
+                                      "--max-connections", "10",
+                                      "--max-in-flight-per-connection", "7",
+                                      "--max-topics", "100",
+                                      "--auto-create-topics", "false",
+                                      "--default-partitions", "8",
+                                      "--retention", "1d",
+                                      "--retention-bytes", "1GiB",
+                                      "--durability", "async",
+                                      "--insecure",
+                                      "--log-level", "debug"});
+  EXPECT_EQ(got, every_setting_changed());
+}
+
+TEST(broker_config, every_file_key_parses) {
+  broker_config got;
+  std::string error;
+  const auto r = apply_toml_config(R"(
+# every setting, in the forms the docs show
+listen = "127.0.0.2:17878"
+http = "[::1]:17879"
+data_dir = "/var/lib/txmq data"
+tx_timeout = "1500ms"
+tx_check_schedule = ["1s", "2s"]
+tx_max_checks = 3
+tx_checks_in_flight = 2
+tx_check_answer_timeout = "250ms"
+ack_deadline = "2m"
+retry_schedule = "100ms,1h,2d"
+max_attempts = 5
+dedupe_window = "3h"
+max_message_bytes = "1MiB"
+max_frame_bytes = 2097152
+max_connections = 10
+max_in_flight_per_connection = 7
+max_topics = 100
+auto_create_topics = false
+default_partitions = 8
+retention = "1d"
+retention_bytes = "1GiB"
+durability = "async"
+insecure = true
+log_level = "debug"
+)",
+                                   "all.toml", got, error);
+  ASSERT_TRUE(r) << error;
+  EXPECT_EQ(got, every_setting_changed());
+}
+
+TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
+  const std::string text = describe(broker_config{});
+  EXPECT_THAT(text, HasSubstr("listen = \"127.0.0.1:7878\"\n"));
+  EXPECT_THAT(text, HasSubstr("tx_timeout = \"6s\"\n"));
+  EXPECT_THAT(text, HasSubstr("tx_check_schedule = [\"5s\", \"10s\", \"30s\", \"1m\", \"2m\", "
+                              "\"5m\", \"10m\"]\n"));
+  EXPECT_THAT(text, HasSubstr("max_message_bytes = \"4MiB\"\n"));
+  EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
+  EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
+  EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 24);
+
+  for (const broker_config& original : {broker_config{}, every_setting_changed()}) {
+    broker_config round_trip;
+    round_trip.insecure = !original.insecure;
+    std::string error;
+    ASSERT_TRUE(apply_toml_config(describe(original), "describe", round_trip, error)) << error;
+    EXPECT_EQ(round_trip, original);
+  }
+}
+
+TEST(broker_config, durations) {
+  EXPECT_EQ(parse_duration("500ms").value(), 500ms);
+  EXPECT_EQ(parse_duration("6s").value(), 6s);
+  EXPECT_EQ(parse_duration("3m").value(), 3min);
+  EXPECT_EQ(parse_duration("1h").value(), 1h);
+  EXPECT_EQ(parse_duration("7d").value(), 7 * 24h);
+  EXPECT_EQ(parse_duration("0s").value(), 0ms);
+  EXPECT_EQ(parse_duration(" 2s ").value(), 2s);
+  EXPECT_EQ(parse_duration("0010s").value(), 10s);
+  for (const char* bad : {"", "6", "s", "6 s", "-1s", "+1s", "1.5s", "6S", "6sec", "1h30m",
+                          "ms", "99999999999999999999d", "106751991167301d"}) {
+    EXPECT_FALSE(parse_duration(bad)) << bad;
+  }
+  EXPECT_EQ(parse_duration("106751991167d").value().count(), 106751991167LL * 86400000LL);
+
+  EXPECT_EQ(format_duration(0ms), "0s");
+  EXPECT_EQ(format_duration(500ms), "500ms");
+  EXPECT_EQ(format_duration(1500ms), "1500ms");
+  EXPECT_EQ(format_duration(90s), "90s");
+  EXPECT_EQ(format_duration(2min), "2m");
+  EXPECT_EQ(format_duration(2h), "2h");
+  EXPECT_EQ(format_duration(48h), "2d");
+}
+
+TEST(broker_config, duration_lists) {
+  EXPECT_EQ(parse_duration_list("1s,2s").value(), (std::vector<ms>{1s, 2s}));
+  EXPECT_EQ(parse_duration_list(" 1s , 2m ").value(), (std::vector<ms>{1s, 2min}));
+  EXPECT_EQ(parse_duration_list("5s").value(), (std::vector<ms>{5s}));
+  for (const char* bad : {"", " ", "1s,", ",1s", "1s,,2s", "1s;2s", "1s 2s", "1s,x"}) {
+    EXPECT_FALSE(parse_duration_list(bad)) << bad;
+  }
+}
+
+TEST(broker_config, sizes) {
+  EXPECT_EQ(parse_size("0").value(), 0u);
+  EXPECT_EQ(parse_size("4194304").value(), 4194304u);
+  EXPECT_EQ(parse_size("64KiB").value(), 64u * 1024);
+  EXPECT_EQ(parse_size("4MiB").value(), 4u * 1024 * 1024);
+  EXPECT_EQ(parse_size("2GiB").value(), 2ull * 1024 * 1024 * 1024);
+  for (const char* bad : {"", "MiB", "4MB", "4mib", "4 MiB", "-1", "1.5MiB", "4M", "4KB",
+                          "18446744073709551616", "17179869184GiB"}) {
+    EXPECT_FALSE(parse_size(bad)) << bad;
+  }
+  EXPECT_EQ(format_size(0), "0");
+  EXPECT_EQ(format_size(1000), "1000");
+  EXPECT_EQ(format_size(64 * 1024), "64KiB");
+  EXPECT_EQ(format_size(4 * 1024 * 1024), "4MiB");
+  EXPECT_EQ(format_size(1024ull * 1024 * 1024), "1GiB");
+}
+
+TEST(broker_config, host_ports) {
+  EXPECT_EQ(parse_host_port("127.0.0.1:7878").value(), (host_port{"127.0.0.1", 7878}));
+  EXPECT_EQ(parse_host_port("[::1]:80").value(), (host_port{"::1", 80}));
+  EXPECT_EQ(parse_host_port("localhost:0").value(), (host_port{"localhost", 0}));
+  EXPECT_EQ(parse_host_port("0.0.0.0:65535").value(), (host_port{"0.0.0.0", 65535}));
+  for (const char* bad : {"", "127.0.0.1", ":80", "host:", "host:65536", "host:-1", "::1:80",
+                          "[::1]80", "[::1]:", "[::1", "host:8o"}) {
+    EXPECT_FALSE(parse_host_port(bad)) << bad;
+  }
+  EXPECT_EQ((host_port{"::1", 80}).to_string(), "[::1]:80");
+  EXPECT_EQ((host_port{"127.0.0.1", 80}).to_string(), "127.0.0.1:80");
+
+  EXPECT_TRUE(is_loopback_host("localhost"));
+  EXPECT_TRUE(is_loopback_host("127.0.0.1"));
+  EXPECT_TRUE(is_loopback_host("127.1.2.3"));
+  EXPECT_TRUE(is_loopback_host("::1"));
+  EXPECT_FALSE(is_loopback_host("0.0.0.0"));
+  EXPECT_FALSE(is_loopback_host("::"));
+  EXPECT_FALSE(is_loopback_host("10.1.2.3"));
+  EXPECT_FALSE(is_loopback_host("example.com"));
+
+  EXPECT_EQ(to_endpoint({"localhost", 80}).value(),
+            boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 80));
+  EXPECT_EQ(to_endpoint({"::1", 81}).value(),
+            boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("::1"), 81));
+  EXPECT_FALSE(to_endpoint({"example.com", 80}));
+}
+
+TEST(broker_config, boolean_flags_take_every_form) {
+  EXPECT_FALSE(parse_ok({"--auto-create-topics", "false"}).auto_create_topics);
+  EXPECT_FALSE(parse_ok({"--auto-create-topics=false"}).auto_create_topics);
+  EXPECT_TRUE(parse_ok({"--auto-create-topics", "true"}).auto_create_topics);
+  EXPECT_TRUE(parse_ok({"--insecure"}).insecure);
+  EXPECT_TRUE(parse_ok({"--insecure", "true"}).insecure);
+  EXPECT_FALSE(parse_ok({"--insecure", "false"}).insecure);
+  EXPECT_FALSE(parse_ok({"--insecure=false"}).insecure);
+  EXPECT_THAT(parse_error({"--auto-create-topics", "yes"}), HasSubstr("--auto-create-topics"));
+}
+
+TEST(broker_config, help_and_version_ask_to_exit) {
+  auto help = parse({"--help"});
+  ASSERT_TRUE(help.parsed) << help.error;
+  ASSERT_TRUE(help.parsed.value().exit_text);
+  EXPECT_THAT(*help.parsed.value().exit_text,
+              AllOf(HasSubstr("--tx-timeout"), HasSubstr("default 6s"), HasSubstr("--config"),
+                    HasSubstr("--retry-schedule"), HasSubstr("default 10s,30s,1m")));
+
+  auto version = parse({"--version"});
+  ASSERT_TRUE(version.parsed) << version.error;
+  ASSERT_TRUE(version.parsed.value().exit_text);
+  EXPECT_THAT(*version.parsed.value().exit_text, HasSubstr("txmq-broker "));
+}
+
+TEST_F(config_file_test, flags_override_the_file) {
+  const auto path = write("broker.toml", R"(
+tx_timeout = "10s"
+max_attempts = 3
+data_dir = "/from/file"
+)");
+  const broker_config c = parse_ok({"--config", path, "--tx-timeout", "1s", "--data-dir", "/x"});
+  EXPECT_EQ(c.tx_timeout, 1s);
+  EXPECT_EQ(c.max_attempts, 3u);
+  EXPECT_EQ(c.data_dir, "/x");
+  EXPECT_EQ(c.ack_deadline, 30s);  // untouched settings keep their default
+}
+
+TEST_F(config_file_test, file_errors_name_the_file_key_value_and_expectation) {
+  const auto path = write("bad.toml", "max_attempts = 3\ntx_timeout = \"6\"\n");
+  EXPECT_THAT(parse_error({"--config", path}),
+              AllOf(HasSubstr(path), HasSubstr("tx_timeout"), HasSubstr("line 2"),
+                    HasSubstr("\"6\""), HasSubstr("expected a duration")));
+
+  EXPECT_THAT(parse_error({"--config", (dir_ / "missing.toml").string()}),
+              AllOf(HasSubstr("missing.toml"), HasSubstr("No such file")));
+}
+
+TEST(broker_config, file_errors) {
+  EXPECT_THAT(toml_error("tx_timout = \"1s\"\n"),
+              AllOf(HasSubstr("test.toml"), HasSubstr("unknown key 'tx_timout'"),
+                    HasSubstr("line 1"), HasSubstr("did you mean 'tx_timeout'")));
+  EXPECT_THAT(toml_error("tx-timeout = \"1s\"\n"), HasSubstr("did you mean 'tx_timeout'"));
+  EXPECT_THAT(toml_error("[broker]\nlisten = \"127.0.0.1:1\"\n"), HasSubstr("unknown key 'broker'"));
+  EXPECT_THAT(toml_error("tx_timeout = 6\n"),
+              AllOf(HasSubstr("'tx_timeout'"), HasSubstr("invalid value 6"),
+                    HasSubstr("written as a string")));
+  EXPECT_THAT(toml_error("retry_schedule = [\"1s\", \"soon\"]\n"),
+              AllOf(HasSubstr("'retry_schedule'"), HasSubstr("\"soon\""),
+                    HasSubstr("expected a duration")));
+  EXPECT_THAT(toml_error("retry_schedule = [\"1s\", 2]\n"), HasSubstr("'retry_schedule'"));
+  EXPECT_THAT(toml_error("retry_schedule = []\n"), HasSubstr("'retry_schedule'"));
+  EXPECT_THAT(toml_error("max_attempts = \"many\"\n"),
+              AllOf(HasSubstr("'max_attempts'"), HasSubstr("\"many\""), HasSubstr("integer")));
+  EXPECT_THAT(toml_error("max_attempts = -1\n"),
+              AllOf(HasSubstr("'max_attempts'"), HasSubstr("-1")));
+  EXPECT_THAT(toml_error("max_attempts = 4294967296\n"), HasSubstr("'max_attempts'"));
+  EXPECT_THAT(toml_error("max_attempts = 1.5\n"), HasSubstr("'max_attempts'"));
+  EXPECT_THAT(toml_error("auto_create_topics = \"yes\"\n"),
+              AllOf(HasSubstr("'auto_create_topics'"), HasSubstr("true or false")));
+  EXPECT_THAT(toml_error("auto_create_topics = 1\n"), HasSubstr("'auto_create_topics'"));
+  EXPECT_THAT(toml_error("max_message_bytes = \"4MB\"\n"),
+              AllOf(HasSubstr("'max_message_bytes'"), HasSubstr("MiB")));
+  EXPECT_THAT(toml_error("durability = \"fast\"\n"),
+              AllOf(HasSubstr("'durability'"), HasSubstr("sync or async")));
+  EXPECT_THAT(toml_error("log_level = \"loud\"\n"), HasSubstr("'log_level'"));
+  EXPECT_THAT(toml_error("listen = \"7878\"\n"),
+              AllOf(HasSubstr("'listen'"), HasSubstr("HOST:PORT")));
+  EXPECT_THAT(toml_error("tx_timeout = \n"), AllOf(HasSubstr("test.toml"), HasSubstr("line 1")));
+}
+
+TEST(broker_config, flag_errors_name_the_flag_value_and_expectation) {
+  EXPECT_THAT(parse_error({"--tx-timeout", "6"}),
+              AllOf(HasSubstr("--tx-timeout"), HasSubstr("'6'"), HasSubstr("expected a duration")));
+  EXPECT_THAT(parse_error({"--tx-check-schedule", "1s,,2s"}),
+              AllOf(HasSubstr("--tx-check-schedule"), HasSubstr("'1s,,2s'")));
+  EXPECT_THAT(parse_error({"--max-attempts", "-3"}),
+              AllOf(HasSubstr("--max-attempts"), HasSubstr("'-3'")));
+  EXPECT_THAT(parse_error({"--max-frame-bytes", "8MB"}), HasSubstr("--max-frame-bytes"));
+  EXPECT_THAT(parse_error({"--durability", "fast"}), HasSubstr("sync or async"));
+  EXPECT_THAT(parse_error({"--listen", "localhost"}), HasSubstr("HOST:PORT"));
+  EXPECT_THAT(parse_error({"--tx-timout", "1s"}),
+              AllOf(HasSubstr("unknown option"), HasSubstr("--tx-timout"),
+                    HasSubstr("did you mean '--tx-timeout'")));
+  EXPECT_THAT(parse_error({"--tx-timeout"}), HasSubstr("tx-timeout"));
+  EXPECT_THAT(parse_error({"--tx-timeout", "1s", "stray"}),
+              AllOf(HasSubstr("unexpected argument 'stray'"), HasSubstr("--help")));
+  // No abbreviations: --tx-time would silently pick a setting.
+  EXPECT_THAT(parse_error({"--tx-time", "1s"}), HasSubstr("unknown option"));
+}
+
+TEST(broker_config, non_loopback_addresses_need_insecure) {
+  EXPECT_THAT(parse_error({"--listen", "0.0.0.0:7878"}),
+              AllOf(HasSubstr("0.0.0.0:7878"), HasSubstr("loopback"), HasSubstr("--insecure")));
+  EXPECT_THAT(parse_error({"--http", "10.1.2.3:80"}),
+              AllOf(HasSubstr("http"), HasSubstr("10.1.2.3:80"), HasSubstr("--insecure")));
+  EXPECT_EQ(parse_ok({"--listen", "0.0.0.0:7878", "--insecure"}).listen,
+            (host_port{"0.0.0.0", 7878}));
+  EXPECT_EQ(parse_ok({"--listen", "[::1]:7878"}).listen, (host_port{"::1", 7878}));
+  EXPECT_EQ(parse_ok({"--listen", "localhost:7000"}).listen, (host_port{"localhost", 7000}));
+  EXPECT_THAT(parse_error({"--listen", "broker.example.com:7878", "--insecure"}),
+              HasSubstr("IP address or localhost"));
+}
+
+TEST(broker_config, validate_checks_relations_between_settings) {
+  EXPECT_THAT(parse_error({"--max-message-bytes", "8MiB"}),
+              AllOf(HasSubstr("max_frame_bytes"), HasSubstr("max_message_bytes"),
+                    HasSubstr("8MiB"), HasSubstr("8256KiB")));
+  EXPECT_THAT(parse_error({"--max-frame-bytes", "4160KiB", "--max-message-bytes", "4097KiB"}),
+              HasSubstr("max_frame_bytes"));
+  EXPECT_EQ(parse_ok({"--max-frame-bytes", "4160KiB"}).max_frame_bytes, 4160u * 1024);
+  EXPECT_THAT(parse_error({"--max-frame-bytes", "2GiB"}), HasSubstr("max_frame_bytes"));
+  EXPECT_THAT(parse_error({"--tx-check-schedule", "1s,0s"}), HasSubstr("tx_check_schedule"));
+  EXPECT_THAT(parse_error({"--tx-timeout", "0s"}), HasSubstr("tx_timeout"));
+  EXPECT_THAT(parse_error({"--max-attempts", "0"}), HasSubstr("max_attempts"));
+  EXPECT_THAT(parse_error({"--default-partitions", "0"}), HasSubstr("default_partitions"));
+  EXPECT_THAT(parse_error({"--listen", "127.0.0.1:9000", "--http", "127.0.0.1:9000"}),
+              HasSubstr("--http"));
+  EXPECT_EQ(parse_ok({"--retention", "0s"}).retention, 0ms);
+  EXPECT_EQ(parse_ok({"--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}).listen.port, 0);
+
+  broker_config c;
+  c.log_level = "verbose";
+  std::string error;
+  EXPECT_FALSE(validate(c, error));
+  EXPECT_THAT(error, HasSubstr("log_level"));
+  c = broker_config{};
+  c.retry_schedule.clear();
+  EXPECT_FALSE(validate(c, error));
+  EXPECT_THAT(error, HasSubstr("retry_schedule"));
+}
+
+TEST(broker_config, the_configuration_doc_lists_every_setting_and_its_example_is_valid) {
+  std::ifstream in(TXMQ_CONFIGURATION_DOC);
+  ASSERT_TRUE(in) << TXMQ_CONFIGURATION_DOC;
+  std::stringstream content;
+  content << in.rdbuf();
+  const std::string doc = content.str();
+
+  std::istringstream settings(describe(broker_config{}));
+  for (std::string line; std::getline(settings, line);) {
+    const std::string name = line.substr(0, line.find(' '));
+    std::string flag = name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    EXPECT_THAT(doc, HasSubstr("| `" + name + "` | `--" + flag)) << name;
+  }
+
+  const auto begin = doc.find("```toml\n");
+  ASSERT_NE(begin, std::string::npos);
+  const auto end = doc.find("```", begin + 8);
+  broker_config example;
+  std::string error;
+  ASSERT_TRUE(apply_toml_config(doc.substr(begin + 8, end - begin - 8), "example", example, error))
+      << error;
+  EXPECT_TRUE(validate(example, error)) << error;
+}
+
+}  // namespace
+}  // namespace txmq::broker
