@@ -142,7 +142,10 @@ result<void> group_tracker::load(const storage::group_state& state, std::int64_t
         e.when_ms = rec->second->visible_at_ms;
         e.st = rec->second->status == storage::delivery_status::in_flight ? state::in_flight : state::waiting;
       } else {
+        // Held behind its key or delivered once without a record: either way it goes out
+        // again, flagged as a possible redelivery.
         e.st = state::ready;
+        e.attempt = o >= part.floor ? 1 : 0;
       }
       auto& stored = part.pending.emplace(o, std::move(e)).first->second;
       enqueue_key(part, o, stored);
@@ -172,7 +175,11 @@ void group_tracker::deliver(std::size_t pidx, std::uint64_t offset, entry& e, v1
   e.when_ms = now_ms + ack_deadline.count();
   set_timeline(pidx, offset, e, e.when_ms);
   ++in_flight_count_;
-  out.update.deliveries.push_back(record_of(part, offset, e));
+  // A first delivery needs no record: the dispatch cursor already says the message went out,
+  // and after a restart a message between floor and cursor without a record is taken as
+  // delivered once (its next delivery says attempt 2). That keeps a consumed message at one
+  // store write (its ack) instead of three.
+  if (e.attempt > 1) out.update.deliveries.push_back(record_of(part, offset, e));
   msg.set_topic(part.topic);
   msg.set_partition(part.id);
   msg.set_offset(offset);

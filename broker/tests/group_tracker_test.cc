@@ -188,12 +188,32 @@ TEST_F(group_tracker_test, state_is_rebuilt_from_the_store) {
     persist(t->ack({ref(3)}, now_).update);
   }
   auto t = make_tracker();
-  EXPECT_TRUE(fetch_offsets(*t).empty()) << "0 and 2 are still in flight; 1 is held behind 0";
-  now_ += 1001;
-  persist(t->expire(now_));
-  now_ += 100;
+  // First deliveries leave no record: after a restart 0 and 2 go out again at once, flagged as
+  // possible redeliveries; 1 stays held behind 0; 3 was acked and never comes back.
   EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 2));
   EXPECT_EQ(last_[0].message.attempt(), 2u);
+  EXPECT_EQ(last_[1].message.attempt(), 2u);
+  persist(t->ack({ref(0)}, now_).update);
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(1));
+}
+
+TEST_F(group_tracker_test, a_retry_keeps_its_attempt_count_across_a_restart) {
+  produce({std::nullopt});
+  {
+    auto t = make_tracker();
+    fetch_offsets(*t);
+    persist(t->nack({ref(0)}, 50ms, now_).update);
+    now_ += 50;
+    EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
+    EXPECT_EQ(last_[0].message.attempt(), 2u);
+  }
+  auto t = make_tracker();
+  EXPECT_TRUE(fetch_offsets(*t).empty()) << "attempt 2 is in flight until its deadline";
+  now_ += 1001;
+  persist(t->expire(now_));
+  now_ += 200;
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
+  EXPECT_EQ(last_[0].message.attempt(), 3u);
 }
 
 TEST_F(group_tracker_test, a_fetch_stops_at_its_byte_budget_and_the_rest_follows) {

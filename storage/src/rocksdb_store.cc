@@ -1222,8 +1222,6 @@ void rocksdb_store::apply_ack(group_ctx& ctx, std::string_view group, std::uint3
   const std::string dkey = message_key('d', group, tid, p, offset);
   auto existing = wget(ctx, cf_groups, dkey);
   if (!existing && offset < c.ack_floor && !dead) return;  // already done
-  delivery_value v;
-  if (existing) decode(*existing, v);
   if (dead) {
     records::DeadLetterRecord rec;
     rec.set_topic(dead->topic);
@@ -1234,16 +1232,28 @@ void rocksdb_store::apply_ack(group_ctx& ctx, std::string_view group, std::uint3
     rec.set_reason(dead->reason);
     ctx.put(cf_groups, message_key('q', group, tid, p, offset), rec.SerializeAsString());
   }
-  v.status = dead ? 4 : 3;
-  if (offset < c.ack_floor) {
-    // A redriven message below the floor: done means gone.
-    erase_delivery_due(ctx, group, tid, p, offset);
-    ctx.del(cf_groups, dkey);
+  if (c.next_offset <= offset) c.next_offset = offset + 1;
+  if (offset != c.ack_floor) {
+    if (offset < c.ack_floor) {
+      // A redriven message below the floor: done means gone.
+      erase_delivery_due(ctx, group, tid, p, offset);
+      ctx.del(cf_groups, dkey);
+      return;
+    }
+    // Above the floor: remember it is done until the floor gets here.
+    delivery_value v;
+    if (existing) decode(*existing, v);
+    v.status = dead ? 4 : 3;
+    put_delivery(ctx, group, tid, p, offset, v);
     return;
   }
-  put_delivery(ctx, group, tid, p, offset, v);
-  if (c.next_offset <= offset) c.next_offset = offset + 1;
-  // Advance the floor over the done prefix, dropping records nobody needs any more.
+  // At the floor (the common case of in-order acks): no record to write, only the floor moves,
+  // over this message and every done one after it.
+  if (existing) {
+    erase_delivery_due(ctx, group, tid, p, offset);
+    ctx.del(cf_groups, dkey);
+  }
+  ++c.ack_floor;
   while (c.ack_floor < c.next_offset) {
     const std::string k = message_key('d', group, tid, p, c.ack_floor);
     auto rec = wget(ctx, cf_groups, k);
