@@ -1,0 +1,52 @@
+#pragma once
+
+// Blocking helpers for the broker's administration requests. Each sends one request on the
+// given connection and returns the broker's response protobuf, or the broker's Error (code
+// and text, e.g. TOPIC_EXISTS, UNKNOWN_GROUP) or a connection error (see connection.h).
+// Thread-safe as the connection is; must not be called on the connection's io thread.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "txmq/client/connection.h"
+#include "txmq/v1/frame.pb.h"
+
+namespace txmq::client {
+
+struct topic_spec {
+  std::string name;
+  std::uint32_t partitions = 0;          // 0 = broker default (4)
+  std::chrono::milliseconds retention{0};  // 0 = broker default
+  std::uint64_t retention_bytes = 0;     // 0 = unlimited
+};
+
+class admin {
+ public:
+  // Shares the connection; request timeout per call as given (connection default otherwise).
+  explicit admin(std::shared_ptr<connection> conn, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+  [[nodiscard]] result<v1::TopicInfo> create_topic(const topic_spec& spec);
+  [[nodiscard]] result<v1::ListTopicsResponse> list_topics();
+  [[nodiscard]] result<v1::TopicInfo> describe_topic(const std::string& name);
+
+  // A group on `topic`, starting at its earliest retained message, or at its end.
+  [[nodiscard]] result<v1::GroupInfo> create_group(const std::string& group, const std::string& topic, bool from_latest = false);
+  [[nodiscard]] result<v1::ListGroupsResponse> list_groups();
+  [[nodiscard]] result<v1::GroupInfo> describe_group(const std::string& group);
+
+  // Up to `limit` dead letters of the group (0 = broker default, 100).
+  [[nodiscard]] result<v1::DlqListResponse> dlq_list(const std::string& group, std::uint32_t limit = 0);
+  // Moves every dead letter of the group back to delivery; the response says how many.
+  [[nodiscard]] result<v1::DlqRedriveResponse> dlq_redrive(const std::string& group);
+
+  [[nodiscard]] const std::shared_ptr<connection>& conn() const noexcept { return conn_; }
+
+ private:
+  std::shared_ptr<connection> conn_;
+  std::optional<std::chrono::milliseconds> timeout_;
+};
+
+}  // namespace txmq::client

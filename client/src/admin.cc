@@ -1,0 +1,86 @@
+#include "txmq/client/admin.h"
+
+#include <utility>
+
+namespace txmq::client {
+namespace {
+
+// Sends `request` and returns the response's body `(frame.*get)()` if its type is `expected`.
+template <class Response>
+result<Response> call(connection& conn, v1::Frame request, std::optional<std::chrono::milliseconds> timeout,
+                      v1::Frame::BodyCase expected, const Response& (v1::Frame::*get)() const, const char* what) {
+  auto answer = conn.request(std::move(request), timeout);
+  if (!answer) return answer.error();
+  const v1::Frame& frame = answer.value();
+  if (frame.body_case() != expected) {
+    return error(errc::unexpected_response, std::string("the broker answered ") + what + " with frame body " +
+                                                std::to_string(static_cast<int>(frame.body_case())));
+  }
+  return (frame.*get)();
+}
+
+}  // namespace
+
+admin::admin(std::shared_ptr<connection> conn, std::optional<std::chrono::milliseconds> timeout)
+    : conn_(std::move(conn)), timeout_(timeout) {}
+
+result<v1::TopicInfo> admin::create_topic(const topic_spec& spec) {
+  v1::Frame f;
+  auto* r = f.mutable_create_topic();
+  r->set_name(spec.name);
+  r->set_partitions(spec.partitions);
+  r->set_retention_ms(spec.retention.count());
+  r->set_retention_bytes(spec.retention_bytes);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kTopicInfo, &v1::Frame::topic_info, "CreateTopic");
+}
+
+result<v1::ListTopicsResponse> admin::list_topics() {
+  v1::Frame f;
+  f.mutable_list_topics();
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kListTopicsResponse, &v1::Frame::list_topics_response,
+              "ListTopics");
+}
+
+result<v1::TopicInfo> admin::describe_topic(const std::string& name) {
+  v1::Frame f;
+  f.mutable_describe_topic()->set_name(name);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kTopicInfo, &v1::Frame::topic_info, "DescribeTopic");
+}
+
+result<v1::GroupInfo> admin::create_group(const std::string& group, const std::string& topic, bool from_latest) {
+  v1::Frame f;
+  auto* r = f.mutable_create_group();
+  r->set_group(group);
+  r->set_topic(topic);
+  r->set_from_latest(from_latest);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kGroupInfo, &v1::Frame::group_info, "CreateGroup");
+}
+
+result<v1::ListGroupsResponse> admin::list_groups() {
+  v1::Frame f;
+  f.mutable_list_groups();
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kListGroupsResponse, &v1::Frame::list_groups_response,
+              "ListGroups");
+}
+
+result<v1::GroupInfo> admin::describe_group(const std::string& group) {
+  v1::Frame f;
+  f.mutable_describe_group()->set_group(group);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kGroupInfo, &v1::Frame::group_info, "DescribeGroup");
+}
+
+result<v1::DlqListResponse> admin::dlq_list(const std::string& group, std::uint32_t limit) {
+  v1::Frame f;
+  f.mutable_dlq_list()->set_group(group);
+  f.mutable_dlq_list()->set_limit(limit);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kDlqListResponse, &v1::Frame::dlq_list_response, "DlqList");
+}
+
+result<v1::DlqRedriveResponse> admin::dlq_redrive(const std::string& group) {
+  v1::Frame f;
+  f.mutable_dlq_redrive()->set_group(group);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kDlqRedriveResponse, &v1::Frame::dlq_redrive_response,
+              "DlqRedrive");
+}
+
+}  // namespace txmq::client

@@ -1,0 +1,100 @@
+#include "txmq/client/error.h"
+
+namespace txmq::client {
+namespace {
+
+class category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "txmq.client"; }
+  std::string message(int ev) const override {
+    switch (static_cast<errc>(ev)) {
+      case errc::connection_lost: return "connection lost";
+      case errc::not_connected: return "not connected";
+      case errc::timeout: return "timeout";
+      case errc::write_queue_full: return "write queue full";
+      case errc::closed: return "closed";
+      case errc::unexpected_response: return "unexpected response";
+      case errc::bad_address: return "bad address";
+      case errc::delivery_timeout: return "delivery timeout";
+      case errc::would_deadlock: return "would deadlock";
+      case errc::invalid_argument: return "invalid argument";
+    }
+    return "unknown client error " + std::to_string(ev);
+  }
+};
+
+}  // namespace
+
+const std::error_category& client_category() noexcept {
+  static const category c;
+  return c;
+}
+
+bool error::retriable() const noexcept {
+  if (code.category() == client_category()) {
+    switch (static_cast<errc>(code.value())) {
+      case errc::connection_lost:
+      case errc::not_connected:
+      case errc::timeout:
+      case errc::write_queue_full:
+        return true;
+      default:
+        return false;
+    }
+  }
+  if (code.category() == protocol::protocol_category()) {
+    switch (static_cast<protocol::errc>(code.value())) {
+      case protocol::errc::storage_error:
+      case protocol::errc::shutting_down:
+      case protocol::errc::internal:
+      case protocol::errc::limit_exceeded:
+        return true;
+      default:
+        return false;
+    }
+  }
+  return false;
+}
+
+std::string error::to_string() const {
+  std::string name;
+  if (code.category() == protocol::protocol_category()) {
+    name = std::string(protocol::errc_name(static_cast<protocol::errc>(code.value())));
+  } else {
+    name = code.message();
+  }
+  if (message.empty()) return name;
+  return name + ": " + message;
+}
+
+std::ostream& operator<<(std::ostream& os, const error& e) { return os << e.to_string(); }
+
+error from_wire(int code, std::string message) {
+  switch (static_cast<protocol::errc>(code)) {
+    case protocol::errc::frame_too_large:
+    case protocol::errc::frame_malformed:
+    case protocol::errc::hello_required:
+    case protocol::errc::unsupported_version:
+    case protocol::errc::unknown_request:
+    case protocol::errc::unauthenticated:
+    case protocol::errc::invalid_argument:
+    case protocol::errc::unknown_topic:
+    case protocol::errc::topic_exists:
+    case protocol::errc::message_too_large:
+    case protocol::errc::unknown_group:
+    case protocol::errc::unknown_delivery:
+    case protocol::errc::unknown_tx:
+    case protocol::errc::tx_already_resolved:
+    case protocol::errc::permission_denied:
+    case protocol::errc::limit_exceeded:
+    case protocol::errc::storage_error:
+    case protocol::errc::shutting_down:
+    case protocol::errc::internal:
+      return error(static_cast<protocol::errc>(code), std::move(message));
+    default:
+      break;
+  }
+  return error(protocol::errc::internal, "(broker error code " + std::to_string(code) + ") " + message);
+}
+
+}  // namespace txmq::client

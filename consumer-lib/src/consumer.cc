@@ -1,0 +1,318 @@
+#include "txmq/consumer/consumer.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <map>
+#include <span>
+#include <mutex>
+#include <thread>
+
+namespace txmq::consumer {
+namespace {
+
+using steady = std::chrono::steady_clock;
+using client::errc;
+using client::error;
+using std::chrono::milliseconds;
+
+// A delivery run() has fetched and not yet acked or nacked.
+struct tracked {
+  delivery d;
+  milliseconds lease{0};        // how long the broker gave (or options.ack_deadline)
+  steady::time_point next_extend;
+};
+
+void fill_refs(google::protobuf::RepeatedPtrField<v1::DeliveryRef>* out, std::span<const delivery_ref> refs) {
+  for (const auto& r : refs) {
+    auto* ref = out->Add();
+    ref->set_topic(r.topic);
+    ref->set_partition(r.partition);
+    ref->set_offset(r.offset);
+  }
+}
+
+std::string describe(const delivery_ref& r) {
+  return r.topic + "/" + std::to_string(r.partition) + "@" + std::to_string(r.offset);
+}
+
+}  // namespace
+
+protocol::message_id delivery::id() const {
+  auto id = protocol::uuid::from_bytes(message.id());
+  return id ? id.value() : protocol::message_id{};
+}
+
+class consumer::impl {
+ public:
+  impl(std::shared_ptr<client::connection> conn, consumer_options options)
+      : conn_(std::move(conn)), options_(std::move(options)) {
+    options_.concurrency = std::max<std::size_t>(options_.concurrency, 1);
+  }
+
+  client::result<std::vector<delivery>> fetch(std::uint32_t max, milliseconds wait) {
+    v1::Frame f;
+    auto* r = f.mutable_fetch();
+    r->set_group(options_.group);
+    for (const auto& t : options_.topics) r->add_topics(t);
+    r->set_max_messages(max);
+    r->set_max_wait_ms(static_cast<std::uint32_t>(wait.count()));
+    r->set_ack_deadline_ms(static_cast<std::uint32_t>(options_.ack_deadline.count()));
+    auto answer = conn_->request(std::move(f), wait + conn_->options().request_timeout);
+    if (!answer) return answer.error();
+    if (!answer.value().has_fetch_response()) {
+      return error(errc::unexpected_response, "the broker answered a FetchRequest of group '" + options_.group +
+                                                  "' with frame body " + std::to_string(static_cast<int>(answer.value().body_case())));
+    }
+    std::vector<delivery> out;
+    for (auto& d : *answer.value().mutable_fetch_response()->mutable_deliveries()) {
+      delivery x;
+      x.message = std::move(*d.mutable_message());
+      x.deadline = std::chrono::system_clock::time_point(milliseconds(d.deadline_ms()));
+      out.push_back(std::move(x));
+    }
+    return out;
+  }
+
+  client::result<per_ref_results> settle(v1::Frame f, std::size_t n, const char* what) {
+    auto answer = conn_->request(std::move(f));
+    if (!answer) return answer.error();
+    const v1::Frame& a = answer.value();
+    if (!a.has_delivery_results() || static_cast<std::size_t>(a.delivery_results().results_size()) != n) {
+      return error(errc::unexpected_response, std::string("the broker answered ") + what + " of " + std::to_string(n) +
+                                                  " refs with frame body " + std::to_string(static_cast<int>(a.body_case())) +
+                                                  " and " + std::to_string(a.delivery_results().results_size()) + " results");
+    }
+    per_ref_results out;
+    for (int code : a.delivery_results().results()) {
+      if (code == v1::ERROR_CODE_UNSPECIFIED) {
+        out.emplace_back(outcome::success());
+      } else if (code == v1::UNKNOWN_DELIVERY) {
+        out.emplace_back(error(protocol::errc::unknown_delivery,
+                               "not in flight for group '" + options_.group +
+                                   "': already acked, or its ack deadline passed and it was handed out again"));
+      } else {
+        out.emplace_back(client::from_wire(code, std::string(what) + " of this ref failed"));
+      }
+    }
+    return out;
+  }
+
+  client::result<per_ref_results> ack(std::span<const delivery_ref> refs) {
+    v1::Frame f;
+    f.mutable_ack()->set_group(options_.group);
+    fill_refs(f.mutable_ack()->mutable_refs(), refs);
+    return settle(std::move(f), refs.size(), "Ack");
+  }
+
+  client::result<per_ref_results> nack(std::span<const delivery_ref> refs, milliseconds delay) {
+    v1::Frame f;
+    f.mutable_nack()->set_group(options_.group);
+    f.mutable_nack()->set_delay_ms(static_cast<std::uint32_t>(delay.count()));
+    fill_refs(f.mutable_nack()->mutable_refs(), refs);
+    return settle(std::move(f), refs.size(), "Nack");
+  }
+
+  client::result<per_ref_results> extend(std::span<const delivery_ref> refs, milliseconds by) {
+    v1::Frame f;
+    f.mutable_extend()->set_group(options_.group);
+    f.mutable_extend()->set_extend_ms(static_cast<std::uint32_t>(by.count()));
+    fill_refs(f.mutable_extend()->mutable_refs(), refs);
+    return settle(std::move(f), refs.size(), "Extend");
+  }
+
+  client::result<void> run(const handler& handle, std::stop_token stop) {
+    run_state state;
+    const std::size_t window = options_.concurrency + options_.prefetch;
+    std::vector<std::thread> workers;
+    for (std::size_t i = 0; i < options_.concurrency; ++i) {
+      workers.emplace_back([&] { work(state, handle); });
+    }
+    std::thread lease_keeper([&] { keep_leases(state); });
+
+    client::result<void> outcome_of_run = outcome::success();
+    auto backoff = options_.retry_backoff_initial;
+    while (!stop.stop_requested()) {
+      std::size_t want;
+      {
+        std::unique_lock lock(state.mutex);
+        if (!state.cv.wait(lock, stop, [&] { return state.outstanding.size() < window; })) break;
+        want = std::min<std::size_t>(options_.max_messages, window - state.outstanding.size());
+      }
+      auto fetched = fetch(static_cast<std::uint32_t>(want), options_.max_wait);
+      if (!fetched) {
+        if (!fetched.error().retriable()) {
+          outcome_of_run = fetched.error();
+          break;
+        }
+        log("fetch for group '" + options_.group + "' failed, retrying: " + fetched.error().to_string());
+        std::unique_lock lock(state.mutex);
+        state.cv.wait_for(lock, stop, backoff, [] { return false; });
+        backoff = std::min(backoff * 2, options_.retry_backoff_max);
+        continue;
+      }
+      backoff = options_.retry_backoff_initial;
+      if (fetched.value().empty()) continue;
+      {
+        std::lock_guard lock(state.mutex);
+        const auto now_sys = std::chrono::system_clock::now();
+        const auto now = steady::now();
+        for (auto& d : fetched.value()) {
+          auto t = std::make_shared<tracked>();
+          auto given = std::chrono::duration_cast<milliseconds>(d.deadline - now_sys);
+          t->lease = options_.ack_deadline.count() > 0 ? options_.ack_deadline : std::max(given, milliseconds(100));
+          t->next_extend = now + std::max(given, milliseconds(0)) / 2;
+          t->d = std::move(d);
+          state.outstanding.push_back(t);
+          state.queue.push_back(std::move(t));
+        }
+      }
+      state.cv.notify_all();
+    }
+    {
+      std::lock_guard lock(state.mutex);
+      state.stopping = true;
+    }
+    state.cv.notify_all();
+    // Handlers in progress finish and are acked or nacked; fetched ones still queued run too.
+    for (auto& w : workers) w.join();
+    lease_keeper.join();
+    return outcome_of_run;
+  }
+
+  const std::shared_ptr<client::connection>& conn() const noexcept { return conn_; }
+  const consumer_options& options() const noexcept { return options_; }
+
+ private:
+  struct run_state {
+    std::mutex mutex;
+    std::condition_variable_any cv;
+    std::deque<std::shared_ptr<tracked>> queue;         // fetched, waiting for a worker
+    std::list<std::shared_ptr<tracked>> outstanding;    // fetched, not yet acked or nacked
+    bool stopping = false;
+  };
+
+  void log(const std::string& text) const {
+    if (options_.log) options_.log(text);
+  }
+
+  void work(run_state& state, const handler& handle) {
+    for (;;) {
+      std::shared_ptr<tracked> t;
+      {
+        std::unique_lock lock(state.mutex);
+        state.cv.wait(lock, [&] { return !state.queue.empty() || state.stopping; });
+        if (state.queue.empty()) return;
+        t = std::move(state.queue.front());
+        state.queue.pop_front();
+      }
+      const delivery_ref ref = t->d.ref();
+      handler_result outcome_of_handler = outcome::success();
+      try {
+        outcome_of_handler = handle(t->d);
+      } catch (const std::exception& e) {
+        outcome_of_handler = error(errc::invalid_argument, std::string("the handler threw: ") + e.what());
+      } catch (...) {
+        outcome_of_handler = error(errc::invalid_argument, "the handler threw a non-std exception");
+      }
+      const std::span<const delivery_ref> refs(&ref, 1);
+      if (outcome_of_handler) {
+        report("ack", ref, ack(refs));
+      } else {
+        log("handler failed on " + describe(ref) + " (attempt " + std::to_string(t->d.attempt()) +
+            "), nacking: " + outcome_of_handler.error().to_string());
+        report("nack", ref, nack(refs, options_.nack_delay));
+      }
+      {
+        std::lock_guard lock(state.mutex);
+        state.outstanding.remove(t);
+      }
+      state.cv.notify_all();
+    }
+  }
+
+  void report(const char* what, const delivery_ref& ref, const client::result<per_ref_results>& r) {
+    if (!r) {
+      // The broker redelivers it after its deadline (or did so already, with the connection).
+      log(std::string(what) + " of " + describe(ref) + " failed: " + r.error().to_string());
+      return;
+    }
+    if (!r.value().empty() && !r.value()[0]) {
+      log(std::string(what) + " of " + describe(ref) + " failed: " + r.value()[0].error().to_string());
+    }
+  }
+
+  void keep_leases(run_state& state) {
+    std::unique_lock lock(state.mutex);
+    for (;;) {
+      if (state.stopping && state.outstanding.empty()) return;
+      const auto now = steady::now();
+      std::vector<delivery_ref> due;
+      std::vector<milliseconds> by;
+      auto next = steady::time_point::max();
+      for (auto& t : state.outstanding) {
+        if (t->next_extend <= now) {
+          due.push_back(t->d.ref());
+          by.push_back(t->lease);
+          t->next_extend = now + t->lease / 2;
+        }
+        next = std::min(next, t->next_extend);
+      }
+      if (!due.empty()) {
+        lock.unlock();
+        extend_all(due, by);
+        lock.lock();
+        continue;
+      }
+      if (next == steady::time_point::max()) {
+        state.cv.wait(lock);
+      } else {
+        state.cv.wait_until(lock, next);
+      }
+    }
+  }
+
+  // One Extend per distinct lease length (usually one).
+  void extend_all(const std::vector<delivery_ref>& refs, const std::vector<milliseconds>& by) {
+    std::map<milliseconds, std::vector<delivery_ref>> groups;
+    for (std::size_t i = 0; i < refs.size(); ++i) groups[by[i]].push_back(refs[i]);
+    for (const auto& [lease, group] : groups) {
+      auto r = extend(group, lease);
+      if (!r) {
+        log("extending " + std::to_string(group.size()) + " deliveries failed: " + r.error().to_string());
+        continue;
+      }
+      for (std::size_t i = 0; i < group.size() && i < r.value().size(); ++i) {
+        if (!r.value()[i]) log("lease of " + describe(group[i]) + " lost: " + r.value()[i].error().to_string());
+      }
+    }
+  }
+
+  std::shared_ptr<client::connection> conn_;
+  consumer_options options_;
+};
+
+consumer::consumer(consumer_options options) {
+  auto conn = std::make_shared<client::connection>(options.connection);
+  impl_ = std::make_unique<impl>(std::move(conn), std::move(options));
+}
+
+consumer::consumer(std::shared_ptr<client::connection> conn, consumer_options options)
+    : impl_(std::make_unique<impl>(std::move(conn), std::move(options))) {}
+
+consumer::~consumer() = default;
+
+client::result<std::vector<delivery>> consumer::fetch(std::uint32_t max, milliseconds wait) { return impl_->fetch(max, wait); }
+client::result<consumer::per_ref_results> consumer::ack(std::span<const delivery_ref> refs) { return impl_->ack(refs); }
+client::result<consumer::per_ref_results> consumer::nack(std::span<const delivery_ref> refs, milliseconds delay) {
+  return impl_->nack(refs, delay);
+}
+client::result<consumer::per_ref_results> consumer::extend(std::span<const delivery_ref> refs, milliseconds by) {
+  return impl_->extend(refs, by);
+}
+client::result<void> consumer::run(const handler& handle, std::stop_token stop) { return impl_->run(handle, std::move(stop)); }
+const std::shared_ptr<client::connection>& consumer::conn() const noexcept { return impl_->conn(); }
+const consumer_options& consumer::options() const noexcept { return impl_->options(); }
+
+}  // namespace txmq::consumer

@@ -1,0 +1,447 @@
+#include "txmq/producer/producer.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace txmq::producer {
+namespace {
+
+using clock = std::chrono::steady_clock;
+using client::errc;
+using client::error;
+
+struct pending_message {
+  v1::Message message;
+  protocol::message_id id;
+  clock::time_point deadline;
+  producer::callback cb;
+  std::size_t bytes = 0;
+};
+
+struct batch {
+  std::string topic;
+  std::vector<pending_message> messages;
+  std::size_t bytes = 0;
+  clock::time_point linger_until;
+  clock::time_point not_before;
+  int attempts = 0;
+  std::chrono::milliseconds backoff{0};
+  std::optional<error> last_error;
+};
+
+struct topic_state {
+  std::shared_ptr<batch> open;                // accumulating
+  std::deque<std::shared_ptr<batch>> ready;   // sealed; retries go to the front
+  std::size_t in_flight_batches = 0;
+};
+
+std::size_t approximate_bytes(const outgoing_message& m) {
+  std::size_t n = m.body.size() + 32;
+  if (m.key) n += m.key->size();
+  for (const auto& [k, v] : m.headers) n += k.size() + v.size() + 4;
+  return n;
+}
+
+}  // namespace
+
+class producer::impl {
+ public:
+  impl(std::shared_ptr<client::connection> conn, producer_options options, bool owns_connection)
+      : options_(std::move(options)), conn_(std::move(conn)), owns_connection_(owns_connection) {
+    options_.batch_max_messages = std::max<std::size_t>(options_.batch_max_messages, 1);
+    options_.max_in_flight_messages = std::max<std::size_t>(options_.max_in_flight_messages, 1);
+    completion_thread_ = std::thread([this] { run_completions(); });
+    sender_thread_ = std::thread([this] { run_sender(); });
+  }
+
+  ~impl() { close(); }
+
+  void async_send(outgoing_message message, callback cb) {
+    const auto start = clock::now();
+    const auto deadline = start + options_.delivery_timeout;
+    if (message.topic.empty()) {
+      return complete_now(std::move(cb), error(errc::invalid_argument, "a message needs a topic"));
+    }
+    if (auto server = conn_->server(); server && server->max_message_bytes != 0 &&
+                                       message.body.size() > server->max_message_bytes) {
+      return complete_now(std::move(cb), error(protocol::errc::message_too_large,
+                                               "message body of " + std::to_string(message.body.size()) +
+                                                   " bytes to topic '" + message.topic + "' is above the broker's max_message_bytes of " +
+                                                   std::to_string(server->max_message_bytes)));
+    }
+    pending_message p;
+    p.id = message.id.value_or(protocol::uuid::make_v7());
+    p.deadline = deadline;
+    p.cb = std::move(cb);
+    p.bytes = approximate_bytes(message);
+    p.message.set_id(std::string(p.id.raw()));
+    p.message.set_topic(message.topic);
+    if (message.key) p.message.set_key(std::move(*message.key));
+    for (auto& [k, v] : message.headers) (*p.message.mutable_headers())[k] = v;
+    p.message.set_body(std::move(message.body));
+    if (message.deliver_at) {
+      p.message.set_deliver_at_ms(
+          std::chrono::duration_cast<std::chrono::milliseconds>(message.deliver_at->time_since_epoch()).count());
+    }
+
+    std::unique_lock lock(mutex_);
+    // Back-pressure: wait for room, but never past the message's delivery timeout.
+    const bool room = room_cv_.wait_until(lock, deadline, [&] { return closed_ || in_flight_ < options_.max_in_flight_messages; });
+    if (closed_) {
+      lock.unlock();
+      return complete_now(std::move(p.cb), error(errc::closed, "the producer was closed"));
+    }
+    if (!room) {
+      lock.unlock();
+      return complete_now(std::move(p.cb),
+                          error(errc::delivery_timeout, "no room for message " + p.id.to_string() + " to topic '" + message.topic +
+                                                            "' within the delivery timeout of " +
+                                                            std::to_string(options_.delivery_timeout.count()) + " ms: " +
+                                                            std::to_string(options_.max_in_flight_messages) +
+                                                            " messages stayed in flight (is the broker reachable?)"));
+    }
+    ++in_flight_;
+    auto& topic = topics_[message.topic];
+    if (topic.open && (topic.open->messages.size() + 1 > options_.batch_max_messages ||
+                       topic.open->bytes + p.bytes > options_.batch_max_bytes)) {
+      seal(topic);
+    }
+    if (!topic.open) {
+      topic.open = std::make_shared<batch>();
+      topic.open->topic = message.topic;
+      topic.open->linger_until = clock::now() + options_.linger;
+      topic.open->backoff = options_.retry_backoff_initial;
+    }
+    topic.open->bytes += p.bytes;
+    topic.open->messages.push_back(std::move(p));
+    if (topic.open->messages.size() >= options_.batch_max_messages || topic.open->bytes >= options_.batch_max_bytes ||
+        options_.linger.count() <= 0) {
+      seal(topic);
+    }
+    lock.unlock();
+    sender_cv_.notify_one();
+  }
+
+  client::result<send_result> send(outgoing_message message) {
+    if (std::this_thread::get_id() == completion_thread_.get_id()) {
+      return error(errc::would_deadlock, "producer::send() called from a completion callback; use async_send()");
+    }
+    auto done = std::make_shared<std::promise<client::result<send_result>>>();
+    auto future = done->get_future();
+    async_send(std::move(message), [done](client::result<send_result> r) { done->set_value(std::move(r)); });
+    return future.get();
+  }
+
+  client::result<void> flush(std::chrono::milliseconds timeout) {
+    if (std::this_thread::get_id() == completion_thread_.get_id()) {
+      return error(errc::would_deadlock, "producer::flush() called from a completion callback");
+    }
+    std::unique_lock lock(mutex_);
+    ++flushing_;
+    sender_cv_.notify_one();
+    auto drained = [&] { return in_flight_ == 0; };
+    bool ok = true;
+    if (timeout == std::chrono::milliseconds::max()) {
+      room_cv_.wait(lock, drained);
+    } else {
+      ok = room_cv_.wait_for(lock, timeout, drained);
+    }
+    --flushing_;
+    if (!ok) {
+      return error(errc::timeout, std::to_string(in_flight_) + " messages still in flight after " +
+                                      std::to_string(timeout.count()) + " ms");
+    }
+    // Everything that was accepted has completed; wait until its callbacks have run too.
+    lock.unlock();
+    wait_completions_drained();
+    return outcome::success();
+  }
+
+  void close() {
+    if (std::this_thread::get_id() == completion_thread_.get_id()) return;
+    std::unique_lock lock(mutex_);
+    if (!stopped_) {
+      closed_ = true;
+      room_cv_.notify_all();
+      ++flushing_;
+      sender_cv_.notify_one();
+      room_cv_.wait(lock, [&] { return in_flight_ == 0; });
+      --flushing_;
+      stopped_ = true;
+    }
+    lock.unlock();
+    sender_cv_.notify_one();
+    if (sender_thread_.joinable()) sender_thread_.join();
+    {
+      std::lock_guard clock_guard(completion_mutex_);
+      completions_stop_ = true;
+    }
+    completion_cv_.notify_one();
+    if (completion_thread_.joinable()) completion_thread_.join();
+    if (owns_connection_) conn_->close();
+  }
+
+  std::size_t in_flight() const noexcept {
+    std::lock_guard lock(mutex_);
+    return in_flight_;
+  }
+
+  const std::shared_ptr<client::connection>& conn() const noexcept { return conn_; }
+
+ private:
+  // Under mutex_.
+  void seal(topic_state& topic) {
+    if (!topic.open) return;
+    topic.ready.push_back(std::move(topic.open));
+    topic.open.reset();
+  }
+
+  void run_sender() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      const auto now = clock::now();
+      auto next_wake = clock::time_point::max();
+      std::vector<std::shared_ptr<batch>> due;
+      for (auto& [name, topic] : topics_) {
+        if (topic.open) {
+          if (topic.open->linger_until <= now || flushing_ > 0) {
+            seal(topic);
+          } else {
+            next_wake = std::min(next_wake, topic.open->linger_until);
+          }
+        }
+        while (!topic.ready.empty() && (options_.max_in_flight_batches_per_topic == 0 ||
+                                        topic.in_flight_batches < options_.max_in_flight_batches_per_topic)) {
+          auto& front = topic.ready.front();
+          if (front->not_before > now) {
+            next_wake = std::min(next_wake, front->not_before);
+            break;
+          }
+          due.push_back(std::move(front));
+          topic.ready.pop_front();
+          ++topic.in_flight_batches;
+        }
+      }
+      if (!due.empty()) {
+        lock.unlock();
+        for (auto& b : due) dispatch(std::move(b));
+        lock.lock();
+        continue;
+      }
+      if (stopped_) return;
+      if (next_wake == clock::time_point::max()) {
+        sender_cv_.wait(lock);
+      } else {
+        sender_cv_.wait_until(lock, next_wake);
+      }
+    }
+  }
+
+  // Sends one batch, after failing the messages whose delivery timeout has passed.
+  void dispatch(std::shared_ptr<batch> b) {
+    const auto now = clock::now();
+    expire(*b, now);
+    if (b->messages.empty()) {
+      batch_done(b->topic);
+      return;
+    }
+    auto earliest = b->messages.front().deadline;
+    for (const auto& m : b->messages) earliest = std::min(earliest, m.deadline);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - now);
+    const auto timeout = std::clamp(left, std::chrono::milliseconds(1), options_.request_timeout);
+
+    v1::Frame frame;
+    auto* request = frame.mutable_produce();
+    request->set_topic(b->topic);
+    for (const auto& m : b->messages) *request->add_messages() = m.message;
+    ++b->attempts;
+    conn_->async_request(std::move(frame), [this, b](client::result<v1::Frame> r) { on_response(b, std::move(r)); }, timeout);
+  }
+
+  // Runs on the connection's io thread: decide the batch's fate without blocking.
+  void on_response(const std::shared_ptr<batch>& b, client::result<v1::Frame> r) {
+    if (r) {
+      const v1::Frame& frame = r.value();
+      if (!frame.has_produce_response() ||
+          static_cast<std::size_t>(frame.produce_response().positions_size()) != b->messages.size()) {
+        fail(*b, error(errc::unexpected_response, "the broker answered a ProduceRequest of " +
+                                                     std::to_string(b->messages.size()) + " messages to topic '" + b->topic +
+                                                     "' with a frame of body " + std::to_string(static_cast<int>(frame.body_case())) +
+                                                     " and " + std::to_string(frame.produce_response().positions_size()) +
+                                                     " positions"));
+        batch_done(b->topic);
+        return;
+      }
+      std::vector<std::function<void()>> done;
+      for (std::size_t i = 0; i < b->messages.size(); ++i) {
+        const auto& pos = frame.produce_response().positions(static_cast<int>(i));
+        send_result sr{b->messages[i].id, pos.partition(), pos.offset(), pos.duplicate()};
+        done.push_back([cb = std::move(b->messages[i].cb), sr] { cb(sr); });
+      }
+      const std::size_t n = b->messages.size();
+      finish(n, std::move(done));
+      b->messages.clear();
+      batch_done(b->topic);
+      return;
+    }
+    const error& e = r.error();
+    if (!e.retriable()) {
+      fail(*b, e);
+      batch_done(b->topic);
+      return;
+    }
+    b->last_error = e;
+    expire(*b, clock::now());
+    std::lock_guard lock(mutex_);
+    auto& topic = topics_[b->topic];
+    --topic.in_flight_batches;
+    if (!b->messages.empty()) {
+      b->not_before = clock::now() + b->backoff;
+      b->backoff = std::min(b->backoff * 2, options_.retry_backoff_max);
+      topic.ready.push_front(b);
+    }
+    sender_cv_.notify_one();
+  }
+
+  void batch_done(const std::string& topic) {
+    std::lock_guard lock(mutex_);
+    --topics_[topic].in_flight_batches;
+    sender_cv_.notify_one();
+  }
+
+  void expire(batch& b, clock::time_point now) {
+    std::vector<std::function<void()>> done;
+    std::vector<pending_message> keep;
+    for (auto& m : b.messages) {
+      if (m.deadline > now) {
+        keep.push_back(std::move(m));
+        continue;
+      }
+      std::string text = "message " + m.id.to_string() + " to topic '" + b.topic + "' was not acknowledged within the delivery timeout of " +
+                         std::to_string(options_.delivery_timeout.count()) + " ms (" + std::to_string(b.attempts) + " attempts)";
+      if (b.last_error) text += "; last error: " + b.last_error->to_string();
+      done.push_back([cb = std::move(m.cb), e = error(errc::delivery_timeout, std::move(text))] { cb(e); });
+    }
+    b.messages = std::move(keep);
+    b.bytes = 0;
+    for (const auto& m : b.messages) b.bytes += m.bytes;
+    const std::size_t n = done.size();
+    if (n != 0) finish(n, std::move(done));
+  }
+
+  void fail(batch& b, const error& e) {
+    std::vector<std::function<void()>> done;
+    for (auto& m : b.messages) done.push_back([cb = std::move(m.cb), e] { cb(e); });
+    const auto n = b.messages.size();
+    b.messages.clear();
+    finish(n, std::move(done));
+  }
+
+  // Frees the room of n completed messages at once (so blocked senders go on even while a
+  // callback is slow), then queues their callbacks.
+  void finish(std::size_t n, std::vector<std::function<void()>> callbacks) {
+    {
+      std::lock_guard lock(mutex_);
+      in_flight_ -= n;
+    }
+    room_cv_.notify_all();
+    {
+      std::lock_guard lock(completion_mutex_);
+      for (auto& c : callbacks) completions_.push_back(std::move(c));
+    }
+    completion_cv_.notify_one();
+  }
+
+  void complete_now(callback cb, error e) {
+    {
+      std::lock_guard lock(completion_mutex_);
+      if (!completions_stop_) {
+        completions_.push_back([cb = std::move(cb), e = std::move(e)] { cb(e); });
+        completion_cv_.notify_one();
+        return;
+      }
+    }
+    // After close() there is no completion thread: answer on the caller's.
+    cb(std::move(e));
+  }
+
+  void run_completions() {
+    std::unique_lock lock(completion_mutex_);
+    for (;;) {
+      completion_cv_.wait(lock, [&] { return completions_stop_ || !completions_.empty(); });
+      if (completions_.empty()) return;
+      auto next = std::move(completions_.front());
+      completions_.pop_front();
+      running_completion_ = true;
+      lock.unlock();
+      try {
+        next();
+      } catch (...) {
+        // A user callback's exception must not stop the other completions.
+      }
+      lock.lock();
+      running_completion_ = false;
+      completion_idle_cv_.notify_all();
+    }
+  }
+
+  void wait_completions_drained() {
+    std::unique_lock lock(completion_mutex_);
+    completion_idle_cv_.wait(lock, [&] { return completions_.empty() && !running_completion_; });
+  }
+
+  producer_options options_;
+  std::shared_ptr<client::connection> conn_;
+  bool owns_connection_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable room_cv_;    // in_flight_ went down, or closed_
+  std::condition_variable sender_cv_;  // work for the sender thread
+  std::map<std::string, topic_state> topics_;
+  std::size_t in_flight_ = 0;
+  int flushing_ = 0;
+  bool closed_ = false;
+  bool stopped_ = false;
+
+  std::mutex completion_mutex_;
+  std::condition_variable completion_cv_;
+  std::condition_variable completion_idle_cv_;
+  std::deque<std::function<void()>> completions_;
+  bool completions_stop_ = false;
+  bool running_completion_ = false;
+
+  std::thread completion_thread_;
+  std::thread sender_thread_;
+};
+
+producer::producer(producer_options options) {
+  auto conn = std::make_shared<client::connection>(options.connection);
+  impl_ = std::make_unique<impl>(std::move(conn), std::move(options), true);
+}
+
+producer::producer(std::shared_ptr<client::connection> conn, producer_options options)
+    : impl_(std::make_unique<impl>(std::move(conn), std::move(options), false)) {}
+
+producer::~producer() = default;
+
+client::result<send_result> producer::send(outgoing_message message) { return impl_->send(std::move(message)); }
+
+std::future<client::result<send_result>> producer::async_send(outgoing_message message) {
+  auto done = std::make_shared<std::promise<client::result<send_result>>>();
+  auto future = done->get_future();
+  impl_->async_send(std::move(message), [done](client::result<send_result> r) { done->set_value(std::move(r)); });
+  return future;
+}
+
+void producer::async_send(outgoing_message message, callback cb) { impl_->async_send(std::move(message), std::move(cb)); }
+
+client::result<void> producer::flush(std::chrono::milliseconds timeout) { return impl_->flush(timeout); }
+void producer::close() { impl_->close(); }
+std::size_t producer::in_flight() const noexcept { return impl_->in_flight(); }
+const std::shared_ptr<client::connection>& producer::conn() const noexcept { return impl_->conn(); }
+
+}  // namespace txmq::producer
