@@ -26,6 +26,7 @@
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
+#include <rocksdb/write_buffer_manager.h>
 #include <rocksdb/write_batch.h>
 
 #include "keys.h"
@@ -356,6 +357,10 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh, std::string* 
   // anywhere else must stop the open rather than silently drop what follows it.
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   db_options.max_background_jobs = 2;
+  // All memtables together stay within this budget (charged to the block cache), so memory
+  // is bounded whatever the number of column families and however much is stored.
+  db_options.write_buffer_manager =
+      std::make_shared<rocksdb::WriteBufferManager>(options_.memtable_budget_bytes, cache_);
   db_options.bytes_per_sync = 1 << 20;
   db_options.keep_log_file_num = 5;
   if (env_) db_options.env = env_.get();
@@ -369,7 +374,7 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh, std::string* 
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   for (std::size_t i = 0; i < cf_count; ++i) {
     rocksdb::ColumnFamilyOptions cf;
-    cf.write_buffer_size = i == cf_log ? options_.write_buffer_bytes : std::max<std::size_t>(options_.write_buffer_bytes / 4, 4 << 20);
+    cf.write_buffer_size = i == cf_log ? options_.write_buffer_bytes : std::max<std::size_t>(options_.write_buffer_bytes / 4, 2 << 20);
     cf.max_write_buffer_number = 3;
     cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
     cf.compression = rocksdb::kNoCompression;
