@@ -218,8 +218,15 @@ class harness {
     return {static_cast<double>(done_msgs) / elapsed, lat.compute(), errors};
   }
 
-  // Fills a backlog, then consumes it with acks (one ack request per fetched batch, pipelined).
-  figures consume() {
+  // Produces `backlog` messages as fast as 16 requests of 500 in flight allow.
+  figures fill() {
+    const auto t0 = clock_type::now();
+    fill_backlog();
+    const double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
+    return {static_cast<double>(o_.backlog) / elapsed, {}, 0};
+  }
+
+  void fill_backlog() {
     std::size_t produced = 0, outstanding = 0;
     std::function<void()> fill = [&] {
       if (produced >= o_.backlog) return;
@@ -234,7 +241,11 @@ class harness {
     };
     for (int i = 0; i < 16; ++i) fill();
     while (outstanding > 0) io_.run_one();
+  }
 
+  // Fills a backlog, then consumes it with acks (one ack request per fetched batch, pipelined).
+  figures consume() {
+    fill_backlog();
     const std::string group = "bench-consume-" + std::to_string(::getpid()) + "-" + std::to_string(now_ns());
     std::uint64_t consumed = 0, errors = 0;
     std::size_t active = 0;
@@ -304,13 +315,14 @@ int run_broker_bench(const broker_bench_options& o) {
   auto usage_before = o.broker_pid ? process_usage(o.broker_pid) : std::pair<double, double>{};
   for (int r = 0; r < o.runs; ++r) {
     broker_bench_options run = o;
-    if (o.workload == "consume") run.topic = o.topic + "-" + std::to_string(r) + "-" + std::to_string(::getpid());
+    if (o.workload == "consume" || o.workload == "fill") run.topic = o.topic + "-" + std::to_string(r) + "-" + std::to_string(::getpid());
     harness h(run);
     figures f;
     if (o.workload == "publish") f = h.publish();
     else if (o.workload == "rate") f = h.rate(false);
     else if (o.workload == "e2e") f = h.rate(true);
     else if (o.workload == "consume") f = h.consume();
+    else if (o.workload == "fill") f = h.fill();
     else throw std::invalid_argument("unknown workload '" + o.workload + "' (publish, rate, e2e, consume)");
     tput.push_back(f.messages_per_s);
     p50.push_back(f.latency.p50_ms);

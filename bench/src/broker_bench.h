@@ -9,7 +9,7 @@
 namespace txmq::bench {
 
 struct broker_bench_options {
-  std::string workload;  // publish | rate | e2e | consume
+  std::string workload;  // publish | rate | e2e | consume | fill
   std::string host = "127.0.0.1";
   std::uint16_t port = 7878;
   std::string topic = "bench";

@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   const std::string usage =
       "usage: txmq-bench WORKLOAD [options]   (txmq-bench WORKLOAD --help)\n"
       "workloads: storage (the store alone), publish (N in flight), rate (steady publish latency),\n"
-      "           e2e (publish + consume latency), consume (backlog with acks)\n";
+      "           e2e (publish + consume latency), consume (backlog with acks), fill (store a backlog)\n";
   if (argc < 2) {
     std::cerr << usage;
     return 2;
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   try {
     if (command == "storage") return storage_command(argc - 1, argv + 1);
-    if (command == "publish" || command == "rate" || command == "e2e" || command == "consume") {
+    if (command == "publish" || command == "rate" || command == "e2e" || command == "consume" || command == "fill") {
       return broker_command(command, argc - 1, argv + 1);
     }
     if (command == "--help" || command == "-h") {
