@@ -18,6 +18,7 @@ class category final : public std::error_category {
       case errc::delivery_timeout: return "delivery timeout";
       case errc::would_deadlock: return "would deadlock";
       case errc::invalid_argument: return "invalid argument";
+      case errc::handler_failed: return "handler failed";
     }
     return "unknown client error " + std::to_string(ev);
   }

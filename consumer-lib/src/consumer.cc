@@ -212,9 +212,9 @@ class consumer::impl {
       try {
         outcome_of_handler = handle(t->d);
       } catch (const std::exception& e) {
-        outcome_of_handler = error(errc::invalid_argument, std::string("the handler threw: ") + e.what());
+        outcome_of_handler = error(errc::handler_failed, std::string("the handler threw: ") + e.what());
       } catch (...) {
-        outcome_of_handler = error(errc::invalid_argument, "the handler threw a non-std exception");
+        outcome_of_handler = error(errc::handler_failed, "the handler threw a non-std exception");
       }
       const std::span<const delivery_ref> refs(&ref, 1);
       if (outcome_of_handler) {

@@ -32,6 +32,7 @@ enum class errc : int {
   delivery_timeout = 8,     // the producer gave up on a message after its delivery timeout
   would_deadlock = 9,       // a blocking call made on the connection's own io thread
   invalid_argument = 10,    // a call with an argument the library rejects before sending
+  handler_failed = 11,      // a consumer handler threw (the delivery is nacked)
 };
 
 [[nodiscard]] const std::error_category& client_category() noexcept;
