@@ -30,6 +30,7 @@ void fill_refs(google::protobuf::RepeatedPtrField<v1::DeliveryRef>* out, std::sp
     ref->set_topic(r.topic);
     ref->set_partition(r.partition);
     ref->set_offset(r.offset);
+    ref->set_attempt(r.attempt);
   }
 }
 

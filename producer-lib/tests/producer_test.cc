@@ -298,6 +298,7 @@ TEST(producer, in_flight_bound_is_respected) {
   });
   auto o = options_for(broker);
   o.max_in_flight_messages = 5;
+  o.max_in_flight_batches_per_topic = 0;  // the message bound alone is under test
   o.linger = 0ms;
   producer p(o);
   constexpr int n = 20;

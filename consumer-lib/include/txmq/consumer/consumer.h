@@ -34,6 +34,9 @@ struct delivery_ref {
   std::string topic;
   std::uint32_t partition = 0;
   std::uint64_t offset = 0;
+  // The delivery's attempt: the broker refuses an ack of an earlier delivery of the same
+  // message (its deadline passed and it went out again). 0 = whichever is in flight.
+  std::uint32_t attempt = 0;
 
   friend bool operator==(const delivery_ref&, const delivery_ref&) = default;
 };
@@ -44,7 +47,9 @@ struct delivery {
   // When the broker redelivers it unless it is acked (broker clock).
   std::chrono::system_clock::time_point deadline;
 
-  [[nodiscard]] delivery_ref ref() const { return {message.topic(), message.partition(), message.offset()}; }
+  [[nodiscard]] delivery_ref ref() const {
+    return {message.topic(), message.partition(), message.offset(), message.attempt()};
+  }
   // The message id; a nil uuid if the broker sent a malformed one.
   [[nodiscard]] protocol::message_id id() const;
   [[nodiscard]] std::uint32_t attempt() const noexcept { return message.attempt(); }

@@ -9,9 +9,9 @@
 // send(), flush() or close() (which wait for that thread; they fail with
 // client::errc::would_deadlock there).
 //
-// Ordering: messages of one topic are sent in the order they were accepted. A batch that is
-// retried after a connection loss may be stored after a later batch of the same topic; set
-// max_in_flight_batches_per_topic = 1 when per-key order must hold across retries too.
+// Ordering: messages of one topic are sent in the order they were accepted, one batch in flight
+// per topic by default, so a retried batch can never be stored after a later one (per-key order
+// holds across retries). Raising max_in_flight_batches_per_topic trades that for throughput.
 
 #include <chrono>
 #include <cstdint>
@@ -53,8 +53,8 @@ struct producer_options {
   std::size_t batch_max_bytes = 1u << 20;  // bodies + keys + headers, roughly the wire size
   // Messages accepted and not yet completed. send()/async_send() block while it is reached.
   std::size_t max_in_flight_messages = 10000;
-  // 0 = no limit. 1 keeps a topic's batches strictly in order across retries.
-  std::size_t max_in_flight_batches_per_topic = 0;
+  // 1 (default) keeps a topic's batches strictly in order across retries; 0 = no limit.
+  std::size_t max_in_flight_batches_per_topic = 1;
   // From acceptance to acknowledgement, including retries and waiting for room. After it the
   // message fails with client::errc::delivery_timeout (text: attempts and last error).
   std::chrono::milliseconds delivery_timeout{30000};
