@@ -1,0 +1,335 @@
+#include "txmq/cli/app.h"
+
+#include <cstdlib>
+#include <istream>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+
+#include <boost/program_options.hpp>
+
+#include "commands.h"
+#include "txmq/client/connection.h"
+
+namespace txmq::cli {
+
+std::optional<std::string> process_getenv(std::string_view name) {
+  const char* v = std::getenv(std::string(name).c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+namespace {
+
+namespace po = boost::program_options;
+using std::chrono::milliseconds;
+
+// A command line that does not say what to do; the text names the problem.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct command {
+  std::string name;      // "topic create"
+  std::string synopsis;  // after "txmq "
+  std::string summary;
+  std::vector<std::string> positionals;  // names, each taking one token, in order
+  void (*add_options)(po::options_description&);
+  int (*execute)(detail::session&, const po::variables_map&);
+};
+
+std::string required(const po::variables_map& vm, const std::string& name) {
+  if (!vm.count(name)) throw usage_error("missing " + name);
+  return vm[name].as<std::string>();
+}
+
+void no_options(po::options_description&) {}
+
+const std::vector<command>& commands() {
+  static const std::vector<command> k_commands{
+      {"topic create", "topic create NAME [--partitions N]", "create a topic", {"NAME"},
+       [](po::options_description& o) {
+         o.add_options()("partitions", po::value<std::uint32_t>()->value_name("N"),
+                         "number of partitions (default: the broker's, 4)");
+       },
+       [](detail::session& s, const po::variables_map& vm) {
+         const std::uint32_t n = vm.count("partitions") ? vm["partitions"].as<std::uint32_t>() : 0;
+         if (vm.count("partitions") && n == 0) throw usage_error("--partitions must be at least 1");
+         return detail::topic_create(s, required(vm, "NAME"), n);
+       }},
+      {"topic list", "topic list", "list topics with their size", {}, no_options,
+       [](detail::session& s, const po::variables_map&) { return detail::topic_list(s); }},
+      {"topic describe", "topic describe NAME", "show a topic and its partitions", {"NAME"}, no_options,
+       [](detail::session& s, const po::variables_map& vm) { return detail::topic_describe(s, required(vm, "NAME")); }},
+      {"produce", "produce TOPIC [--key K] [--header k=v]... [--id ID] [BODY]",
+       "send BODY, or one message per stdin line",
+       {"TOPIC", "BODY"},
+       [](po::options_description& o) {
+         o.add_options()("key", po::value<std::string>()->value_name("K"), "ordering key (same key, same partition)")(
+             "header", po::value<std::vector<std::string>>()->value_name("k=v"), "application header; repeatable")(
+             "id", po::value<std::string>()->value_name("ID"),
+             "message id as canonical UUID text (a retry with the same id is stored once); one message only");
+       },
+       [](detail::session& s, const po::variables_map& vm) {
+         detail::produce_args a;
+         a.topic = required(vm, "TOPIC");
+         if (vm.count("key")) a.key = vm["key"].as<std::string>();
+         if (vm.count("header")) {
+           for (const auto& h : vm["header"].as<std::vector<std::string>>()) {
+             const auto eq = h.find('=');
+             if (eq == std::string::npos || eq == 0) throw usage_error("--header wants k=v, got '" + h + "'");
+             a.headers[h.substr(0, eq)] = h.substr(eq + 1);
+           }
+         }
+         if (vm.count("id")) {
+           const auto& text = vm["id"].as<std::string>();
+           auto id = protocol::uuid::parse(text);
+           if (!id) throw usage_error("--id: '" + text + "' is not a UUID in canonical text (8-4-4-4-12 hex digits)");
+           a.id = id.value();
+         }
+         if (vm.count("BODY")) a.body = vm["BODY"].as<std::string>();
+         return detail::produce(s, a);
+       }},
+      {"consume", "consume TOPIC --group G [--max N] [--wait MS] [--no-ack]",
+       "print and ack the group's messages", {"TOPIC"},
+       [](po::options_description& o) {
+         o.add_options()("group", po::value<std::string>()->value_name("G"), "consumer group (required)")(
+             "max", po::value<std::uint64_t>()->value_name("N"), "stop after N messages (default: no limit)")(
+             "wait", po::value<std::uint32_t>()->value_name("MS"), "stop when nothing arrived for MS ms (default 1000)")(
+             "no-ack", "do not ack: the messages are redelivered after their ack deadline");
+       },
+       [](detail::session& s, const po::variables_map& vm) {
+         detail::consume_args a;
+         a.topic = required(vm, "TOPIC");
+         if (!vm.count("group")) throw usage_error("missing --group");
+         a.group = vm["group"].as<std::string>();
+         if (vm.count("max")) {
+           a.max = vm["max"].as<std::uint64_t>();
+           if (a.max == 0) throw usage_error("--max must be at least 1");
+         }
+         if (vm.count("wait")) a.wait = milliseconds(vm["wait"].as<std::uint32_t>());
+         a.no_ack = vm.count("no-ack") > 0;
+         return detail::consume(s, a);
+       }},
+      {"group create", "group create G --topic T [--from earliest|latest]",
+       "create a consumer group on a topic", {"G"},
+       [](po::options_description& o) {
+         o.add_options()("topic", po::value<std::string>()->value_name("T"), "topic the group consumes (required)")(
+             "from", po::value<std::string>()->value_name("earliest|latest"), "where the group starts (default earliest)");
+       },
+       [](detail::session& s, const po::variables_map& vm) {
+         const auto group = required(vm, "G");
+         if (!vm.count("topic")) throw usage_error("missing --topic");
+         bool from_latest = false;
+         if (vm.count("from")) {
+           const auto& from = vm["from"].as<std::string>();
+           if (from == "latest") {
+             from_latest = true;
+           } else if (from != "earliest") {
+             throw usage_error("--from wants earliest or latest, got '" + from + "'");
+           }
+         }
+         return detail::group_create(s, group, vm["topic"].as<std::string>(), from_latest);
+       }},
+      {"group list", "group list", "list consumer groups with their lag", {}, no_options,
+       [](detail::session& s, const po::variables_map&) { return detail::group_list(s); }},
+      {"group describe", "group describe G",
+       "show a group's state per partition", {"G"}, no_options,
+       [](detail::session& s, const po::variables_map& vm) { return detail::group_describe(s, required(vm, "G")); }},
+      {"dlq list", "dlq list G [--limit N]", "list the group's dead letters", {"G"},
+       [](po::options_description& o) {
+         o.add_options()("limit", po::value<std::uint32_t>()->value_name("N"), "at most N (default: the broker's, 100)");
+       },
+       [](detail::session& s, const po::variables_map& vm) {
+         const std::uint32_t limit = vm.count("limit") ? vm["limit"].as<std::uint32_t>() : 0;
+         return detail::dlq_list(s, required(vm, "G"), limit);
+       }},
+      {"dlq redrive", "dlq redrive G", "move every dead letter of the group back to delivery", {"G"}, no_options,
+       [](detail::session& s, const po::variables_map& vm) { return detail::dlq_redrive(s, required(vm, "G")); }},
+  };
+  return k_commands;
+}
+
+// Commands of DESIGN §6 that later versions bring.
+bool is_later_command(const std::string& word) {
+  return word == "tx" || word == "webhook" || word == "outbox";
+}
+
+bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq"; }
+
+po::options_description global_options() {
+  po::options_description o("Global options");
+  o.add_options()("broker", po::value<std::string>()->value_name("HOST:PORT"),
+                  "broker address (default: $TXMQ_BROKER, else 127.0.0.1:7878)")(
+      "json", "one JSON object per line instead of tables")(
+      "timeout", po::value<std::uint32_t>()->value_name("MS"), "per request, and for produce per message (default 10000)")(
+      "connect-timeout", po::value<std::uint32_t>()->value_name("MS"), "to reach the broker (default 3000)")(
+      "help,h", "show help (also: txmq COMMAND --help)");
+  return o;
+}
+
+constexpr const char* k_short_usage =
+    "usage: txmq [--broker HOST:PORT] [--json] COMMAND [ARGS]\nTry 'txmq --help'.\n";
+
+bool takes_value(const std::string& token) {
+  return token == "--broker" || token == "--timeout" || token == "--connect-timeout";
+}
+
+std::string general_usage() {
+  std::ostringstream out;
+  out << "usage: txmq [--broker HOST:PORT] [--json] COMMAND [ARGS]\n\n"
+         "Administer and inspect a txmq broker.\n\nCommands:\n";
+  std::size_t width = 0;
+  for (const auto& c : commands()) width = std::max(width, c.synopsis.size());
+  for (const auto& c : commands()) {
+    out << "  " << c.synopsis << std::string(width - c.synopsis.size() + 2, ' ') << c.summary << '\n';
+  }
+  out << "\n" << global_options() << "\nExit status: 0 ok, 1 error, 2 usage error.\n";
+  return out.str();
+}
+
+std::string family_usage(const std::string& family) {
+  std::ostringstream out;
+  out << "usage:\n";
+  for (const auto& c : commands()) {
+    if (c.name.starts_with(family + " ")) out << "  txmq " << c.synopsis << '\n';
+  }
+  return out.str();
+}
+
+po::options_description command_options(const command& c) {
+  po::options_description o("Options");
+  c.add_options(o);
+  return o;
+}
+
+std::string command_help(const command& c) {
+  std::ostringstream out;
+  out << "usage: txmq " << c.synopsis << "\n\n" << c.summary << ".\n\n";
+  auto o = command_options(c);
+  if (!o.options().empty()) out << o << '\n';
+  out << global_options();
+  return out.str();
+}
+
+int usage(environment& env, const std::string& problem, const std::string& text) {
+  env.err << "txmq: " << problem << '\n' << text;
+  env.err.flush();
+  return exit_usage;
+}
+
+int run_checked(const std::vector<std::string>& args, environment& env) {
+  // The command words are the first one or two arguments that are not options (or values of
+  // the global options); every other argument goes to the command's parser in order, so that
+  // global options may come before or after the command.
+  std::vector<std::string> words;
+  std::vector<std::string> rest;
+  bool help = false;
+  bool options_ended = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    if (options_ended) {
+      rest.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      options_ended = true;
+      rest.push_back(a);
+      continue;
+    }
+    if (a == "--help" || a == "-h") {
+      help = true;
+      continue;
+    }
+    const bool is_option = a.size() > 1 && a[0] == '-';
+    if (!is_option && (words.empty() || (words.size() == 1 && is_command_family(words[0])))) {
+      words.push_back(a);
+      continue;
+    }
+    rest.push_back(a);
+    if (takes_value(a) && i + 1 < args.size()) rest.push_back(args[++i]);
+  }
+
+  if (words.empty()) {
+    if (help) {
+      env.out << general_usage();
+      return exit_ok;
+    }
+    // Options without a command: let the global parser name a bad one, else ask for a command.
+    return usage(env, rest.empty() ? "no command given" : "no command given (only options: " + rest.front() + " ...)",
+                 k_short_usage);
+  }
+  if (is_later_command(words[0])) {
+    env.err << "txmq: '" << words[0] << "' is not available in this version of txmq\n";
+    return exit_usage;
+  }
+  if (words.size() == 1 && is_command_family(words[0])) {
+    if (help) {
+      env.out << family_usage(words[0]);
+      return exit_ok;
+    }
+    return usage(env, "'" + words[0] + "' wants a subcommand", family_usage(words[0]));
+  }
+  const std::string name = words.size() == 1 ? words[0] : words[0] + " " + words[1];
+  const command* cmd = nullptr;
+  for (const auto& c : commands()) {
+    if (c.name == name) cmd = &c;
+  }
+  if (cmd == nullptr) {
+    if (words.size() == 2) return usage(env, "unknown command '" + name + "'", family_usage(words[0]));
+    return usage(env, "unknown command '" + name + "'", k_short_usage);
+  }
+  if (help) {
+    env.out << command_help(*cmd);
+    return exit_ok;
+  }
+
+  const std::string short_usage = "usage: txmq " + cmd->synopsis + "\nTry 'txmq " + cmd->name + " --help'.\n";
+  try {
+    po::options_description all;
+    all.add(global_options()).add(command_options(*cmd));
+    po::options_description hidden;
+    po::positional_options_description positional;
+    for (const auto& p : cmd->positionals) {
+      hidden.add_options()(p.c_str(), po::value<std::string>());
+      positional.add(p.c_str(), 1);
+    }
+    all.add(hidden);
+    po::variables_map vm;
+    po::store(po::command_line_parser(rest).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+
+    std::string broker(client::default_broker_address);
+    if (auto e = env.getenv ? env.getenv("TXMQ_BROKER") : std::nullopt; e && !e->empty()) broker = *e;
+    if (vm.count("broker")) broker = vm["broker"].as<std::string>();
+    if (auto parsed = client::broker_address::parse(broker); !parsed) {
+      throw usage_error("broker address: " + parsed.error().message);
+    }
+    const auto timeout = milliseconds(vm.count("timeout") ? vm["timeout"].as<std::uint32_t>() : 10000);
+    const auto connect_timeout = milliseconds(vm.count("connect-timeout") ? vm["connect-timeout"].as<std::uint32_t>() : 3000);
+    if (timeout.count() == 0 || connect_timeout.count() == 0) throw usage_error("timeouts must be at least 1 ms");
+
+    detail::session s(env, vm.count("json") > 0, broker, connect_timeout, timeout);
+    return cmd->execute(s, vm);
+  } catch (const usage_error& e) {
+    return usage(env, e.what(), short_usage);
+  } catch (const po::too_many_positional_options_error&) {
+    return usage(env, "too many arguments", short_usage);
+  } catch (const po::error& e) {
+    return usage(env, e.what(), short_usage);
+  }
+}
+
+}  // namespace
+
+int run(const std::vector<std::string>& args, environment& env) {
+  try {
+    return run_checked(args, env);
+  } catch (const std::exception& e) {
+    // Not expected: the client libraries report failures as values. Still a clean exit.
+    env.err << "txmq: internal error: " << e.what() << '\n';
+    return exit_failure;
+  }
+}
+
+}  // namespace txmq::cli

@@ -1,0 +1,74 @@
+#pragma once
+
+// The commands of the CLI, each given its parsed arguments. Private to txmq_cli.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "txmq/cli/app.h"
+#include "txmq/client/connection.h"
+#include "txmq/client/error.h"
+#include "txmq/protocol/message_id.h"
+
+namespace txmq::cli::detail {
+
+// What every command shares: where the output goes, the broker, the connection (made on first
+// use).
+class session {
+ public:
+  session(environment& env, bool json, std::string broker, std::chrono::milliseconds connect_timeout,
+          std::chrono::milliseconds timeout)
+      : env_(env), json_(json), broker_(std::move(broker)), connect_timeout_(connect_timeout), timeout_(timeout) {}
+
+  [[nodiscard]] environment& env() noexcept { return env_; }
+  [[nodiscard]] bool json() const noexcept { return json_; }
+  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+  // The connection, after a handshake; nullptr after reporting why there is none.
+  [[nodiscard]] std::shared_ptr<client::connection> connect();
+
+  // Writes "txmq: <what>: <error>" to err and returns exit_failure.
+  int fail(const std::string& what, const client::error& e);
+  int fail(const std::string& what);
+
+ private:
+  environment& env_;
+  bool json_;
+  std::string broker_;
+  std::chrono::milliseconds connect_timeout_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<client::connection> conn_;
+};
+
+struct produce_args {
+  std::string topic;
+  std::optional<std::string> key;
+  std::map<std::string, std::string> headers;
+  std::optional<protocol::message_id> id;
+  std::optional<std::string> body;  // absent: one message per input line
+};
+
+struct consume_args {
+  std::string topic;
+  std::string group;
+  std::uint64_t max = 0;  // 0: no limit
+  std::chrono::milliseconds wait{1000};
+  bool no_ack = false;
+};
+
+int topic_create(session& s, const std::string& name, std::uint32_t partitions);
+int topic_list(session& s);
+int topic_describe(session& s, const std::string& name);
+int produce(session& s, const produce_args& a);
+int consume(session& s, const consume_args& a);
+int group_create(session& s, const std::string& group, const std::string& topic, bool from_latest);
+int group_list(session& s);
+int group_describe(session& s, const std::string& group);
+int dlq_list(session& s, const std::string& group, std::uint32_t limit);
+int dlq_redrive(session& s, const std::string& group);
+
+}  // namespace txmq::cli::detail
