@@ -112,6 +112,11 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config, std::
   ss.default_retention_ms = config.retention.count();
   ss.sync = config.durability == durability_mode::sync;
   ss.max_topics = config.max_topics;
+  ss.tx.tx_timeout = config.tx_timeout;
+  ss.tx.check_schedule = config.tx_check_schedule;
+  ss.tx.max_checks = config.tx_max_checks;
+  ss.tx.checks_in_flight = config.tx_checks_in_flight;
+  ss.tx.answer_timeout = config.tx_check_answer_timeout;
   m.limits.max_frame_bytes = static_cast<std::uint32_t>(config.max_frame_bytes);
   m.limits.max_in_flight = config.max_in_flight_per_connection;
   m.metrics = std::make_unique<broker_metrics>(m.registry);

@@ -7,6 +7,10 @@
 
 namespace txmq::broker {
 
+// Prepare to resolution of a transaction, in seconds: check-backs stretch it to minutes.
+inline constexpr std::array<double, 16> k_tx_resolution_buckets_seconds = {
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0};
+
 struct broker_metrics {
   explicit broker_metrics(metrics_registry& r)
       : registry(r),
@@ -23,7 +27,15 @@ struct broker_metrics {
         produce_latency(r.add_histogram("txmq_produce_latency_seconds",
                                         "Produce request received to answered (includes the fsync)")),
         end_to_end_latency(r.add_histogram("txmq_end_to_end_latency_seconds",
-                                           "Message publish time to its first delivery")) {}
+                                           "Message publish time to its first delivery")),
+        tx_prepared(r.add_gauge("txmq_tx_prepared", "Transactions prepared and not yet resolved or abandoned")),
+        tx_abandoned_now(r.add_gauge("txmq_tx_abandoned_pending", "Abandoned transactions waiting for an operator")),
+        tx_prepares(r.add_counter("txmq_tx_prepares_total", "Transactions prepared (retried Prepares not counted)")),
+        tx_abandoned(r.add_counter("txmq_tx_abandoned_total",
+                                   "Transactions abandoned after tx_max_checks undecided check-backs")),
+        tx_resolution_latency(r.add_histogram("txmq_tx_resolution_seconds",
+                                              "Prepare to commit or rollback of a transaction",
+                                              k_tx_resolution_buckets_seconds)) {}
 
   metrics_registry& registry;
   counter& messages_in;
@@ -38,6 +50,13 @@ struct broker_metrics {
   counter& dead_letters;
   histogram& produce_latency;
   histogram& end_to_end_latency;
+  // Transactions; the labelled families (txmq_tx_committed_total{by}, txmq_tx_rolled_back_total{by},
+  // txmq_tx_checks_total{result}) are looked up by tx_coordinator when first used.
+  gauge& tx_prepared;
+  gauge& tx_abandoned_now;
+  counter& tx_prepares;
+  counter& tx_abandoned;
+  histogram& tx_resolution_latency;
 };
 
 }  // namespace txmq::broker

@@ -92,6 +92,11 @@ awaitable<void> connection::reader() {
       service_.connection_opened(self);
       continue;
     }
+    // Answers to the broker's own requests (CheckTx): no response, no in-flight slot.
+    if (f.has_check_tx_result() || f.has_error()) {
+      service_.handle_answer(self, std::move(f));
+      continue;
+    }
     if (f.correlation_id() == 0) {
       fail(v1::INVALID_ARGUMENT, "correlation_id 0 is reserved; requests need a non-zero id");
       break;
@@ -165,6 +170,8 @@ void connection::respond(v1::Frame frame) {
   if (in_flight_ > 0) --in_flight_;
   enqueue(frame);
 }
+
+void connection::send_request(const v1::Frame& frame) { enqueue(frame); }
 
 void connection::respond_error(std::uint64_t correlation_id, v1::ErrorCode code, std::string text) {
   v1::Frame f;

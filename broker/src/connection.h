@@ -32,6 +32,9 @@ class connection : public std::enable_shared_from_this<connection> {
   void respond(v1::Frame frame);
   // Answers a request with an error.
   void respond_error(std::uint64_t correlation_id, v1::ErrorCode code, std::string text);
+  // Sends a request of the broker's own (CheckTx); its answer comes back through
+  // service::handle_answer and does not count against the connection's in-flight requests.
+  void send_request(const v1::Frame& frame);
   // Closes after the queued frames are written.
   void close();
   [[nodiscard]] std::uint64_t id() const noexcept { return id_; }

@@ -427,6 +427,20 @@ void group_tracker::redriven(const std::vector<storage::message_ref>& refs, std:
   }
 }
 
+bool group_tracker::outstanding(const std::string& topic, std::uint32_t partition, std::uint64_t offset) const {
+  auto p = find_partition(topic, partition);
+  if (!p) return false;
+  auto& part = partitions_[*p];
+  auto it = part.pending.find(offset);
+  return it != part.pending.end() && it->second.attempt > 0;
+}
+
+void group_tracker::acked_elsewhere(const std::vector<storage::message_ref>& refs) {
+  for (auto& r : refs) {
+    if (auto p = find_partition(r.topic, r.partition)) finish(*p, r.offset);
+  }
+}
+
 bool group_tracker::has_deliverable(std::int64_t now_ms) const {
   if (!timeline_.empty() && timeline_.begin()->first <= now_ms) return true;
   for (auto& part : partitions_) {

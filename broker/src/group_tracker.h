@@ -100,6 +100,14 @@ class group_tracker {
   // Dead letters put back (storage::store::update_group with redrive has written them).
   void redriven(const std::vector<storage::message_ref>& refs, std::int64_t now_ms);
 
+  // Whether the message was delivered to the group at least once and is not done yet (in
+  // flight, or waiting for a retry): what a transaction may carry as an ack.
+  [[nodiscard]] bool outstanding(const std::string& topic, std::uint32_t partition, std::uint64_t offset) const;
+  // The store already acknowledged these messages for the group (the commit of a transaction
+  // carrying them, DESIGN §3 read-process-write): forget them, whatever their state, without
+  // another write. Refs the tracker does not hold are ignored.
+  void acked_elsewhere(const std::vector<storage::message_ref>& refs);
+
   // Whether a fetch at now_ms could hand out something (for waking long polls): a due retry, a
   // ready message, or a cursor behind its partition's end.
   [[nodiscard]] bool has_deliverable(std::int64_t now_ms) const;

@@ -71,7 +71,23 @@ void fill_topic(v1::TopicInfo& out, const storage::topic_info& t) {
 }  // namespace
 
 service::service(asio::io_context& io, storage::store& store, service_settings settings, broker_metrics* metrics)
-    : io_(io), store_(store), settings_(std::move(settings)), metrics_(metrics), tick_(io) {}
+    : io_(io), store_(store), settings_(std::move(settings)), metrics_(metrics), tick_(io) {
+  tx_settings ts = settings_.tx;
+  ts.max_message_bytes = settings_.max_message_bytes;
+  ts.auto_create_topics = settings_.auto_create_topics;
+  ts.default_partitions = settings_.default_partitions;
+  ts.max_topics = settings_.max_topics;
+  ts.sync = settings_.sync;
+  tx_coordinator::group_access access;
+  access.find_group = [this](const std::string& name) -> group_tracker* {
+    auto it = groups_.find(name);
+    return it == groups_.end() ? nullptr : it->second.tracker.get();
+  };
+  access.wake = [this](const std::vector<std::string>& topics, const std::vector<std::string>& groups) {
+    wake(topics, groups);
+  };
+  tx_ = std::make_unique<tx_coordinator>(io_, store_, std::move(ts), metrics_, std::move(access));
+}
 
 std::int64_t service::now_ms() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -94,6 +110,7 @@ result<void> service::start() {
     register_group_metrics(info.name);
     TXMQ_TRY(g.tracker->load(state.value(), now_ms()));
   }
+  TXMQ_TRY(tx_->start());
   tick_.expires_after(settings_.tick);
   tick_.async_wait([this](boost::system::error_code ec) {
     if (!ec) on_tick();
@@ -104,6 +121,7 @@ result<void> service::start() {
 void service::stop() {
   stopped_ = true;
   tick_.cancel();
+  tx_->stop();
   for (auto& [name, g] : groups_) {
     for (auto& w : g.waiters) {
       if (auto c = w.conn.lock()) c->respond_error(w.correlation_id, v1::SHUTTING_DOWN, "broker is shutting down");
@@ -119,10 +137,14 @@ void service::close_all() {
   }
 }
 
-void service::connection_opened(const std::shared_ptr<connection>& c) { connections_[c->id()] = c; }
+void service::connection_opened(const std::shared_ptr<connection>& c) {
+  connections_[c->id()] = c;
+  tx_->connection_opened(c);
+}
 
 void service::connection_closed(connection& c) {
   connections_.erase(c.id());
+  tx_->connection_closed(c);
   for (auto& [name, g] : groups_) {
     g.waiters.remove_if([&](const waiter& w) {
       auto p = w.conn.lock();
@@ -195,12 +217,31 @@ void service::handle(const std::shared_ptr<connection>& c, v1::Frame&& frame) {
     case v1::Frame::kDescribeGroup: return describe_group(c, corr, frame.describe_group().group());
     case v1::Frame::kDlqList: return dlq_list(c, corr, frame.dlq_list());
     case v1::Frame::kDlqRedrive: return dlq_redrive(c, corr, frame.dlq_redrive().group());
+    case v1::Frame::kPrepare: return tx_->prepare(c, corr, *frame.mutable_prepare());
+    case v1::Frame::kEndTx: return tx_->end_tx(c, corr, frame.end_tx());
+    case v1::Frame::kTxList: return tx_->list(c, corr, frame.tx_list());
+    case v1::Frame::kTxShow: return tx_->show(c, corr, frame.tx_show());
+    case v1::Frame::kTxResolve: return tx_->operator_resolve(c, corr, frame.tx_resolve());
     case v1::Frame::kHello:
       return c->respond_error(corr, v1::INVALID_ARGUMENT, "Hello was already received on this connection");
     default:
       return c->respond_error(corr, v1::UNKNOWN_REQUEST,
                               "request type " + std::to_string(static_cast<int>(frame.body_case())) +
                                   " is not one this broker serves");
+  }
+}
+
+void service::handle_answer(const std::shared_ptr<connection>& c, v1::Frame&& frame) {
+  tx_->handle_answer(c, std::move(frame));
+}
+
+void service::wake(const std::vector<std::string>& topics, const std::vector<std::string>& groups) {
+  for (auto& [name, g] : groups_) {
+    if (g.waiters.empty()) continue;
+    const bool named = std::find(groups.begin(), groups.end(), name) != groups.end();
+    if (named || std::any_of(topics.begin(), topics.end(), [&](const std::string& t) { return g.tracker->subscribes(t); })) {
+      serve_waiters(g);
+    }
   }
 }
 

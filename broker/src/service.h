@@ -16,6 +16,7 @@
 
 #include "connection.h"
 #include "group_tracker.h"
+#include "tx_coordinator.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {
@@ -36,6 +37,8 @@ struct service_settings {
   std::uint32_t max_fetch_messages = 10'000;
   std::chrono::milliseconds tick{20};
   std::string broker_id = "txmq-1";
+  // Transactions and check-back; the limits above are copied into it.
+  tx_settings tx;
 };
 
 class service {
@@ -53,6 +56,8 @@ class service {
   void connection_closed(connection& c);
   // One request frame after Hello. The connection gets exactly one answer for it.
   void handle(const std::shared_ptr<connection>& c, v1::Frame&& frame);
+  // An answer to a request of the broker's own (CheckTx): CheckTxResult or Error. Gets no answer.
+  void handle_answer(const std::shared_ptr<connection>& c, v1::Frame&& frame);
 
   [[nodiscard]] const std::string& broker_id() const noexcept { return settings_.broker_id; }
   [[nodiscard]] std::uint32_t max_message_bytes() const noexcept { return settings_.max_message_bytes; }
@@ -100,6 +105,8 @@ class service {
   bool try_fetch(group_entry& g, connection& c, std::uint64_t corr, const std::vector<std::string>& topics,
                  std::size_t max, std::chrono::milliseconds ack_deadline, bool answer_empty);
   void persist(storage::group_update update, bool sync = false);
+  // Serves the long polls of the groups that read `topics` or are named in `groups`.
+  void wake(const std::vector<std::string>& topics, const std::vector<std::string>& groups);
   void register_group_metrics(const std::string& name);
   void on_tick();
   v1::GroupInfo describe(const std::string& name, group_entry& g);
@@ -116,6 +123,7 @@ class service {
   std::map<std::uint64_t, std::weak_ptr<connection>> connections_;
   boost::asio::steady_timer tick_;
   bool stopped_ = false;
+  std::unique_ptr<tx_coordinator> tx_;
 };
 
 }  // namespace txmq::broker

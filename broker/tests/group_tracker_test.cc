@@ -262,5 +262,39 @@ TEST_F(group_tracker_test, redriven_dead_letters_are_delivered_again) {
   EXPECT_EQ(last_[0].message.attempt(), 1u);
 }
 
+TEST_F(group_tracker_test, acked_elsewhere_forgets_delivered_messages_and_frees_their_key) {
+  produce({"k", "k", std::nullopt});
+  auto t = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 2));
+  EXPECT_TRUE(t->outstanding("t", 0, 0));
+  EXPECT_FALSE(t->outstanding("t", 0, 1)) << "held behind its key, never delivered";
+  EXPECT_FALSE(t->outstanding("t", 0, 9));
+  EXPECT_FALSE(t->outstanding("other", 0, 0));
+  // A transaction carrying the ack of offset 0 committed: the store applied it.
+  t->acked_elsewhere({{"t", 0, 0}, {"t", 0, 42}});
+  EXPECT_FALSE(t->outstanding("t", 0, 0));
+  EXPECT_EQ(t->in_flight(), 1u);
+  now_ += 5000;  // past every deadline: only 2 comes back, 0 never does
+  persist(t->expire(now_));
+  now_ += 100;
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(1, 2));
+  EXPECT_EQ(last_[1].message.attempt(), 2u);
+}
+
+TEST_F(group_tracker_test, acked_elsewhere_also_settles_a_message_waiting_for_its_retry) {
+  produce({std::nullopt, std::nullopt});
+  auto t = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 1));
+  persist(t->nack({ref(0)}, 50ms, now_).update);
+  EXPECT_TRUE(t->outstanding("t", 0, 0)) << "waiting for a retry is still outstanding";
+  t->acked_elsewhere({{"t", 0, 0}});
+  persist(t->ack({ref(1)}, now_).update);
+  now_ += 1000;
+  EXPECT_TRUE(fetch_offsets(*t).empty());
+  auto s = t->summary();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].acked, 2u);
+}
+
 }  // namespace
 }  // namespace txmq::broker

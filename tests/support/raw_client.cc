@@ -99,6 +99,11 @@ v1::Frame raw_client::request(v1::Frame frame, std::chrono::milliseconds timeout
   }
 }
 
+bool raw_client::readable(std::chrono::milliseconds timeout) {
+  pollfd pfd{fd_, POLLIN, 0};
+  return ::poll(&pfd, 1, static_cast<int>(timeout.count())) > 0;
+}
+
 bool raw_client::closed_by_peer(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char buf[4096];

@@ -29,6 +29,9 @@ class raw_client {
   std::optional<v1::Frame> receive(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // send + receive of the answer with the same correlation id (other frames are discarded).
   v1::Frame request(v1::Frame frame, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // True when bytes (or EOF) are there to read within the timeout; receive() then does not wait
+  // for the start of a frame.
+  bool readable(std::chrono::milliseconds timeout);
   // True when the broker closed the connection (reads EOF within the timeout).
   bool closed_by_peer(std::chrono::milliseconds timeout = std::chrono::seconds(5));
 

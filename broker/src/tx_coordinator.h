@@ -1,0 +1,163 @@
+#pragma once
+
+// Transactions on the broker (DESIGN §3): the handlers of Prepare and EndTx, the operator's
+// TxList, TxShow and TxResolve, and the check-back scheduler.
+//
+// The durable state (PREPARED / COMMITTED / ROLLED_BACK / ABANDONED, check counts, the due
+// index, first-resolution-wins, acks applied in the commit write) lives in storage::store;
+// this class decides when to ask whom, and what an answer means:
+//   - every scan_interval (longer when scans get long) it reads the due checks from the store;
+//   - a due transaction whose producer group has a live connection that declared the group in
+//     its Hello is sent a CheckTx, round-robin over those connections, at most
+//     tx_checks_in_flight open per group; the rest wait in a per-group backlog, so one slow
+//     group never holds up another;
+//   - COMMIT / ROLLBACK answers resolve the transaction (resolver::check); UNKNOWN, an Error
+//     answer, no answer within tx_check_answer_timeout, a connection lost with the check open,
+//     or no connected producer at all count as an undecided check: check_count + 1 and the
+//     next check per tx_check_schedule, or ABANDONED once tx_max_checks is reached.
+//     Answers that arrive after their timeout are ignored (the check already counted).
+//
+// Runs on the broker's io thread, like the service that owns it; not thread-safe. Storage
+// completions are posted back to the io thread.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "check_policy.h"
+#include "connection.h"
+#include "group_tracker.h"
+#include "txmq/storage/store.h"
+
+namespace txmq::broker {
+
+struct broker_metrics;
+
+struct tx_settings {
+  std::chrono::milliseconds tx_timeout{6000};  // Prepare -> first check (per-tx override allowed)
+  std::vector<std::chrono::milliseconds> check_schedule{
+      std::chrono::seconds(5),  std::chrono::seconds(10), std::chrono::seconds(30), std::chrono::minutes(1),
+      std::chrono::minutes(2),  std::chrono::minutes(5),  std::chrono::minutes(10)};
+  std::uint32_t max_checks = 15;
+  std::uint32_t checks_in_flight = 32;  // per producer group
+  std::chrono::milliseconds answer_timeout{3000};
+  // Shortest gap between two reads of the due index; a scan that takes long stretches it to
+  // ten times its duration, so scanning never takes more than a tenth of the io thread.
+  std::chrono::milliseconds scan_interval{20};
+  // Due transactions read per scan.
+  std::size_t scan_limit = 20'000;
+  // Copied from the service's settings: what Prepare accepts.
+  std::uint32_t max_message_bytes = 4u << 20;
+  bool auto_create_topics = true;
+  std::uint32_t default_partitions = 4;
+  std::size_t max_topics = 10'000;
+  bool sync = true;
+};
+
+class tx_coordinator {
+ public:
+  // What the coordinator needs from the consumer groups, which the service owns.
+  struct group_access {
+    // The tracker of a loaded consumer group, or nullptr.
+    std::function<group_tracker*(const std::string& group)> find_group;
+    // Messages of `topics` became visible and deliveries of `groups` were settled: serve the
+    // long polls parked on them.
+    std::function<void(const std::vector<std::string>& topics, const std::vector<std::string>& groups)> wake;
+  };
+
+  tx_coordinator(boost::asio::io_context& io, storage::store& store, tx_settings settings, broker_metrics* metrics,
+                 group_access groups);
+
+  // Counts the stored PREPARED and ABANDONED transactions for the gauges and starts the timer.
+  [[nodiscard]] result<void> start();
+  // Stops the timer; checks still open stay due in the store and are asked again after a start.
+  void stop();
+
+  // A connection finished Hello / closed. Connections with a producer group receive checks.
+  void connection_opened(const std::shared_ptr<connection>& c);
+  void connection_closed(connection& c);
+
+  // Request handlers; each answers the connection exactly once.
+  void prepare(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::PrepareRequest& req);
+  void end_tx(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::EndTxRequest& req);
+  void operator_resolve(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxResolveRequest& req);
+  void list(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxListRequest& req);
+  void show(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxShowRequest& req);
+  // A CheckTxResult or Error frame: the answer to one of our CheckTx (matched by
+  // correlation_id and connection). Anything else is ignored; nothing is sent back.
+  void handle_answer(const std::shared_ptr<connection>& c, v1::Frame&& frame);
+
+  // CheckTx frames sent and not yet answered, timed out or lost.
+  [[nodiscard]] std::size_t open_checks() const noexcept { return open_.size(); }
+
+  // Correlation ids of the broker's own requests have this bit set; clients count up from 1.
+  static constexpr std::uint64_t k_request_id_bit = std::uint64_t{1} << 63;
+
+ private:
+  struct open_check {
+    storage::txid id;
+    std::string group;
+    std::uint64_t connection = 0;
+    std::uint32_t checks_before = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  struct undecided_check {
+    storage::txid id;
+    std::uint32_t checks_before = 0;
+    const char* why = "";  // metrics label: unknown, timeout, lost, error, no_producer
+  };
+
+  void resolve(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& what,
+               const std::string& txid_bytes, v1::TxOutcome outcome, storage::resolver by);
+  // Book-keeping after a resolve that changed the state: metrics, log, the groups' trackers
+  // (acks applied by the store) and long polls.
+  void resolved(const storage::tx_record& before, const storage::resolve_result& r, storage::resolver by);
+  void on_tick();
+  void scan(std::int64_t now_ms, std::vector<undecided_check>& undecided);
+  // Sends checks of the group's backlog while the group has a producer and room under its cap.
+  void pump(const std::string& group);
+  void send_check(connection& c, const storage::tx_record& rec);
+  void resolve_by_check(const open_check& check, storage::tx_outcome outcome);
+  // Records undecided checks (one store write) and abandons the transactions that reached
+  // tx_max_checks.
+  void record(std::vector<undecided_check> undecided);
+  void count_check(const char* result);
+  void fill_info(const storage::tx_record& rec, v1::TxInfo& out, bool with_messages,
+                 const std::unordered_set<storage::txid, protocol::uuid_hash>& open) const;
+  [[nodiscard]] std::unordered_set<storage::txid, protocol::uuid_hash> open_txids() const;
+  [[nodiscard]] std::int64_t now_ms() const;
+  template <class T, class Fn>
+  storage::completion<T> on_io(Fn&& fn);
+
+  boost::asio::io_context& io_;
+  storage::store& store_;
+  tx_settings settings_;
+  broker_metrics* metrics_;
+  group_access groups_;
+  check_schedule schedule_;
+  producer_pool pool_;
+  boost::asio::steady_timer timer_;
+  std::chrono::steady_clock::time_point next_scan_{};
+  bool stopped_ = false;
+  std::uint64_t next_request_id_ = 0;
+  // By correlation id.
+  std::unordered_map<std::uint64_t, open_check> open_;
+  // Transactions with a check open, or a resolve or record_checks write on its way: not asked
+  // again meanwhile.
+  std::unordered_set<storage::txid, protocol::uuid_hash> busy_;
+  // Due transactions waiting for room under their group's cap, in due order.
+  std::map<std::string, std::deque<storage::txid>> backlog_;
+  // Connections that declared a producer group, by connection id.
+  std::unordered_map<std::uint64_t, std::weak_ptr<connection>> producers_;
+};
+
+}  // namespace txmq::broker
