@@ -102,6 +102,10 @@ bool is_response(const v1::Frame& frame) noexcept {
     case v1::Frame::kListGroupsResponse:
     case v1::Frame::kDlqListResponse:
     case v1::Frame::kDlqRedriveResponse:
+    case v1::Frame::kPrepareResponse:
+    case v1::Frame::kEndTxResponse:
+    case v1::Frame::kTxListResponse:
+    case v1::Frame::kTxInfo:
       return true;
     default:
       return false;
