@@ -343,57 +343,45 @@ group_tracker::entry* group_tracker::in_flight_entry(const delivery_ref& r, std:
   return &it->second;
 }
 
-group_tracker::refs_result group_tracker::ack(const std::vector<delivery_ref>& refs, std::int64_t now_ms) {
+template <class Fn>
+group_tracker::refs_result group_tracker::settle(const std::vector<delivery_ref>& refs, std::int64_t now_ms, Fn&& fn) {
   refs_result out;
   out.update.group = name_;
   for (auto& r : refs) {
     std::size_t pidx = 0;
-    if (!in_flight_entry(r, now_ms, pidx)) {
+    auto* e = in_flight_entry(r, now_ms, pidx);
+    if (!e) {
       out.results.push_back(errc::unknown_delivery);
       continue;
     }
-    finish(pidx, r.offset);
-    out.update.acks.push_back({r.topic, r.partition, r.offset});
+    fn(pidx, r, *e, out.update);
     out.results.push_back(errc{});
   }
   return out;
+}
+
+group_tracker::refs_result group_tracker::ack(const std::vector<delivery_ref>& refs, std::int64_t now_ms) {
+  return settle(refs, now_ms, [&](std::size_t pidx, const delivery_ref& r, entry&, storage::group_update& update) {
+    finish(pidx, r.offset);
+    update.acks.push_back({r.topic, r.partition, r.offset});
+  });
 }
 
 group_tracker::refs_result group_tracker::nack(const std::vector<delivery_ref>& refs, std::chrono::milliseconds delay,
                                                std::int64_t now_ms) {
-  refs_result out;
-  out.update.group = name_;
-  for (auto& r : refs) {
-    std::size_t pidx = 0;
-    auto* e = in_flight_entry(r, now_ms, pidx);
-    if (!e) {
-      out.results.push_back(errc::unknown_delivery);
-      continue;
-    }
-    const auto d = delay.count() > 0 ? delay : retry_delay(e->attempt);
-    fail_delivery(pidx, r.offset, d, now_ms, "nacked", out.update);
-    out.results.push_back(errc{});
-  }
-  return out;
+  return settle(refs, now_ms, [&](std::size_t pidx, const delivery_ref& r, entry& e, storage::group_update& update) {
+    const auto d = delay.count() > 0 ? delay : retry_delay(e.attempt);
+    fail_delivery(pidx, r.offset, d, now_ms, "nacked", update);
+  });
 }
 
 group_tracker::refs_result group_tracker::extend(const std::vector<delivery_ref>& refs, std::chrono::milliseconds by,
                                                  std::int64_t now_ms) {
-  refs_result out;
-  out.update.group = name_;
-  for (auto& r : refs) {
-    std::size_t pidx = 0;
-    auto* e = in_flight_entry(r, now_ms, pidx);
-    if (!e) {
-      out.results.push_back(errc::unknown_delivery);
-      continue;
-    }
-    e->when_ms = now_ms + by.count();
-    set_timeline(pidx, r.offset, *e, e->when_ms);
-    out.update.deliveries.push_back(record_of(partitions_[pidx], r.offset, *e));
-    out.results.push_back(errc{});
-  }
-  return out;
+  return settle(refs, now_ms, [&](std::size_t pidx, const delivery_ref& r, entry& e, storage::group_update& update) {
+    e.when_ms = now_ms + by.count();
+    set_timeline(pidx, r.offset, e, e.when_ms);
+    update.deliveries.push_back(record_of(partitions_[pidx], r.offset, e));
+  });
 }
 
 storage::group_update group_tracker::expire(std::int64_t now_ms) {

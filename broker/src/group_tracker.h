@@ -146,6 +146,9 @@ class group_tracker {
   void make_ready(std::size_t pidx, std::uint64_t offset, entry& e);
   // The in-flight entry a ref names, or nullptr.
   entry* in_flight_entry(const delivery_ref& r, std::int64_t now_ms, std::size_t& pidx);
+  // Applies fn to each ref's in-flight entry; refs without one answer unknown_delivery.
+  template <class Fn>
+  refs_result settle(const std::vector<delivery_ref>& refs, std::int64_t now_ms, Fn&& fn);
   void deliver(std::size_t pidx, std::uint64_t offset, entry& e, v1::Message msg, std::uint64_t member,
                std::chrono::milliseconds ack_deadline, std::int64_t now_ms, fetch_result& out);
   void set_timeline(std::size_t pidx, std::uint64_t offset, entry& e, std::optional<std::int64_t> when);

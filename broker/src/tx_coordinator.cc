@@ -5,6 +5,7 @@
 
 #include "broker_metrics.h"
 #include "log.h"
+#include "request_checks.h"
 
 namespace txmq::broker {
 
@@ -16,39 +17,13 @@ using storage::tx_state;
 
 namespace {
 
-constexpr std::size_t k_max_name = 200;
 constexpr std::size_t k_max_acks = 10'000;
 constexpr std::uint32_t k_default_list = 100;
 constexpr std::uint32_t k_max_list = 10'000;
 // TxList reads at most this many records per request; the answer says where to continue.
 constexpr std::size_t k_list_scan_budget = 100'000;
 
-v1::ErrorCode wire_code(const std::error_code& ec) {
-  if (ec.category() == storage::storage_category()) {
-    switch (static_cast<errc>(ec.value())) {
-      case errc::unknown_topic: return v1::UNKNOWN_TOPIC;
-      case errc::invalid_argument: return v1::INVALID_ARGUMENT;
-      case errc::unknown_tx: return v1::UNKNOWN_TX;
-      case errc::tx_not_prepared: return v1::TX_ALREADY_RESOLVED;
-      case errc::unknown_group: return v1::UNKNOWN_GROUP;
-      case errc::closed: return v1::SHUTTING_DOWN;
-      default: return v1::STORAGE_ERROR;
-    }
-  }
-  return v1::INTERNAL;
-}
 
-std::optional<std::string> bad_name(const std::string& what, const std::string& name) {
-  if (name.empty()) return what + " name is empty";
-  if (name.size() > k_max_name) {
-    return what + " name is " + std::to_string(name.size()) + " bytes; at most " + std::to_string(k_max_name) +
-           " are allowed";
-  }
-  for (unsigned char ch : name) {
-    if (ch <= 0x20 || ch == 0x7f) return what + " name '" + name + "' contains a space or control character";
-  }
-  return std::nullopt;
-}
 
 v1::TxState wire_state(tx_state s) {
   switch (s) {
