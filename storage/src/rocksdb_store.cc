@@ -276,6 +276,8 @@ class rocksdb_store final : public store {
   void writer_loop();
   void run_group(std::vector<pending_op>& ops);
   void syncer_loop();
+  // Fsyncs (when any group asked for it), publishes and completes the groups, in order.
+  void make_durable(std::deque<written_group>& groups);
 
   // Reads inside the writer: through the current batch, then the DB.
   std::optional<std::string> wget(group_ctx& ctx, cf_index cf, const std::string& key);
@@ -333,6 +335,10 @@ class rocksdb_store final : public store {
   std::condition_variable sync_cv_;
   std::deque<written_group> sync_queue_;
   bool sync_stopping_ = false;
+  // Whoever holds the sync stage (the syncer, or the writer syncing inline when idle); the
+  // stage's state below is touched only by its holder, handed over under sync_mu_.
+  bool syncer_busy_ = false;
+  bool unsynced_ = false;  // a write since the last fsync
   std::thread syncer_;
 
   mutable std::mutex stats_mu_;
@@ -611,68 +617,92 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
     g.messages = ctx.messages;
     g.bytes = ctx.bytes;
   }
+  {
+    std::lock_guard lk(sync_mu_);
+    // Under load, hand the group to the syncer and go on applying the next one (the fsync
+    // overlaps). When nothing else is waiting and the syncer is idle, a hand-off would only add
+    // a thread wake-up to this request's latency: sync here instead.
+    bool inline_sync = sync_queue_.empty() && !syncer_busy_;
+    if (inline_sync) {
+      std::lock_guard lq(queue_mu_);
+      inline_sync = queue_.empty();
+    }
+    if (!inline_sync) {
+      sync_queue_.push_back(std::move(g));
+      sync_cv_.notify_one();
+      return;
+    }
+    syncer_busy_ = true;  // the sync stage is this thread's until it is done
+  }
+  std::deque<written_group> one;
+  one.push_back(std::move(g));
+  make_durable(one);
   std::lock_guard lk(sync_mu_);
-  sync_queue_.push_back(std::move(g));
-  sync_cv_.notify_one();
+  syncer_busy_ = false;
 }
 
 void rocksdb_store::syncer_loop() {
   std::deque<written_group> groups;
-  bool unsynced = false;  // a write since the last fsync
   for (;;) {
     {
       std::unique_lock lk(sync_mu_);
+      syncer_busy_ = false;
       sync_cv_.wait(lk, [&] { return !sync_queue_.empty() || sync_stopping_; });
       if (sync_queue_.empty()) return;
       groups.swap(sync_queue_);
+      syncer_busy_ = true;
     }
-    bool need_sync = false;
-    for (auto& g : groups) {
-      unsynced = unsynced || g.wrote;
-      need_sync = need_sync || g.sync;
-    }
-    std::error_code sync_error;
-    // A synced answer may rest on an earlier async write (a duplicate of it, say): sync then too.
-    if (need_sync && unsynced && !failed_) {
-      // The in-memory file system has nothing to make durable (and its WAL cannot SyncWAL).
-      auto s = options_.in_memory ? rocksdb::Status::OK() : db_->SyncWAL();
-      if (s.ok()) {
-        unsynced = false;
-        std::lock_guard lk(stats_mu_);
-        stats_.fsyncs += 1;
-      } else {
-        sync_error = to_error(s);
-        failed_ = true;
-      }
-    } else if (need_sync && failed_) {
-      sync_error = errc::store_failed;
-    }
-    for (auto& g : groups) {
-      std::error_code err = g.error ? g.error : (g.sync ? sync_error : std::error_code{});
-      if (!err) {
-        // Publish: new topics, then high watermarks, so a reader that sees a new offset finds it.
-        if (!g.new_topics.empty()) {
-          std::unique_lock lk(topics_mu_);
-          for (auto& t : g.new_topics) {
-            topics_by_id_[t->record.id()] = t;
-            topics_[t->record.name()] = t;
-          }
-        }
-        for (auto& [p, meta] : g.publish) {
-          p->start_offset.store(meta.start_offset, std::memory_order_release);
-          p->bytes.store(meta.bytes, std::memory_order_release);
-          p->committed_next.store(meta.next_offset, std::memory_order_release);
-        }
-        std::lock_guard lk(stats_mu_);
-        stats_.commit_groups += g.wrote ? 1 : 0;
-        stats_.operations += g.operations;
-        stats_.messages_appended += g.messages;
-        stats_.bytes_appended += g.bytes;
-        stats_.largest_group = std::max<std::uint64_t>(stats_.largest_group, g.operations);
-      }
-      for (auto& f : g.finishers) f(err ? &err : nullptr);
-    }
+    make_durable(groups);
     groups.clear();
+  }
+}
+
+void rocksdb_store::make_durable(std::deque<written_group>& groups) {
+  bool need_sync = false;
+  for (auto& g : groups) {
+    unsynced_ = unsynced_ || g.wrote;
+    need_sync = need_sync || g.sync;
+  }
+  std::error_code sync_error;
+  // A synced answer may rest on an earlier async write (a duplicate of it, say): sync then too.
+  if (need_sync && unsynced_ && !failed_) {
+    // The in-memory file system has nothing to make durable (and its WAL cannot SyncWAL).
+    auto s = options_.in_memory ? rocksdb::Status::OK() : db_->SyncWAL();
+    if (s.ok()) {
+      unsynced_ = false;
+      std::lock_guard lk(stats_mu_);
+      stats_.fsyncs += 1;
+    } else {
+      sync_error = to_error(s);
+      failed_ = true;
+    }
+  } else if (need_sync && failed_) {
+    sync_error = errc::store_failed;
+  }
+  for (auto& g : groups) {
+    std::error_code err = g.error ? g.error : (g.sync ? sync_error : std::error_code{});
+    if (!err) {
+      // Publish: new topics, then high watermarks, so a reader that sees a new offset finds it.
+      if (!g.new_topics.empty()) {
+        std::unique_lock lk(topics_mu_);
+        for (auto& t : g.new_topics) {
+          topics_by_id_[t->record.id()] = t;
+          topics_[t->record.name()] = t;
+        }
+      }
+      for (auto& [p, meta] : g.publish) {
+        p->start_offset.store(meta.start_offset, std::memory_order_release);
+        p->bytes.store(meta.bytes, std::memory_order_release);
+        p->committed_next.store(meta.next_offset, std::memory_order_release);
+      }
+      std::lock_guard lk(stats_mu_);
+      stats_.commit_groups += g.wrote ? 1 : 0;
+      stats_.operations += g.operations;
+      stats_.messages_appended += g.messages;
+      stats_.bytes_appended += g.bytes;
+      stats_.largest_group = std::max<std::uint64_t>(stats_.largest_group, g.operations);
+    }
+    for (auto& f : g.finishers) f(err ? &err : nullptr);
   }
 }
 
