@@ -45,6 +45,13 @@ std::string required(const po::variables_map& vm, const std::string& name) {
 
 void no_options(po::options_description&) {}
 
+protocol::txid txid_arg(const po::variables_map& vm) {
+  const auto text = required(vm, "TXID");
+  auto id = protocol::uuid::parse(text);
+  if (!id) throw usage_error("TXID: '" + text + "' is not a UUID in canonical text (8-4-4-4-12 hex digits)");
+  return id.value();
+}
+
 const std::vector<command>& commands() {
   static const std::vector<command> k_commands{
       {"topic create", "topic create NAME [--partitions N]", "create a topic", {"NAME"},
@@ -146,16 +153,78 @@ const std::vector<command>& commands() {
        }},
       {"dlq redrive", "dlq redrive G", "move every dead letter of the group back to delivery", {"G"}, no_options,
        [](detail::session& s, const po::variables_map& vm) { return detail::dlq_redrive(s, required(vm, "G")); }},
+      {"tx list", "tx list [--state prepared|abandoned|all] [--topic T]",
+       "list transactions (default: the unresolved ones, prepared and abandoned)", {},
+       [](po::options_description& o) {
+         o.add_options()("state", po::value<std::string>()->value_name("prepared|abandoned|all"),
+                         "only this state; all includes the resolved ones")(
+             "topic", po::value<std::string>()->value_name("T"), "only transactions with a message for T");
+       },
+       [](detail::session& s, const po::variables_map& vm) {
+         detail::tx_list_args a;
+         if (vm.count("state")) {
+           a.state = vm["state"].as<std::string>();
+           if (a.state != "prepared" && a.state != "abandoned" && a.state != "all") {
+             throw usage_error("--state wants prepared, abandoned or all, got '" + a.state + "'");
+           }
+         }
+         if (vm.count("topic")) a.topic = vm["topic"].as<std::string>();
+         return detail::tx_list(s, a);
+       }},
+      {"tx show", "tx show TXID", "show a transaction and its messages", {"TXID"}, no_options,
+       [](detail::session& s, const po::variables_map& vm) { return detail::tx_show(s, txid_arg(vm)); }},
+      {"tx commit", "tx commit TXID", "commit a prepared or abandoned transaction (operator decision)", {"TXID"},
+       no_options,
+       [](detail::session& s, const po::variables_map& vm) { return detail::tx_resolve(s, txid_arg(vm), true); }},
+      {"tx rollback", "tx rollback TXID", "roll back a prepared or abandoned transaction (operator decision)",
+       {"TXID"}, no_options,
+       [](detail::session& s, const po::variables_map& vm) { return detail::tx_resolve(s, txid_arg(vm), false); }},
+      {"tx prepare", "tx prepare TOPIC BODY --group PG [--key K]",
+       "store a half message, print its txid and exit without ending it", {"TOPIC", "BODY"},
+       [](po::options_description& o) {
+         o.add_options()("group", po::value<std::string>()->value_name("PG"),
+                         "producer group asked to check the transaction back (required)")(
+             "key", po::value<std::string>()->value_name("K"), "ordering key");
+       },
+       [](detail::session& s, const po::variables_map& vm) {
+         detail::tx_prepare_args a;
+         a.topic = required(vm, "TOPIC");
+         a.body = required(vm, "BODY");
+         if (!vm.count("group")) throw usage_error("missing --group");
+         a.group = vm["group"].as<std::string>();
+         if (vm.count("key")) a.key = vm["key"].as<std::string>();
+         return detail::tx_prepare(s, a);
+       }},
+      {"tx checker", "tx checker --group PG --answer commit|rollback|unknown",
+       "answer the group's check-backs with a fixed answer until SIGINT or SIGTERM", {},
+       [](po::options_description& o) {
+         o.add_options()("group", po::value<std::string>()->value_name("PG"), "producer group (required)")(
+             "answer", po::value<std::string>()->value_name("commit|rollback|unknown"), "the answer to every check")(
+             "pg", po::value<std::string>()->value_name("CONN"), "answer from a barrier table (not in this version)");
+       },
+       [](detail::session& s, const po::variables_map& vm) -> int {
+         if (vm.count("pg")) {
+           s.env().err << "txmq: 'tx checker --pg' is not available in this version of txmq\n";
+           return exit_usage;
+         }
+         if (!vm.count("group")) throw usage_error("missing --group");
+         if (!vm.count("answer")) throw usage_error("missing --answer");
+         const auto answer = vm["answer"].as<std::string>();
+         if (answer != "commit" && answer != "rollback" && answer != "unknown") {
+           throw usage_error("--answer wants commit, rollback or unknown, got '" + answer + "'");
+         }
+         return detail::tx_checker(s, vm["group"].as<std::string>(), answer);
+       }},
   };
   return k_commands;
 }
 
 // Commands of DESIGN §6 that later versions bring.
 bool is_later_command(const std::string& word) {
-  return word == "tx" || word == "webhook" || word == "outbox";
+  return word == "webhook" || word == "outbox";
 }
 
-bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq"; }
+bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq" || word == "tx"; }
 
 po::options_description global_options() {
   po::options_description o("Global options");

@@ -30,6 +30,8 @@ class session {
 
   // The connection, after a handshake; nullptr after reporting why there is none.
   [[nodiscard]] std::shared_ptr<client::connection> connect();
+  // A connection of its own whose Hello declares producer_group (tx checker).
+  [[nodiscard]] std::shared_ptr<client::connection> connect_as_producer(const std::string& producer_group);
 
   // Writes "txmq: <what>: <error>" to err and returns exit_failure.
   int fail(const std::string& what, const client::error& e);
@@ -70,5 +72,24 @@ int group_list(session& s);
 int group_describe(session& s, const std::string& group);
 int dlq_list(session& s, const std::string& group, std::uint32_t limit);
 int dlq_redrive(session& s, const std::string& group);
+
+struct tx_list_args {
+  std::string state = "unresolved";  // prepared | abandoned | all | unresolved (the default)
+  std::string topic;
+};
+
+struct tx_prepare_args {
+  std::string topic;
+  std::string body;
+  std::string group;
+  std::optional<std::string> key;
+};
+
+int tx_list(session& s, const tx_list_args& a);
+int tx_show(session& s, const protocol::txid& txid);
+int tx_resolve(session& s, const protocol::txid& txid, bool commit);
+int tx_prepare(session& s, const tx_prepare_args& a);
+// answer: "commit", "rollback" or "unknown".
+int tx_checker(session& s, const std::string& group, const std::string& answer);
 
 }  // namespace txmq::cli::detail

@@ -1,0 +1,393 @@
+// The txmq tx commands (DESIGN §6) against the real broker: the real `txmq` binary is run as a
+// child process, as in cli_test.cc.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+#include "broker_process.h"
+
+extern char** environ;
+
+namespace txmq::test {
+namespace {
+
+using namespace std::chrono_literals;
+namespace json = boost::json;
+
+struct cli_result {
+  int status = -1;
+  std::string out;
+  std::string err;
+
+  // stdout lines, without the header line of a table.
+  [[nodiscard]] std::vector<std::string> rows() const {
+    std::vector<std::string> lines;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    if (!lines.empty()) lines.erase(lines.begin());
+    return lines;
+  }
+  // stdout parsed as JSON lines.
+  [[nodiscard]] std::vector<json::object> objects() const {
+    std::vector<json::object> out_objects;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      boost::system::error_code ec;
+      auto v = json::parse(line, ec);
+      EXPECT_FALSE(ec) << "not JSON: " << line;
+      EXPECT_TRUE(!ec && v.is_object()) << "not a JSON object: " << line;
+      if (!ec && v.is_object()) out_objects.push_back(v.as_object());
+    }
+    return out_objects;
+  }
+};
+
+std::ostream& operator<<(std::ostream& os, const cli_result& r) {
+  return os << "exit " << r.status << "\n--- stdout\n" << r.out << "--- stderr\n" << r.err;
+}
+
+// Runs build/bin/txmq with `args`, writes `input` to its stdin and closes it. TXMQ_BROKER is
+// removed from the child's environment, or set to `broker_env`. Kills the child after 60 s.
+cli_result run_txmq(const std::vector<std::string>& args, const std::string& input = "",
+                    const std::optional<std::string>& broker_env = std::nullopt) {
+  std::vector<std::string> argv{binary_path("txmq")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> envs;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "TXMQ_BROKER=", 12) != 0) envs.emplace_back(*e);
+  }
+  if (broker_env) envs.push_back("TXMQ_BROKER=" + *broker_env);
+
+  int in_pipe[2], out_pipe[2], err_pipe[2];
+  if (::pipe(in_pipe) != 0 || ::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) {
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    return {};
+  }
+  std::vector<char*> raw_argv;
+  for (auto& a : argv) raw_argv.push_back(a.data());
+  raw_argv.push_back(nullptr);
+  std::vector<char*> raw_env;
+  for (auto& e : envs) raw_env.push_back(e.data());
+  raw_env.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in_pipe[0], 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    ::execve(raw_argv[0], raw_argv.data(), raw_env.data());
+    ::_exit(127);
+  }
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  ::fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  cli_result r;
+  std::size_t written = 0;
+  int in_fd = in_pipe[1];
+  if (input.empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  }
+  int out_fd = out_pipe[0];
+  int err_fd = err_pipe[0];
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (out_fd >= 0 || err_fd >= 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left <= 0ms) {
+      ::kill(pid, SIGKILL);
+      ADD_FAILURE() << "txmq did not exit within 60 s";
+      break;
+    }
+    std::vector<pollfd> fds;
+    if (in_fd >= 0) fds.push_back({in_fd, POLLOUT, 0});
+    if (out_fd >= 0) fds.push_back({out_fd, POLLIN, 0});
+    if (err_fd >= 0) fds.push_back({err_fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (const auto& p : fds) {
+      if (p.revents == 0) continue;
+      if (p.fd == in_fd) {
+        const auto n = ::write(in_fd, input.data() + written, input.size() - written);
+        if (n > 0) written += static_cast<std::size_t>(n);
+        if (n < 0 || written == input.size()) {
+          ::close(in_fd);
+          in_fd = -1;
+        }
+        continue;
+      }
+      char buf[4096];
+      const auto n = ::read(p.fd, buf, sizeof buf);
+      if (n <= 0) {
+        ::close(p.fd);
+        (p.fd == out_fd ? out_fd : err_fd) = -1;
+      } else {
+        (p.fd == out_fd ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
+      }
+    }
+  }
+  if (in_fd >= 0) ::close(in_fd);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// txmq --broker <b> args...
+cli_result txmq(const broker_process& b, std::vector<std::string> args, const std::string& input = "") {
+  args.insert(args.begin(), {"--broker", b.address()});
+  return run_txmq(args, input);
+}
+
+
+std::vector<std::string> fields(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string f; in >> f;) out.push_back(f);
+  return out;
+}
+
+std::string str(const json::object& o, const char* key) { return std::string(o.at(key).as_string()); }
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// A txmq command left running in the background (tx checker), its stdout kept in a file.
+class background_txmq {
+ public:
+  explicit background_txmq(const broker_process& b, const std::vector<std::string>& args) {
+    std::vector<std::string> argv{binary_path("txmq"), "--broker", b.address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    char path[] = "/tmp/cli_tx_test_out_XXXXXX";
+    const int out_fd = ::mkstemp(path);
+    EXPECT_GE(out_fd, 0) << std::strerror(errno);
+    out_path_ = path;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int null_fd = ::open("/dev/null", O_RDWR);
+      ::dup2(null_fd, 0);
+      ::dup2(out_fd, 1);
+      ::dup2(null_fd, 2);
+      ::execv(raw[0], raw.data());
+      ::_exit(127);
+    }
+    if (out_fd >= 0) ::close(out_fd);
+  }
+  ~background_txmq() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (!out_path_.empty()) ::unlink(out_path_.c_str());
+  }
+
+  // What it wrote to stdout so far.
+  [[nodiscard]] std::string output() const {
+    std::ifstream in(out_path_);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  background_txmq(const background_txmq&) = delete;
+  background_txmq& operator=(const background_txmq&) = delete;
+
+  // Sends sig and waits (up to 10 s) for the exit; returns the exit status, 128+signal when
+  // killed by one, -1 when it did not exit.
+  int stop(int sig) {
+    ::kill(pid_, sig);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      ::poll(nullptr, 0, 10);
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string out_path_;
+};
+
+// Polls `done` until it holds or the deadline passes.
+bool eventually(const std::function<bool()>& done, std::chrono::milliseconds within = 15s) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    ::poll(nullptr, 0, 20);
+  }
+  return done();
+}
+
+std::string tx_state(const broker_process& b, const std::string& txid) {
+  auto r = txmq(b, {"--json", "tx", "show", txid});
+  if (r.status != 0) return "exit " + std::to_string(r.status);
+  auto objs = r.objects();
+  return objs.size() == 1 ? str(objs[0], "state") : "?";
+}
+
+std::vector<std::string> consumed_bodies(const broker_process& b, const std::string& topic, const std::string& group) {
+  auto r = txmq(b, {"--json", "consume", topic, "--group", group, "--wait", "300"});
+  EXPECT_EQ(r.status, 0) << r;
+  std::vector<std::string> bodies;
+  for (const auto& o : r.objects()) bodies.push_back(str(o, "body"));
+  return bodies;
+}
+
+TEST(cli_tx_test, prepare_list_commit_rollback) {
+  broker_process b;
+  b.start();
+  ASSERT_EQ(txmq(b, {"topic", "create", "orders", "--partitions", "1"}).status, 0);
+
+  auto prepared = txmq(b, {"tx", "prepare", "orders", "first", "--group", "pg", "--key", "k1"});
+  ASSERT_EQ(prepared.status, 0) << prepared;
+  const auto tx1 = trimmed(prepared.out);
+  ASSERT_EQ(tx1.size(), 36u) << prepared;
+  auto other = txmq(b, {"tx", "prepare", "orders", "second", "--group", "pg"});
+  ASSERT_EQ(other.status, 0) << other;
+  const auto tx2 = trimmed(other.out);
+  ASSERT_EQ(tx2.size(), 36u) << other;
+  EXPECT_NE(tx1, tx2);
+
+  // Half messages are invisible to consumers.
+  EXPECT_TRUE(consumed_bodies(b, "orders", "g").empty());
+
+  auto list = txmq(b, {"tx", "list"});
+  ASSERT_EQ(list.status, 0) << list;
+  EXPECT_TRUE(list.out.starts_with("TXID")) << list;
+  ASSERT_EQ(list.rows().size(), 2u) << list;
+  bool seen = false;
+  for (const auto& row : list.rows()) {
+    const auto f = fields(row);
+    if (f[0] != tx1) continue;
+    seen = true;
+    EXPECT_EQ(f[1], "pg");
+    EXPECT_EQ(f[2], "PREPARED");
+    EXPECT_EQ(f[3], "orders");
+    EXPECT_EQ(f[4], "k1");
+  }
+  EXPECT_TRUE(seen) << list;
+  auto json_list = txmq(b, {"--json", "tx", "list", "--state", "prepared", "--topic", "orders"});
+  ASSERT_EQ(json_list.status, 0) << json_list;
+  ASSERT_EQ(json_list.objects().size(), 2u) << json_list;
+  EXPECT_EQ(str(json_list.objects()[0], "state"), "PREPARED");
+  EXPECT_EQ(txmq(b, {"--json", "tx", "list", "--topic", "elsewhere"}).out, "");
+
+  auto commit = txmq(b, {"tx", "commit", tx1});
+  ASSERT_EQ(commit.status, 0) << commit;
+  EXPECT_EQ(consumed_bodies(b, "orders", "g"), std::vector<std::string>{"first"});
+  EXPECT_EQ(tx_state(b, tx1), "COMMITTED");
+
+  auto rollback = txmq(b, {"tx", "rollback", tx2});
+  ASSERT_EQ(rollback.status, 0) << rollback;
+  EXPECT_EQ(tx_state(b, tx2), "ROLLED_BACK");
+  EXPECT_TRUE(consumed_bodies(b, "orders", "g2-after").size() == 1u);  // "first" only
+
+  // The same decision again is idempotent; the contrary one is refused.
+  EXPECT_EQ(txmq(b, {"tx", "commit", tx1}).status, 0);
+  auto contrary = txmq(b, {"tx", "rollback", tx1});
+  EXPECT_EQ(contrary.status, 1) << contrary;
+  EXPECT_NE(contrary.err.find("TX_ALREADY_RESOLVED"), std::string::npos) << contrary;
+  auto contrary2 = txmq(b, {"tx", "commit", tx2});
+  EXPECT_EQ(contrary2.status, 1) << contrary2;
+  EXPECT_NE(contrary2.err.find("TX_ALREADY_RESOLVED"), std::string::npos) << contrary2;
+
+  auto all = txmq(b, {"--json", "tx", "list", "--state", "all"});
+  ASSERT_EQ(all.status, 0) << all;
+  EXPECT_EQ(all.objects().size(), 2u) << all;
+  EXPECT_EQ(txmq(b, {"tx", "list"}).rows().size(), 0u);
+
+  // Unknown and malformed txids.
+  const std::string unknown = "00000000-0000-4000-8000-000000000001";
+  for (const auto* cmd : {"show", "commit", "rollback"}) {
+    auto r = txmq(b, {"tx", cmd, unknown});
+    EXPECT_EQ(r.status, 1) << r;
+    EXPECT_NE(r.err.find("UNKNOWN_TX"), std::string::npos) << r;
+    EXPECT_EQ(txmq(b, {"tx", cmd, "not-a-uuid"}).status, 2);
+  }
+  EXPECT_EQ(txmq(b, {"tx", "prepare", "orders", "x"}).status, 2);  // no --group
+  EXPECT_EQ(txmq(b, {"tx", "list", "--state", "committed"}).status, 2);
+  auto pg = txmq(b, {"tx", "checker", "--group", "pg", "--pg", "postgres://x"});
+  EXPECT_EQ(pg.status, 2) << pg;
+  EXPECT_NE(pg.err.find("not available in this version"), std::string::npos) << pg;
+}
+
+TEST(cli_tx_test, checker_commits_a_prepared_transaction) {
+  broker_process b({"--tx-timeout", "200ms", "--tx-check-schedule", "100ms"});
+  b.start();
+  auto prepared = txmq(b, {"tx", "prepare", "orders", "checked", "--group", "pg-c"});
+  ASSERT_EQ(prepared.status, 0) << prepared;
+  const auto txid = trimmed(prepared.out);
+
+  background_txmq checker(b, {"tx", "checker", "--group", "pg-c", "--answer", "commit"});
+  ASSERT_TRUE(eventually([&] { return checker.output().find("answering checks") != std::string::npos; }))
+      << checker.output();
+  EXPECT_TRUE(eventually([&] { return tx_state(b, txid) == "COMMITTED"; })) << tx_state(b, txid);
+  auto show = txmq(b, {"--json", "tx", "show", txid});
+  ASSERT_EQ(show.status, 0) << show;
+  EXPECT_EQ(str(show.objects().at(0), "resolved_by"), "check");
+  EXPECT_EQ(consumed_bodies(b, "orders", "g"), std::vector<std::string>{"checked"});
+  EXPECT_NE(checker.output().find(" of " + txid), std::string::npos) << checker.output();
+  EXPECT_EQ(checker.stop(SIGTERM), 0);
+}
+
+TEST(cli_tx_test, unknown_answers_abandon_the_transaction) {
+  broker_process b({"--tx-timeout", "200ms", "--tx-check-schedule", "100ms", "--tx-max-checks", "2"});
+  b.start();
+  auto prepared = txmq(b, {"tx", "prepare", "orders", "undecided", "--group", "pg-u"});
+  ASSERT_EQ(prepared.status, 0) << prepared;
+  const auto txid = trimmed(prepared.out);
+
+  background_txmq checker(b, {"tx", "checker", "--group", "pg-u", "--answer", "unknown"});
+  ASSERT_TRUE(eventually([&] { return checker.output().find("answering checks") != std::string::npos; }))
+      << checker.output();
+  EXPECT_TRUE(eventually([&] {
+    auto r = txmq(b, {"tx", "list", "--state", "abandoned"});
+    for (const auto& row : r.rows()) {
+      if (fields(row).at(0) == txid) return true;
+    }
+    return false;
+  }));
+  auto abandoned = txmq(b, {"--json", "tx", "list", "--state", "abandoned"});
+  ASSERT_EQ(abandoned.objects().size(), 1u) << abandoned;
+  EXPECT_EQ(str(abandoned.objects()[0], "state"), "ABANDONED");
+  EXPECT_EQ(abandoned.objects()[0].at("check_count").to_number<int>(), 2);
+  EXPECT_TRUE(consumed_bodies(b, "orders", "g").empty());
+  EXPECT_EQ(checker.stop(SIGINT), 0);
+
+  // An operator can still decide.
+  EXPECT_EQ(txmq(b, {"tx", "commit", txid}).status, 0);
+  EXPECT_EQ(consumed_bodies(b, "orders", "g"), std::vector<std::string>{"undecided"});
+}
+
+}  // namespace
+}  // namespace txmq::test
