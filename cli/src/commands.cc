@@ -1,6 +1,7 @@
 #include "commands.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <csignal>
 #include <mutex>
@@ -240,20 +241,26 @@ int session::fail(const std::string& what) {
 
 // ---- topic ---------------------------------------------------------------------------------
 
+// Prints topics or groups: one JSON line each, or one table with a row each.
+template <class Items, class Json, class Table, class Row>
+int print_items(session& s, const Items& items, Json to_json, Table make_table, Row to_row) {
+  if (s.json()) {
+    for (const auto& item : items) print_json(s.env().out, to_json(item, false));
+  } else {
+    auto t = make_table();
+    for (const auto& item : items) t.add(to_row(item));
+    t.print(s.env().out);
+  }
+  return exit_ok;
+}
+
 int topic_create(session& s, const std::string& name, std::uint32_t partitions) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
   client::admin admin(conn);
   auto r = admin.create_topic({.name = name, .partitions = partitions});
   if (!r) return s.fail("create topic " + quoted(name), r.error());
-  if (s.json()) {
-    print_json(s.env().out, topic_json(r.value(), false));
-  } else {
-    auto t = topic_table();
-    t.add(topic_row(r.value()));
-    t.print(s.env().out);
-  }
-  return exit_ok;
+  return print_items(s, std::array{r.value()}, topic_json, topic_table, topic_row);
 }
 
 int topic_list(session& s) {
@@ -264,14 +271,7 @@ int topic_list(session& s) {
   if (!r) return s.fail("list topics", r.error());
   auto topics = r.value().topics();
   std::sort(topics.begin(), topics.end(), [](const auto& a, const auto& b) { return a.name() < b.name(); });
-  if (s.json()) {
-    for (const auto& t : topics) print_json(s.env().out, topic_json(t, false));
-  } else {
-    auto t = topic_table();
-    for (const auto& topic : topics) t.add(topic_row(topic));
-    t.print(s.env().out);
-  }
-  return exit_ok;
+  return print_items(s, topics, topic_json, topic_table, topic_row);
 }
 
 int topic_describe(session& s, const std::string& name) {
@@ -488,14 +488,7 @@ int group_create(session& s, const std::string& group, const std::string& topic,
   client::admin admin(conn);
   auto r = admin.create_group(group, topic, from_latest);
   if (!r) return s.fail("create group " + quoted(group) + " on topic " + quoted(topic), r.error());
-  if (s.json()) {
-    print_json(s.env().out, group_json(r.value(), false));
-  } else {
-    auto t = group_table();
-    t.add(group_row(r.value()));
-    t.print(s.env().out);
-  }
-  return exit_ok;
+  return print_items(s, std::array{r.value()}, group_json, group_table, group_row);
 }
 
 int group_list(session& s) {
@@ -506,14 +499,7 @@ int group_list(session& s) {
   if (!r) return s.fail("list groups", r.error());
   auto groups = r.value().groups();
   std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.name() < b.name(); });
-  if (s.json()) {
-    for (const auto& g : groups) print_json(s.env().out, group_json(g, false));
-  } else {
-    auto t = group_table();
-    for (const auto& g : groups) t.add(group_row(g));
-    t.print(s.env().out);
-  }
-  return exit_ok;
+  return print_items(s, groups, group_json, group_table, group_row);
 }
 
 int group_describe(session& s, const std::string& group) {
