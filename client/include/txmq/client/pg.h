@@ -1,0 +1,65 @@
+#pragma once
+
+// Thin libpq helpers shared by producer-lib (PgTransactionChecker, OutboxWriter), consumer-lib
+// (PgInbox), txmq-relay and the CLI: owning handles, parameterised statements, and PostgreSQL
+// errors as client::error values (code client::errc::database, text "SQLSTATE xxxxx: ...").
+//
+// Every function takes the caller's PGconn: the libraries never open a connection behind the
+// caller's back, so their statements run inside whatever transaction the caller has open.
+
+#include <libpq-fe.h>
+
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "txmq/client/error.h"
+
+namespace txmq::pg {
+
+struct conn_deleter {
+  void operator()(PGconn* c) const noexcept { PQfinish(c); }
+};
+struct result_deleter {
+  void operator()(PGresult* r) const noexcept { PQclear(r); }
+};
+using connection_ptr = std::unique_ptr<PGconn, conn_deleter>;
+using result_ptr = std::unique_ptr<PGresult, result_deleter>;
+
+// A statement parameter: text, or SQL NULL. Binary values (bytea) go as text in hex form
+// ("\x..."), which every PostgreSQL since 9.0 accepts; see bytea_literal().
+using param = std::optional<std::string>;
+
+// Opens a connection (libpq conninfo or URI). Errors: client::errc::database with libpq's text.
+[[nodiscard]] client::result<connection_ptr> connect(const std::string& conninfo);
+
+// Runs one statement with $1..$n parameters. Success = PGRES_COMMAND_OK or PGRES_TUPLES_OK.
+// Errors: client::errc::database, text "SQLSTATE <code>: <primary message>" (or libpq's
+// connection error when the server is gone).
+// Without parameters the simple protocol runs, so sql may hold several statements.
+[[nodiscard]] client::result<result_ptr> exec(PGconn* conn, std::string_view sql, std::initializer_list<param> params = {});
+[[nodiscard]] client::result<result_ptr> exec(PGconn* conn, std::string_view sql, std::span<const param> params);
+
+// The SQLSTATE in an error made by exec() ("23505"), or empty.
+[[nodiscard]] std::string sqlstate(const client::error& e);
+
+inline constexpr std::string_view unique_violation = "23505";
+inline constexpr std::string_view serialization_failure = "40001";
+inline constexpr std::string_view deadlock_detected = "40P01";
+
+// The text form of a bytea parameter ("\x" + hex).
+[[nodiscard]] std::string bytea_literal(std::string_view bytes);
+// Decodes a bytea column received in text form ("\x" + hex). Errors: client::errc::database.
+[[nodiscard]] client::result<std::string> bytea_value(std::string_view text);
+
+// Runs fn between BEGIN and COMMIT; a failing fn (an error value or an exception) rolls back.
+// The result of COMMIT decides: a commit that fails (e.g. serialization) returns its error.
+template <class Fn>
+[[nodiscard]] client::result<void> in_transaction(PGconn* conn, Fn&& fn);
+
+}  // namespace txmq::pg
+
+#include "txmq/client/detail/pg_transaction.h"

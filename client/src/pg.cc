@@ -1,0 +1,95 @@
+#include "txmq/client/pg.h"
+
+#include <vector>
+
+namespace txmq::pg {
+namespace {
+
+client::error database_error(std::string text) { return {client::errc::database, std::move(text)}; }
+
+std::string trimmed(const char* text) {
+  std::string s = text ? text : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+constexpr std::string_view sqlstate_prefix = "SQLSTATE ";
+
+client::result<result_ptr> checked(PGconn* conn, result_ptr res) {
+  if (!res) return database_error("PostgreSQL: " + trimmed(PQerrorMessage(conn)));
+  const auto status = PQresultStatus(res.get());
+  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return res;
+  const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
+  const char* primary = PQresultErrorField(res.get(), PG_DIAG_MESSAGE_PRIMARY);
+  if (state && primary) return database_error(std::string(sqlstate_prefix) + state + ": " + primary);
+  return database_error("PostgreSQL: " + trimmed(PQerrorMessage(conn)));
+}
+}  // namespace
+
+client::result<connection_ptr> connect(const std::string& conninfo) {
+  connection_ptr conn(PQconnectdb(conninfo.c_str()));
+  if (!conn) return database_error("libpq could not allocate a connection");
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    return database_error("cannot connect to PostgreSQL: " + trimmed(PQerrorMessage(conn.get())));
+  }
+  return conn;
+}
+
+client::result<result_ptr> exec(PGconn* conn, std::string_view sql, std::initializer_list<param> params) {
+  return exec(conn, sql, std::span<const param>(params.begin(), params.size()));
+}
+
+client::result<result_ptr> exec(PGconn* conn, std::string_view sql, std::span<const param> params) {
+  const std::string statement(sql);
+  if (params.size() == 0) {
+    // The simple protocol, so that a script of several statements (schema installs) runs too.
+    result_ptr res(PQexec(conn, statement.c_str()));
+    return checked(conn, std::move(res));
+  }
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  result_ptr res(PQexecParams(conn, statement.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                              nullptr, 0));
+  return checked(conn, std::move(res));
+}
+
+std::string sqlstate(const client::error& e) {
+  if (!e.is(client::errc::database) || !e.message.starts_with(sqlstate_prefix)) return {};
+  return e.message.substr(sqlstate_prefix.size(), 5);
+}
+
+std::string bytea_literal(std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 + bytes.size() * 2);
+  out += "\\x";
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+client::result<std::string> bytea_value(std::string_view text) {
+  if (!text.starts_with("\\x") || text.size() % 2 != 0) {
+    return database_error("a bytea value not in hex form (bytea_output must be 'hex')");
+  }
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve((text.size() - 2) / 2);
+  for (std::size_t i = 2; i < text.size(); i += 2) {
+    const int hi = nibble(text[i]);
+    const int lo = nibble(text[i + 1]);
+    if (hi < 0 || lo < 0) return database_error("a bytea value with a non-hex digit");
+    out += static_cast<char>(hi << 4 | lo);
+  }
+  return out;
+}
+
+}  // namespace txmq::pg

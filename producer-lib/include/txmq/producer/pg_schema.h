@@ -1,0 +1,35 @@
+#pragma once
+
+// The tables txmq keeps in an application's PostgreSQL database (DESIGN §3, §4):
+//   txmq_outbox      rows waiting for txmq-relay; plain SQL, any language can INSERT into it
+//   txmq_tx_barrier  one row per transactional-message txid: 'commit' or 'rollback'
+//   txmq_inbox       ids of messages a PgInbox handler already ran for
+//   txmq_schema      the installed schema version and the outbox's shard count
+// install_schema() is what `txmq outbox init` runs: idempotent, in one transaction, so a later
+// release can read txmq_schema.version and migrate.
+
+#include <libpq-fe.h>
+
+#include "txmq/client/error.h"
+
+namespace txmq::producer {
+
+inline constexpr int pg_schema_version = 1;
+inline constexpr int default_outbox_shards = 16;
+
+struct pg_schema_info {
+  int version = 0;
+  int shards = 0;
+};
+
+// Creates what is missing and sets the outbox's shard count (1..1024). Changing the count of an
+// existing schema re-routes only rows inserted afterwards. Runs its own BEGIN/COMMIT: call it
+// outside a transaction. Errors: client::errc::invalid_argument for a bad shard count,
+// client::errc::database (e.g. a newer schema version than this library knows).
+[[nodiscard]] client::result<pg_schema_info> install_schema(PGconn* conn, int shards = default_outbox_shards);
+
+// The installed version and shard count. Errors: client::errc::database when the schema is
+// not installed (text says to run `txmq outbox init`).
+[[nodiscard]] client::result<pg_schema_info> read_schema(PGconn* conn);
+
+}  // namespace txmq::producer

@@ -1,0 +1,113 @@
+#include "txmq/producer/pg_schema.h"
+
+#include <string>
+
+#include "txmq/client/pg.h"
+
+namespace txmq::producer {
+namespace {
+
+// Version 1. Every statement is idempotent so that init can run again (and concurrently: the
+// advisory lock serialises two inits against one database).
+constexpr const char* schema_v1 = R"sql(
+CREATE TABLE IF NOT EXISTS txmq_schema (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  version int NOT NULL,
+  shards int NOT NULL CHECK (shards BETWEEN 1 AND 1024),
+  installed_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS txmq_outbox (
+  id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  topic text NOT NULL,
+  key text,
+  headers jsonb NOT NULL DEFAULT '{}',
+  payload bytea NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  shard int NOT NULL DEFAULT 0,
+  seq bigserial
+);
+CREATE INDEX IF NOT EXISTS txmq_outbox_shard_seq ON txmq_outbox (shard, seq);
+CREATE TABLE IF NOT EXISTS txmq_tx_barrier (
+  txid uuid PRIMARY KEY,
+  outcome text NOT NULL CHECK (outcome IN ('commit', 'rollback')),
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS txmq_inbox (
+  message_id uuid NOT NULL,
+  consumer text NOT NULL DEFAULT '',
+  received_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (consumer, message_id)
+);
+CREATE INDEX IF NOT EXISTS txmq_inbox_received_at ON txmq_inbox (received_at);
+CREATE INDEX IF NOT EXISTS txmq_tx_barrier_created_at ON txmq_tx_barrier (created_at);
+)sql";
+
+// The shard of a row: from its key, or its id when it has none; the same function in SQL for
+// every writer, so plain INSERTs from any language land where the relay looks.
+std::string trigger_sql(int shards) {
+  return R"sql(
+CREATE OR REPLACE FUNCTION txmq_outbox_route() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.shard := ((hashtext(coalesce(NEW.key, NEW.id::text))::bigint % )sql" +
+         std::to_string(shards) + R"sql() + )sql" + std::to_string(shards) + R"sql() % )sql" + std::to_string(shards) +
+         R"sql(;
+  PERFORM pg_notify('txmq_outbox', NEW.shard::text);
+  RETURN NEW;
+END
+$$;
+DROP TRIGGER IF EXISTS txmq_outbox_route ON txmq_outbox;
+CREATE TRIGGER txmq_outbox_route BEFORE INSERT ON txmq_outbox FOR EACH ROW EXECUTE FUNCTION txmq_outbox_route();
+)sql";
+}
+
+}  // namespace
+
+client::result<pg_schema_info> read_schema(PGconn* conn) {
+  auto exists = pg::exec(conn, "SELECT to_regclass('txmq_schema') IS NOT NULL");
+  if (!exists) return exists.error();
+  if (std::string_view(PQgetvalue(exists.value().get(), 0, 0)) != "t") {
+    return client::error(client::errc::database, "the txmq schema is not installed in this database: run `txmq outbox init --pg CONN`");
+  }
+  auto row = pg::exec(conn, "SELECT version, shards FROM txmq_schema");
+  if (!row) return row.error();
+  if (PQntuples(row.value().get()) != 1) {
+    return client::error(client::errc::database, "txmq_schema has no row: run `txmq outbox init --pg CONN`");
+  }
+  return pg_schema_info{std::stoi(PQgetvalue(row.value().get(), 0, 0)), std::stoi(PQgetvalue(row.value().get(), 0, 1))};
+}
+
+client::result<pg_schema_info> install_schema(PGconn* conn, int shards) {
+  if (shards < 1 || shards > 1024) {
+    return client::error(client::errc::invalid_argument,
+                         "the outbox shard count must be between 1 and 1024, not " + std::to_string(shards));
+  }
+  pg_schema_info info{pg_schema_version, shards};
+  auto done = pg::in_transaction(conn, [&](PGconn* c) -> client::result<void> {
+    // Two inits at once would race on CREATE ... IF NOT EXISTS; one waits for the other.
+    if (auto r = pg::exec(c, "SELECT pg_advisory_xact_lock(hashtext('txmq_schema'))"); !r) return r.error();
+    // "already exists, skipping" notices on every re-run are noise to the operator.
+    if (auto r = pg::exec(c, "SET LOCAL client_min_messages = warning"); !r) return r.error();
+    if (auto r = pg::exec(c, schema_v1); !r) return r.error();
+    auto current = pg::exec(c, "SELECT version FROM txmq_schema");
+    if (!current) return current.error();
+    if (PQntuples(current.value().get()) == 1) {
+      const int version = std::stoi(PQgetvalue(current.value().get(), 0, 0));
+      if (version > pg_schema_version) {
+        return client::error(client::errc::database, "the database has txmq schema version " + std::to_string(version) +
+                                                         ", newer than this release's " + std::to_string(pg_schema_version) +
+                                                         ": use a newer txmq");
+      }
+    }
+    if (auto r = pg::exec(c, trigger_sql(shards)); !r) return r.error();
+    auto r = pg::exec(c,
+                      "INSERT INTO txmq_schema (version, shards) VALUES ($1, $2) "
+                      "ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, shards = EXCLUDED.shards",
+                      {std::to_string(pg_schema_version), std::to_string(shards)});
+    if (!r) return r.error();
+    return outcome::success();
+  });
+  if (!done) return done.error();
+  return info;
+}
+
+}  // namespace txmq::producer

@@ -1,0 +1,51 @@
+#pragma once
+
+// A private PostgreSQL 15 server for a test: initdb into a temporary directory owned by the
+// `postgres` user (PostgreSQL refuses to run as root), listening on 127.0.0.1 on a free port
+// and on a private socket directory, fsync on. Stopped and removed by the destructor.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace txmq::test {
+
+class pg_cluster {
+ public:
+  // initdb + start. Throws std::runtime_error with the tools' output when either fails.
+  pg_cluster();
+  ~pg_cluster();
+  pg_cluster(const pg_cluster&) = delete;
+  pg_cluster& operator=(const pg_cluster&) = delete;
+
+  // A new empty database; returns its conninfo.
+  std::string create_database(const std::string& name);
+  // conninfo for database `name` (default "postgres").
+  [[nodiscard]] std::string conninfo(const std::string& name = "postgres") const;
+
+  // pg_ctl restart -m fast: every connection is cut, the server is back when this returns.
+  void restart();
+  void stop();
+  void start();
+
+  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  [[nodiscard]] const std::filesystem::path& dir() const noexcept { return dir_; }
+
+  // The PostgreSQL tools' directory (/usr/lib/postgresql/15/bin).
+  static std::string bin(const std::string& tool);
+  // Runs a command line through /bin/sh as the postgres user; returns its exit status and
+  // appends its output to *out when given.
+  static int run_as_postgres(const std::string& command, std::string* out = nullptr);
+
+ private:
+  void pg_ctl(const std::string& action);
+
+  std::filesystem::path dir_;
+  std::uint16_t port_ = 0;
+  bool running_ = false;
+};
+
+// One cluster for a whole test binary (initdb costs ~2 s): made on first use, stopped at exit.
+pg_cluster& shared_pg_cluster();
+
+}  // namespace txmq::test
