@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev openssl procps
   libtomlplusplus-dev
+  librabbitmq-dev libnats-dev
 )
 
 missing=()

@@ -2,357 +2,333 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <thread>
 
 #include <boost/json.hpp>
 
 #include "latency.h"
-#include "txmq/protocol/message_id.h"
-#include "wire_client.h"
+#include "process_usage.h"
+#include "system_under_test.h"
 
 namespace txmq::bench {
 namespace {
 
-namespace asio = boost::asio;
 using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// How long the end of a run may wait for answers still in flight before it counts them lost.
+constexpr auto k_drain_limit = 60s;
+// Open-loop sends are one request each; the PostgreSQL driver needs a connection per request
+// in flight, and 32 cover 10,000 msg/s at 3 ms per commit.
+constexpr std::size_t k_rate_connections = 32;
 
 struct figures {
   double messages_per_s = 0;
   percentiles latency;
   std::uint64_t errors = 0;
+  double broker_cpu_s = 0;
+  double broker_rss_mib = 0;
+  std::uint64_t messages = 0;
 };
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now().time_since_epoch()).count();
+std::int64_t to_ns(clock_type::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-// Resident memory (KiB) and CPU seconds of a process, from /proc.
-std::pair<double, double> process_usage(int pid) {
-  double rss_mib = 0, cpu_s = 0;
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) rss_mib = std::stod(line.substr(6)) / 1024.0;
-  }
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  auto close = content.rfind(')');
-  if (close != std::string::npos) {
-    std::istringstream rest(content.substr(close + 2));
-    std::string field;
-    for (int i = 3; i <= 15 && rest >> field; ++i) {
-      if (i == 14 || i == 15) cpu_s += std::stod(field) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-    }
-  }
-  return {rss_mib, cpu_s};
+// A body of the configured size whose first 8 bytes carry a steady-clock time (the consumer
+// runs in this process, so publish -> delivery needs no clock sync).
+std::string make_body(std::size_t bytes, clock_type::time_point sent) {
+  std::string body(std::max(bytes, sizeof(std::int64_t)), 'x');
+  const auto ns = to_ns(sent);
+  std::memcpy(body.data(), &ns, sizeof ns);
+  return body;
 }
 
-class harness {
+clock_type::time_point body_time(std::string_view body) {
+  std::int64_t ns = 0;
+  if (body.size() >= sizeof ns) std::memcpy(&ns, body.data(), sizeof ns);
+  return clock_type::time_point(std::chrono::nanoseconds(ns));
+}
+
+// The broker's CPU time over the measured part of a run, and its memory at the end of it.
+class usage_meter {
  public:
-  explicit harness(const broker_bench_options& o) : o_(o), body_(o.message_bytes, 'x') {
-    for (std::size_t i = 0; i < std::max<std::size_t>(o.connections, 1); ++i) {
-      auto c = std::make_shared<wire_connection>(io_, o.host, o.port);
-      c->connect_blocking("txmq-bench-" + std::to_string(i));
-      conns_.push_back(std::move(c));
-    }
-    v1::Frame f;
-    f.mutable_create_topic()->set_name(o.topic);
-    f.mutable_create_topic()->set_partitions(o.partitions);
-    bool done = false;
-    conns_[0]->request(f, [&](const v1::Frame& r) {
-      if (r.has_error()) throw std::runtime_error("create topic: " + r.error().message());
-      done = true;
-    });
-    while (!done) io_.run_one();
-  }
-
-  v1::Frame produce_request(std::size_t n) {
-    v1::Frame f;
-    auto* p = f.mutable_produce();
-    p->set_topic(o_.topic);
-    const auto sent = now_ns();
-    for (std::size_t i = 0; i < n; ++i) {
-      auto* m = p->add_messages();
-      m->set_id(std::string(protocol::uuid::make_v7().raw()));
-      std::string body = body_;
-      std::memcpy(body.data(), &sent, std::min(sizeof sent, body.size()));
-      m->set_body(std::move(body));
-    }
-    return f;
-  }
-
-  // Closed loop: `in_flight` messages outstanding in requests of `batch`.
-  figures publish() {
-    latency_recorder lat;
-    std::uint64_t done_msgs = 0, errors = 0;
-    bool measuring = false, stopping = false;
-    std::size_t outstanding = 0;
-    std::function<void(std::size_t, std::size_t)> issue = [&](std::size_t conn, std::size_t n) {
-      ++outstanding;
-      const auto start = clock_type::now();
-      conns_[conn]->request(produce_request(n), [&, conn, n, start](const v1::Frame& r) {
-        --outstanding;
-        if (r.has_error()) ++errors;
-        if (measuring) {
-          done_msgs += n;
-          const auto d = clock_type::now() - start;
-          for (std::size_t i = 0; i < n; ++i) lat.add(d);
-        }
-        if (!stopping) issue(conn, n);
-      });
-    };
-    const std::size_t batch = std::max<std::size_t>(1, std::min(o_.batch, o_.in_flight));
-    std::size_t left = o_.in_flight, k = 0;
-    while (left > 0) {
-      const std::size_t n = std::min(batch, left);
-      issue(k++ % conns_.size(), n);
-      left -= n;
-    }
-    run_for(o_.warmup);
-    measuring = true;
-    const auto t0 = clock_type::now();
-    run_for(o_.seconds);
-    measuring = false;
-    const double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
-    stopping = true;
-    while (outstanding > 0) io_.run_one();
-    return {static_cast<double>(done_msgs) / elapsed, lat.compute(), errors};
-  }
-
-  // Open loop: one message per request at a steady rate; latency from the scheduled send time.
-  // With consume, a consumer group reads along and the latency is publish -> delivery.
-  figures rate(bool consume) {
-    latency_recorder lat;
-    std::uint64_t done_msgs = 0, errors = 0, sent = 0;
-    bool measuring = false;
-    std::size_t outstanding = 0;
-    const double interval_ns = 1e9 / o_.rate;
-    const auto start = clock_type::now();
-    asio::steady_timer ticker(io_);
-    bool stop = false;
-    std::function<void()> tick = [&] {
-      if (stop) return;
-      const auto now = clock_type::now();
-      const auto due = static_cast<std::uint64_t>(std::chrono::duration<double, std::nano>(now - start).count() / interval_ns);
-      while (sent < due) {
-        const auto scheduled = start + std::chrono::nanoseconds(static_cast<std::int64_t>(sent * interval_ns));
-        ++sent;
-        ++outstanding;
-        auto f = produce_request(1);
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(scheduled.time_since_epoch()).count();
-        std::memcpy(f.mutable_produce()->mutable_messages(0)->mutable_body()->data(), &ns, sizeof ns);
-        conns_[sent % conns_.size()]->request(std::move(f), [&, scheduled](const v1::Frame& r) {
-          --outstanding;
-          if (r.has_error()) ++errors;
-          if (!consume && measuring) {
-            ++done_msgs;
-            lat.add(clock_type::now() - scheduled);
-          }
-        });
-      }
-      ticker.expires_after(std::chrono::microseconds(200));
-      ticker.async_wait([&](boost::system::error_code) { tick(); });
-    };
-    std::shared_ptr<wire_connection> consumer;
-    std::function<void()> fetch;
-    if (consume) {
-      consumer = std::make_shared<wire_connection>(io_, o_.host, o_.port);
-      consumer->connect_blocking("txmq-bench-consumer");
-      const std::string group = "bench-e2e-" + std::to_string(::getpid()) + "-" + std::to_string(now_ns());
-      fetch = [&, group] {
-        if (stop) return;
-        v1::Frame f;
-        f.mutable_fetch()->set_group(group);
-        f.mutable_fetch()->add_topics(o_.topic);
-        f.mutable_fetch()->set_max_messages(1000);
-        f.mutable_fetch()->set_max_wait_ms(100);
-        consumer->request(std::move(f), [&, group](const v1::Frame& r) {
-          if (r.has_error()) {
-            ++errors;
-          } else if (r.fetch_response().deliveries_size() > 0) {
-            const auto now = now_ns();
-            v1::Frame ack;
-            ack.mutable_ack()->set_group(group);
-            for (auto& d : r.fetch_response().deliveries()) {
-              std::int64_t sent_ns = 0;
-              std::memcpy(&sent_ns, d.message().body().data(), sizeof sent_ns);
-              if (measuring && sent_ns > 0) {
-                ++done_msgs;
-                lat.add(std::chrono::nanoseconds(now - sent_ns));
-              }
-              auto* ref = ack.mutable_ack()->add_refs();
-              ref->set_topic(d.message().topic());
-              ref->set_partition(d.message().partition());
-              ref->set_offset(d.message().offset());
-            }
-            consumer->request(std::move(ack), [](const v1::Frame&) {});
-          }
-          fetch();
-        });
-      };
-      // Join at the end of the topic: start the group at the latest offset.
-      v1::Frame g;
-      g.mutable_create_group()->set_group(group);
-      g.mutable_create_group()->set_topic(o_.topic);
-      g.mutable_create_group()->set_from_latest(true);
-      bool ready = false;
-      consumer->request(g, [&](const v1::Frame&) { ready = true; });
-      while (!ready) io_.run_one();
-      fetch();
-    }
-    tick();
-    run_for(o_.warmup);
-    measuring = true;
-    const auto t0 = clock_type::now();
-    run_for(o_.seconds);
-    measuring = false;
-    const double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
-    stop = true;
-    ticker.cancel();
-    while (outstanding > 0 || (consumer && consumer->pending() > 0)) io_.run_one();
-    return {static_cast<double>(done_msgs) / elapsed, lat.compute(), errors};
-  }
-
-  // Produces `backlog` messages as fast as 16 requests of 500 in flight allow.
-  figures fill() {
-    const auto t0 = clock_type::now();
-    fill_backlog();
-    const double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
-    return {static_cast<double>(o_.backlog) / elapsed, {}, 0};
-  }
-
-  void fill_backlog() {
-    std::size_t produced = 0, outstanding = 0;
-    std::function<void()> fill = [&] {
-      if (produced >= o_.backlog) return;
-      const std::size_t n = std::min<std::size_t>(500, o_.backlog - produced);
-      produced += n;
-      ++outstanding;
-      conns_[produced % conns_.size()]->request(produce_request(n), [&](const v1::Frame& r) {
-        --outstanding;
-        if (r.has_error()) throw std::runtime_error("fill: " + r.error().message());
-        fill();
-      });
-    };
-    for (int i = 0; i < 16; ++i) fill();
-    while (outstanding > 0) io_.run_one();
-  }
-
-  // Fills a backlog, then consumes it with acks (one ack request per fetched batch, pipelined).
-  figures consume() {
-    fill_backlog();
-    const std::string group = "bench-consume-" + std::to_string(::getpid()) + "-" + std::to_string(now_ns());
-    std::uint64_t consumed = 0, errors = 0;
-    std::size_t active = 0;
-    latency_recorder lat;  // fetch round trips
-    const auto t0 = clock_type::now();
-    std::function<void(std::size_t)> fetch = [&](std::size_t conn) {
-      if (consumed >= o_.backlog) return;
-      ++active;
-      v1::Frame f;
-      f.mutable_fetch()->set_group(group);
-      f.mutable_fetch()->add_topics(o_.topic);
-      f.mutable_fetch()->set_max_messages(1000);
-      f.mutable_fetch()->set_max_wait_ms(100);
-      f.mutable_fetch()->set_ack_deadline_ms(600'000);
-      const auto start = clock_type::now();
-      conns_[conn]->request(std::move(f), [&, conn, start](const v1::Frame& r) {
-        --active;
-        lat.add(clock_type::now() - start);
-        if (r.has_error()) {
-          ++errors;
-          return;
-        }
-        const auto& ds = r.fetch_response().deliveries();
-        if (!ds.empty()) {
-          v1::Frame ack;
-          ack.mutable_ack()->set_group(group);
-          for (auto& d : ds) {
-            auto* ref = ack.mutable_ack()->add_refs();
-            ref->set_topic(d.message().topic());
-            ref->set_partition(d.message().partition());
-            ref->set_offset(d.message().offset());
-            ref->set_attempt(d.message().attempt());
-          }
-          consumed += static_cast<std::uint64_t>(ds.size());
-          ++active;
-          conns_[conn]->request(std::move(ack), [&](const v1::Frame& a) {
-            --active;
-            if (a.has_error()) ++errors;
-          });
-        }
-        fetch(conn);
-      });
-    };
-    for (std::size_t i = 0; i < conns_.size(); ++i) fetch(i);
-    while (active > 0) io_.run_one();
-    const double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
-    return {static_cast<double>(consumed) / elapsed, lat.compute(), errors};
+  explicit usage_meter(int pid) : pid_(pid) {}
+  void start() { before_ = process_tree_usage(pid_); }
+  void stop(figures& f) const {
+    if (pid_ <= 0) return;
+    const auto after = process_tree_usage(pid_);
+    f.broker_cpu_s = after.cpu_s - before_.cpu_s;
+    f.broker_rss_mib = after.rss_mib;
   }
 
  private:
-  void run_for(double seconds) {
-    io_.restart();
-    io_.run_for(std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds)));
+  int pid_;
+  process_usage before_;
+};
+
+void wait_until_answered(publisher& pub, std::uint64_t& errors) {
+  const auto limit = clock_type::now() + k_drain_limit;
+  while (pub.outstanding() > 0 && clock_type::now() < limit) pub.poll(10ms);
+  errors += pub.outstanding();
+}
+
+void poll_until(publisher& pub, clock_type::time_point until) {
+  for (auto now = clock_type::now(); now < until; now = clock_type::now()) {
+    pub.poll(std::min<clock_type::duration>(until - now, 10ms));
+  }
+}
+
+// Closed loop: `in_flight` messages outstanding in batches of `batch`; latency = batch sent ->
+// batch acknowledged, counted once per message.
+figures publish_closed(publisher& pub, const broker_bench_options& o, usage_meter& meter) {
+  latency_recorder lat;
+  figures f;
+  bool measuring = false, stopping = false;
+  std::function<void(std::size_t)> issue = [&](std::size_t n) {
+    const auto start = clock_type::now();
+    std::vector<std::string> bodies;
+    for (std::size_t i = 0; i < n; ++i) bodies.push_back(make_body(o.message_bytes, start));
+    pub.send(std::move(bodies), [&, n, start](bool ok) {
+      if (!ok) f.errors += n;
+      if (measuring) {
+        f.messages += n;
+        const auto d = clock_type::now() - start;
+        for (std::size_t i = 0; i < n; ++i) lat.add(d);
+      }
+      if (!stopping) issue(n);
+    });
+  };
+  const std::size_t batch = std::clamp<std::size_t>(o.batch, 1, std::max<std::size_t>(o.in_flight, 1));
+  for (std::size_t left = std::max<std::size_t>(o.in_flight, 1); left > 0;) {
+    const std::size_t n = std::min(batch, left);
+    issue(n);
+    left -= n;
+  }
+  poll_until(pub, clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.warmup)));
+  measuring = true;
+  meter.start();
+  const auto t0 = clock_type::now();
+  poll_until(pub, t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.seconds)));
+  measuring = false;
+  const double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
+  meter.stop(f);
+  stopping = true;
+  wait_until_answered(pub, f.errors);
+  f.messages_per_s = static_cast<double>(f.messages) / elapsed;
+  f.latency = lat.compute();
+  return f;
+}
+
+// Publishes `count` messages with `in_flight` outstanding in batches of `batch`.
+figures publish_count(publisher& pub, const broker_bench_options& o, std::size_t count) {
+  figures f;
+  std::size_t issued = 0;
+  const std::size_t batch = std::clamp<std::size_t>(o.batch, 1, std::max<std::size_t>(o.in_flight, 1));
+  std::function<void()> issue = [&] {
+    if (issued >= count) return;
+    const std::size_t n = std::min(batch, count - issued);
+    issued += n;
+    const auto now = clock_type::now();
+    std::vector<std::string> bodies;
+    for (std::size_t i = 0; i < n; ++i) bodies.push_back(make_body(o.message_bytes, now));
+    pub.send(std::move(bodies), [&, n](bool ok) {
+      if (!ok) f.errors += n;
+      f.messages += n;
+      issue();
+    });
+  };
+  const auto t0 = clock_type::now();
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, o.in_flight / batch); ++i) issue();
+  wait_until_answered(pub, f.errors);
+  f.messages_per_s = static_cast<double>(f.messages) / std::chrono::duration<double>(clock_type::now() - t0).count();
+  return f;
+}
+
+// Open loop: one message per send at a steady rate, latency from its scheduled send time (so a
+// stalled system is charged for the messages it held back). With `consume`, a consumer on its
+// own thread reads along and the latency is scheduled send -> delivery.
+figures publish_rate(system_under_test& sys, publisher& pub, const broker_bench_options& o, bool consume, usage_meter& meter) {
+  figures f;
+  latency_recorder publish_lat, deliver_lat;
+  const auto interval = std::chrono::duration<double>(1.0 / o.rate);
+  const auto start = clock_type::now();
+  const auto measure_from = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.warmup));
+  const auto measure_to = measure_from + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.seconds));
+  auto measured = [&](clock_type::time_point t) { return t >= measure_from && t < measure_to; };
+
+  std::atomic<bool> stop_consumer = false;
+  std::atomic<std::uint64_t> delivered = 0;
+  std::uint64_t delivered_measured = 0;
+  std::string consumer_error;
+  std::thread reader;
+  if (consume) {
+    auto c = sys.make_consumer();
+    reader = std::thread([&, c = std::move(c)] {
+      try {
+        while (!stop_consumer) {
+          delivered += c->poll(10ms, [&](std::string_view body) {
+            const auto sent = body_time(body);
+            if (measured(sent)) {
+              deliver_lat.add(clock_type::now() - sent);
+              ++delivered_measured;
+            }
+          });
+        }
+        c->drain();
+      } catch (const std::exception& e) {
+        consumer_error = e.what();
+      }
+    });
   }
 
-  const broker_bench_options& o_;
-  asio::io_context io_;
-  std::vector<std::shared_ptr<wire_connection>> conns_;
-  std::string body_;
-};
+  std::uint64_t sent = 0;
+  bool metering = false;
+  for (auto now = clock_type::now(); now < measure_to; now = clock_type::now()) {
+    if (!metering && now >= measure_from) {
+      meter.start();
+      metering = true;
+    }
+    const auto due = static_cast<std::uint64_t>(std::chrono::duration<double>(now - start) / interval);
+    for (; sent < due; ++sent) {
+      const auto scheduled = start + std::chrono::duration_cast<clock_type::duration>(interval * static_cast<double>(sent));
+      std::vector<std::string> one;
+      one.push_back(make_body(o.message_bytes, scheduled));
+      pub.send(std::move(one), [&, scheduled](bool ok) {
+        if (!ok) ++f.errors;
+        if (measured(scheduled)) {
+          ++f.messages;
+          publish_lat.add(clock_type::now() - scheduled);
+        }
+      });
+    }
+    const auto next = start + std::chrono::duration_cast<clock_type::duration>(interval * static_cast<double>(sent));
+    pub.poll(std::clamp<clock_type::duration>(next - clock_type::now(), clock_type::duration::zero(), 1ms));
+  }
+  meter.stop(f);
+  wait_until_answered(pub, f.errors);
+  if (consume) {
+    const auto limit = clock_type::now() + k_drain_limit;
+    while (delivered < sent && clock_type::now() < limit && consumer_error.empty()) std::this_thread::sleep_for(1ms);
+    stop_consumer = true;
+    reader.join();
+    if (!consumer_error.empty()) throw std::runtime_error(consumer_error);
+    if (delivered < sent) f.errors += sent - delivered;
+    f.messages = delivered_measured;
+    f.latency = deliver_lat.compute();
+  } else {
+    f.latency = publish_lat.compute();
+  }
+  f.messages_per_s = static_cast<double>(f.messages) / o.seconds;
+  return f;
+}
+
+// Fills a backlog, then consumes it with acks; throughput = backlog / time to consume it all.
+figures consume_backlog(system_under_test& sys, const broker_bench_options& o, usage_meter& meter) {
+  figures f;
+  {
+    auto pub = sys.make_publisher(o.in_flight / std::max<std::size_t>(o.batch, 1) + 1);
+    f.errors += publish_count(*pub, o, o.backlog).errors;
+  }
+  auto c = sys.make_consumer();
+  meter.start();
+  const auto t0 = clock_type::now();
+  auto progress = t0;
+  while (f.messages < o.backlog) {
+    const auto n = c->poll(100ms, [](std::string_view) {});
+    f.messages += n;
+    const auto now = clock_type::now();
+    if (n > 0) progress = now;
+    if (now - progress > k_drain_limit) break;
+  }
+  c->drain();
+  const double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
+  meter.stop(f);
+  if (f.messages < o.backlog) f.errors += o.backlog - f.messages;
+  f.messages_per_s = static_cast<double>(f.messages) / elapsed;
+  return f;
+}
+
+figures run_once(const broker_bench_options& o, int run) {
+  system_options so;
+  so.system = o.system;
+  so.address = o.address;
+  so.partitions = o.partitions;
+  // A new topic/queue/stream/table for every run and workload, so each starts empty.
+  so.name = o.topic + "-" + o.workload + "-" + std::to_string(::getpid()) + "-" + std::to_string(run);
+  auto sys = open_system(so);
+  usage_meter meter(o.broker_pid);
+  if (o.workload == "consume") return consume_backlog(*sys, o, meter);
+  const std::size_t requests = o.workload == "publish" ? o.in_flight / std::max<std::size_t>(o.batch, 1) + 1 : k_rate_connections;
+  auto pub = sys->make_publisher(requests);
+  if (o.workload == "publish") return publish_closed(*pub, o, meter);
+  if (o.workload == "rate") return publish_rate(*sys, *pub, o, false, meter);
+  if (o.workload == "e2e") return publish_rate(*sys, *pub, o, true, meter);
+  if (o.workload == "fill") {
+    meter.start();
+    auto f = publish_count(*pub, o, o.backlog);
+    meter.stop(f);
+    return f;
+  }
+  throw std::invalid_argument("unknown workload '" + o.workload + "' (publish, rate, e2e, consume, fill)");
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one = 0;
+  in >> one;
+  return one;
+}
 
 }  // namespace
 
 int run_broker_bench(const broker_bench_options& o) {
-  std::vector<double> tput, p50, p90, p99, p999;
-  std::uint64_t errors = 0;
-  auto usage_before = o.broker_pid ? process_usage(o.broker_pid) : std::pair<double, double>{};
+  std::vector<double> tput, p50, p90, p99, p999, rss;
+  std::uint64_t errors = 0, messages = 0;
+  double cpu_s = 0;
   for (int r = 0; r < o.runs; ++r) {
-    broker_bench_options run = o;
-    if (o.workload == "consume" || o.workload == "fill") run.topic = o.topic + "-" + std::to_string(r) + "-" + std::to_string(::getpid());
-    harness h(run);
-    figures f;
-    if (o.workload == "publish") f = h.publish();
-    else if (o.workload == "rate") f = h.rate(false);
-    else if (o.workload == "e2e") f = h.rate(true);
-    else if (o.workload == "consume") f = h.consume();
-    else if (o.workload == "fill") f = h.fill();
-    else throw std::invalid_argument("unknown workload '" + o.workload + "' (publish, rate, e2e, consume)");
+    const auto f = run_once(o, r);
     tput.push_back(f.messages_per_s);
     p50.push_back(f.latency.p50_ms);
     p90.push_back(f.latency.p90_ms);
     p99.push_back(f.latency.p99_ms);
     p999.push_back(f.latency.p999_ms);
+    rss.push_back(f.broker_rss_mib);
     errors += f.errors;
+    messages += f.messages;
+    cpu_s += f.broker_cpu_s;
   }
-  auto usage_after = o.broker_pid ? process_usage(o.broker_pid) : std::pair<double, double>{};
+  const double cpu_us_per_msg = messages ? cpu_s * 1e6 / static_cast<double>(messages) : 0;
   if (o.json) {
-    boost::json::object line{{"workload", o.workload}, {"message_bytes", o.message_bytes}, {"runs", o.runs},
-                             {"in_flight", o.in_flight}, {"batch", o.batch}, {"rate", o.rate},
-                             {"connections", o.connections}, {"messages_per_s", median(tput)},
-                             {"p50_ms", median(p50)}, {"p90_ms", median(p90)}, {"p99_ms", median(p99)},
-                             {"p999_ms", median(p999)}, {"errors", errors}};
+    boost::json::object line{{"system", o.system}, {"workload", o.workload}, {"message_bytes", o.message_bytes},
+                             {"runs", o.runs}, {"in_flight", o.in_flight}, {"batch", o.batch}, {"rate", o.rate},
+                             {"messages_per_s", median(tput)}, {"p50_ms", median(p50)}, {"p90_ms", median(p90)},
+                             {"p99_ms", median(p99)}, {"p999_ms", median(p999)}, {"errors", errors},
+                             {"load1", load_average()}};
+    if (o.workload == "consume" || o.workload == "fill") line["backlog"] = o.backlog;
     boost::json::array all;
     for (double t : tput) all.push_back(t);
     line["messages_per_s_each_run"] = all;
     if (o.broker_pid) {
-      line["broker_rss_mib"] = usage_after.first;
-      line["broker_cpu_s"] = usage_after.second - usage_before.second;
+      line["broker_rss_mib"] = *std::max_element(rss.begin(), rss.end());
+      line["broker_cpu_s"] = cpu_s;
+      line["broker_cpu_us_per_msg"] = cpu_us_per_msg;
     }
     std::cout << boost::json::serialize(line) << std::endl;
   } else {
-    std::printf("%-8s %12s %10s %10s %10s %10s %8s", "workload", "msg/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
-                "errors");
-    if (o.broker_pid) std::printf(" %10s %10s", "rss MiB", "cpu s");
-    std::printf("\n%-8s %12.0f %10.3f %10.3f %10.3f %10.3f %8llu", o.workload.c_str(), median(tput), median(p50),
-                median(p90), median(p99), median(p999), static_cast<unsigned long long>(errors));
-    if (o.broker_pid) std::printf(" %10.1f %10.2f", usage_after.first, usage_after.second - usage_before.second);
+    std::printf("%-16s %-8s %12s %10s %10s %10s %10s %8s", "system", "workload", "msg/s", "p50 ms", "p90 ms", "p99 ms",
+                "p99.9 ms", "errors");
+    if (o.broker_pid) std::printf(" %10s %10s %12s", "rss MiB", "cpu s", "cpu us/msg");
+    std::printf("\n%-16s %-8s %12.0f %10.3f %10.3f %10.3f %10.3f %8llu", o.system.c_str(), o.workload.c_str(), median(tput),
+                median(p50), median(p90), median(p99), median(p999), static_cast<unsigned long long>(errors));
+    if (o.broker_pid) {
+      std::printf(" %10.1f %10.2f %12.1f", *std::max_element(rss.begin(), rss.end()), cpu_s, cpu_us_per_msg);
+    }
     std::printf("\n");
   }
   return errors ? 1 : 0;

@@ -1,7 +1,9 @@
 #pragma once
 
-// Workloads against a running broker: publish with N messages in flight, publish at a steady
-// rate, publish + consume end to end, and consume with acks from a backlog.
+// Workloads against a running broker — txmq or one of its peers (system_under_test.h): publish
+// with N messages in flight, publish at a steady rate, publish + consume end to end, consume
+// with acks from a backlog, and fill a backlog. The same loops, message bodies and latency
+// recorder serve every system, so their figures compare.
 
 #include <cstdint>
 #include <string>
@@ -10,23 +12,25 @@ namespace txmq::bench {
 
 struct broker_bench_options {
   std::string workload;  // publish | rate | e2e | consume | fill
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 7878;
-  std::string topic = "bench";
+  std::string system = "txmq";  // see known_systems()
+  // txmq, RabbitMQ, NATS: HOST:PORT; pgqueue: a libpq connection string.
+  std::string address = "127.0.0.1:7878";
+  std::string topic = "bench";  // prefix of the topic/queue/stream/table made for each run
   std::uint32_t partitions = 4;
   std::size_t message_bytes = 256;
-  std::size_t in_flight = 1000;  // publish: messages in flight
-  std::size_t batch = 100;       // publish: messages per produce request
+  std::size_t in_flight = 1000;  // publish, consume's fill: messages in flight
+  std::size_t batch = 100;       // publish: messages per request (txmq produce, SQL INSERT)
   double rate = 10'000;          // rate, e2e: messages per second
-  std::size_t backlog = 1'000'000;  // consume
-  std::size_t connections = 1;
+  std::size_t backlog = 1'000'000;  // consume, fill
   double seconds = 5;
   double warmup = 1;
   int runs = 3;
-  int broker_pid = 0;  // when set, the broker's resident memory and CPU time are reported
+  int broker_pid = 0;  // when set, the broker's memory and CPU time are reported
   bool json = false;
 };
 
+// Runs the workload `runs` times, each on a new topic/queue/stream/table, and prints the
+// medians (a table, or one JSON line). Returns 0, or 1 when any message was refused or lost.
 int run_broker_bench(const broker_bench_options& options);
 
 }  // namespace txmq::bench

@@ -8,6 +8,7 @@
 #include "broker_bench.h"
 #include "latency.h"
 #include "storage_bench.h"
+#include "system_under_test.h"
 
 namespace po = boost::program_options;
 
@@ -53,23 +54,25 @@ int storage_command(int argc, char** argv) {
 int broker_command(const std::string& workload, int argc, char** argv) {
   txmq::bench::broker_bench_options o;
   o.workload = workload;
-  std::string broker = "127.0.0.1:7878", seconds = "5", warmup = "1";
+  std::string seconds = "5", warmup = "1", systems;
+  for (const auto& n : txmq::bench::known_systems()) systems += (systems.empty() ? "" : ", ") + n;
   po::options_description desc("txmq-bench " + workload + " [options]");
   desc.add_options()("help,h", "this help")
-    ("broker", po::value(&broker)->default_value(broker), "HOST:PORT of the broker")
-    ("topic", po::value(&o.topic)->default_value(o.topic), "topic (created if missing)")
-    ("partitions", po::value(&o.partitions)->default_value(o.partitions), "partitions of a new topic")
+    ("system", po::value(&o.system)->default_value(o.system), ("system under test: " + systems).c_str())
+    ("broker", po::value(&o.address)->default_value(o.address),
+     "HOST:PORT of the broker (txmq, RabbitMQ, NATS), or a libpq connection string (pgqueue)")
+    ("topic", po::value(&o.topic)->default_value(o.topic), "prefix of the topic/queue/stream/table made for each run")
+    ("partitions", po::value(&o.partitions)->default_value(o.partitions), "partitions of a new txmq topic")
     ("message-bytes", po::value(&o.message_bytes)->default_value(o.message_bytes), "message body size")
-    ("in-flight", po::value(&o.in_flight)->default_value(o.in_flight), "publish: messages in flight")
-    ("batch", po::value(&o.batch)->default_value(o.batch), "publish: messages per produce request")
+    ("in-flight", po::value(&o.in_flight)->default_value(o.in_flight), "publish, consume: messages in flight")
+    ("batch", po::value(&o.batch)->default_value(o.batch), "publish: messages per request")
     ("rate", po::value(&o.rate)->default_value(o.rate), "rate, e2e: messages per second")
-    ("backlog", po::value(&o.backlog)->default_value(o.backlog), "consume: messages to fill and consume")
-    ("connections", po::value(&o.connections)->default_value(o.connections), "connections to the broker")
+    ("backlog", po::value(&o.backlog)->default_value(o.backlog), "consume, fill: messages to fill (and consume)")
     ("seconds", po::value(&seconds)->default_value(seconds), "measured time per run")
     ("warmup", po::value(&warmup)->default_value(warmup), "unmeasured time before each run")
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
-    ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's memory and CPU time")
-    ("json", po::bool_switch(&o.json), "JSON lines instead of a table");
+    ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's (and its children's) memory and CPU time")
+    ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
@@ -77,10 +80,6 @@ int broker_command(const std::string& workload, int argc, char** argv) {
     std::cout << desc << "\n";
     return 0;
   }
-  const auto colon = broker.rfind(':');
-  if (colon == std::string::npos) throw std::invalid_argument("--broker wants HOST:PORT");
-  o.host = broker.substr(0, colon);
-  o.port = static_cast<std::uint16_t>(std::stoi(broker.substr(colon + 1)));
   o.seconds = std::chrono::duration<double>(txmq::bench::parse_seconds(seconds)).count();
   o.warmup = std::chrono::duration<double>(txmq::bench::parse_seconds(warmup)).count();
   return txmq::bench::run_broker_bench(o);
@@ -92,7 +91,8 @@ int main(int argc, char** argv) {
   const std::string usage =
       "usage: txmq-bench WORKLOAD [options]   (txmq-bench WORKLOAD --help)\n"
       "workloads: storage (the store alone), publish (N in flight), rate (steady publish latency),\n"
-      "           e2e (publish + consume latency), consume (backlog with acks), fill (store a backlog)\n";
+      "           e2e (publish + consume latency), consume (backlog with acks), fill (store a backlog),\n"
+      "           report (tables from JSON lines); --system picks txmq or a peer\n";
   if (argc < 2) {
     std::cerr << usage;
     return 2;

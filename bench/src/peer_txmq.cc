@@ -1,0 +1,182 @@
+// txmq over its wire protocol: a produce request per batch (acknowledged after fsync), and a
+// consumer group fetching up to 1,000 deliveries at a time with one pipelined ack request each.
+
+#include <unistd.h>
+
+#include <optional>
+#include <stdexcept>
+
+#include "system_under_test.h"
+#include "txmq/protocol/message_id.h"
+#include "wire_client.h"
+
+namespace txmq::bench::detail {
+namespace {
+
+namespace asio = boost::asio;
+
+struct address {
+  std::string host;
+  std::uint16_t port;
+};
+
+address parse_address(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("txmq: address wants HOST:PORT, got '" + text + "'");
+  return {text.substr(0, colon), static_cast<std::uint16_t>(std::stoi(text.substr(colon + 1)))};
+}
+
+// Runs one ready handler (waiting up to max_wait for it), then every other ready one.
+void run_ready(asio::io_context& io, std::chrono::nanoseconds max_wait) {
+  io.restart();
+  io.run_one_for(max_wait);
+  io.poll();
+}
+
+// Sends one request and runs the io context until it is answered.
+v1::Frame call(asio::io_context& io, wire_connection& c, v1::Frame request) {
+  std::optional<v1::Frame> answer;
+  c.request(std::move(request), [&](const v1::Frame& r) { answer = r; });
+  io.restart();
+  while (!answer) io.run_one();
+  return *answer;
+}
+
+std::shared_ptr<wire_connection> connect(asio::io_context& io, const address& a, const std::string& who) {
+  auto c = std::make_shared<wire_connection>(io, a.host, a.port);
+  c->connect_blocking(who);
+  return c;
+}
+
+class txmq_publisher final : public publisher {
+ public:
+  txmq_publisher(const address& a, std::string topic) : topic_(std::move(topic)) {
+    conn_ = connect(io_, a, "txmq-bench-publisher");
+  }
+
+  void send(std::vector<std::string> bodies, completion done) override {
+    v1::Frame f;
+    auto* p = f.mutable_produce();
+    p->set_topic(topic_);
+    for (auto& b : bodies) {
+      auto* m = p->add_messages();
+      m->set_id(std::string(protocol::uuid::make_v7().raw()));
+      m->set_body(std::move(b));
+    }
+    ++outstanding_;
+    conn_->request(std::move(f), [this, done = std::move(done)](const v1::Frame& r) {
+      --outstanding_;
+      done(!r.has_error());
+    });
+  }
+
+  void poll(std::chrono::nanoseconds max_wait) override { run_ready(io_, max_wait); }
+  [[nodiscard]] std::size_t outstanding() const override { return outstanding_; }
+
+ private:
+  asio::io_context io_;
+  std::shared_ptr<wire_connection> conn_;
+  std::string topic_;
+  std::size_t outstanding_ = 0;
+};
+
+class txmq_consumer final : public consumer {
+ public:
+  txmq_consumer(const address& a, std::string topic) : topic_(std::move(topic)) {
+    conn_ = connect(io_, a, "txmq-bench-consumer");
+    group_ = "bench-" + std::to_string(::getpid()) + "-" + topic_;
+  }
+
+  std::size_t poll(std::chrono::nanoseconds max_wait, const delivery& on_message) override {
+    if (!fetching_) fetch(max_wait);
+    io_.restart();
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;
+    while (!ready_ && io_.run_one_until(deadline) > 0) {
+    }
+    if (!ready_) return 0;
+    auto r = std::move(*ready_);
+    ready_.reset();
+    if (r.has_error()) throw std::runtime_error("txmq fetch: " + r.error().message());
+    const auto& ds = r.fetch_response().deliveries();
+    if (ds.empty()) return 0;
+    v1::Frame ack;
+    ack.mutable_ack()->set_group(group_);
+    for (const auto& d : ds) {
+      on_message(d.message().body());
+      auto* ref = ack.mutable_ack()->add_refs();
+      ref->set_topic(d.message().topic());
+      ref->set_partition(d.message().partition());
+      ref->set_offset(d.message().offset());
+      ref->set_attempt(d.message().attempt());
+    }
+    // The ack is pipelined with the next fetch, as a consumer-lib user's acks are.
+    ++acks_;
+    conn_->request(std::move(ack), [this](const v1::Frame& a) {
+      --acks_;
+      if (a.has_error()) ack_error_ = a.error().message();
+    });
+    fetch(max_wait);
+    return static_cast<std::size_t>(ds.size());
+  }
+
+  void drain() override {
+    io_.restart();
+    while (acks_ > 0) io_.run_one();
+    if (!ack_error_.empty()) throw std::runtime_error("txmq ack: " + ack_error_);
+  }
+
+ private:
+  void fetch(std::chrono::nanoseconds max_wait) {
+    v1::Frame f;
+    f.mutable_fetch()->set_group(group_);
+    f.mutable_fetch()->add_topics(topic_);
+    f.mutable_fetch()->set_max_messages(1000);
+    f.mutable_fetch()->set_max_wait_ms(
+        static_cast<std::uint32_t>(std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(max_wait).count())));
+    f.mutable_fetch()->set_ack_deadline_ms(600'000);
+    fetching_ = true;
+    conn_->request(std::move(f), [this](const v1::Frame& r) {
+      fetching_ = false;
+      ready_ = r;
+    });
+  }
+
+  asio::io_context io_;
+  std::shared_ptr<wire_connection> conn_;
+  std::string topic_, group_;
+  bool fetching_ = false;
+  std::optional<v1::Frame> ready_;
+  std::size_t acks_ = 0;
+  std::string ack_error_;
+};
+
+class txmq_system final : public system_under_test {
+ public:
+  explicit txmq_system(const system_options& o) : address_(parse_address(o.address)), topic_(o.name) {
+    asio::io_context io;
+    auto c = connect(io, address_, "txmq-bench-admin");
+    v1::Frame f;
+    f.mutable_create_topic()->set_name(topic_);
+    f.mutable_create_topic()->set_partitions(o.partitions);
+    const auto r = call(io, *c, std::move(f));
+    if (r.has_error()) throw std::runtime_error("txmq: create topic " + topic_ + ": " + r.error().message());
+  }
+
+  std::unique_ptr<publisher> make_publisher(std::size_t) override {
+    return std::make_unique<txmq_publisher>(address_, topic_);
+  }
+  std::unique_ptr<consumer> make_consumer() override { return std::make_unique<txmq_consumer>(address_, topic_); }
+  std::string durability() const override { return "produce answered after the WAL fsync (group commit)"; }
+
+ private:
+  address address_;
+  std::string topic_;
+};
+
+}  // namespace
+
+std::unique_ptr<system_under_test> open_txmq(const system_options& options) {
+  return std::make_unique<txmq_system>(options);
+}
+
+}  // namespace txmq::bench::detail
