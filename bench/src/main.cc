@@ -7,6 +7,7 @@
 
 #include "broker_bench.h"
 #include "latency.h"
+#include "report.h"
 #include "storage_bench.h"
 #include "system_under_test.h"
 
@@ -85,6 +86,25 @@ int broker_command(const std::string& workload, int argc, char** argv) {
   return txmq::bench::run_broker_bench(o);
 }
 
+int report_command(int argc, char** argv) {
+  txmq::bench::report_options o;
+  po::options_description desc("txmq-bench report [options] FILE...");
+  desc.add_options()("help,h", "this help")
+    ("input", po::value(&o.inputs)->multitoken(), "files of JSON lines (txmq-bench ... --json)")
+    ("markdown", po::value(&o.markdown)->default_value("-"), "where the Markdown tables go (- = stdout)")
+    ("plot-data", po::value(&o.plot_data), "where the gnuplot data go");
+  po::positional_options_description positional;
+  positional.add("input", -1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  return txmq::bench::run_report(o);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,6 +120,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   try {
     if (command == "storage") return storage_command(argc - 1, argv + 1);
+    if (command == "report") return report_command(argc - 1, argv + 1);
     if (command == "publish" || command == "rate" || command == "e2e" || command == "consume" || command == "fill") {
       return broker_command(command, argc - 1, argv + 1);
     }

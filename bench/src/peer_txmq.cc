@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <iostream>
 #include <optional>
 #include <stdexcept>
 
@@ -66,6 +67,11 @@ class txmq_publisher final : public publisher {
     ++outstanding_;
     conn_->request(std::move(f), [this, done = std::move(done)](const v1::Frame& r) {
       --outstanding_;
+      // The figures count refusals; the first one's reason goes to stderr so a person can act.
+      if (r.has_error() && !reported_) {
+        std::cerr << "txmq-bench: produce to " << topic_ << " refused: " << r.error().message() << "\n";
+        reported_ = true;
+      }
       done(!r.has_error());
     });
   }
@@ -78,6 +84,7 @@ class txmq_publisher final : public publisher {
   std::shared_ptr<wire_connection> conn_;
   std::string topic_;
   std::size_t outstanding_ = 0;
+  bool reported_ = false;
 };
 
 class txmq_consumer final : public consumer {
