@@ -355,7 +355,7 @@ TEST(cli_test, usage_errors_exit_2) {
     EXPECT_EQ(r.status, 2) << r;
     EXPECT_NE(r.err.find("usage: txmq"), std::string::npos) << r;
   }
-  for (const auto& word : {"webhook", "outbox"}) {
+  for (const auto& word : {"webhook"}) {
     auto r = run_txmq({word, "list"});
     EXPECT_EQ(r.status, 2) << r;
     EXPECT_NE(r.err.find("not available in this version"), std::string::npos) << r;

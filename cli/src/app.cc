@@ -9,6 +9,7 @@
 #include <boost/program_options.hpp>
 
 #include "commands.h"
+#include "outbox_commands.h"
 #include "txmq/client/connection.h"
 
 namespace txmq::cli {
@@ -215,16 +216,32 @@ const std::vector<command>& commands() {
          }
          return detail::tx_checker(s, vm["group"].as<std::string>(), answer);
        }},
+      {"outbox init", "outbox init --pg CONN [--shards N]",
+       "create or migrate the outbox, barrier, inbox and relay tables in a PostgreSQL database", {},
+       [](po::options_description& o) {
+         o.add_options()("pg", po::value<std::string>()->value_name("CONN"), "libpq connection string or URI (required)")(
+             "shards", po::value<int>()->value_name("N"), "outbox shards, 1..1024 (default 16)");
+       },
+       [](detail::session& s, const po::variables_map& vm) {
+         const int shards = vm.count("shards") ? vm["shards"].as<int>() : 0;  // 0: the schema's default
+         if (vm.count("shards") && (shards < 1 || shards > 1024)) throw usage_error("--shards must be between 1 and 1024");
+         return detail::outbox_init(s, required(vm, "pg"), shards);
+       }},
+      {"outbox status", "outbox status --pg CONN", "rows waiting per shard, oldest age, relays holding shards", {},
+       [](po::options_description& o) {
+         o.add_options()("pg", po::value<std::string>()->value_name("CONN"), "libpq connection string or URI (required)");
+       },
+       [](detail::session& s, const po::variables_map& vm) { return detail::outbox_status(s, required(vm, "pg")); }},
   };
   return k_commands;
 }
 
 // Commands of DESIGN §6 that later versions bring.
 bool is_later_command(const std::string& word) {
-  return word == "webhook" || word == "outbox";
+  return word == "webhook";
 }
 
-bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq" || word == "tx"; }
+bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq" || word == "tx" || word == "outbox"; }
 
 po::options_description global_options() {
   po::options_description o("Global options");

@@ -42,6 +42,28 @@ CREATE INDEX IF NOT EXISTS txmq_inbox_received_at ON txmq_inbox (received_at);
 CREATE INDEX IF NOT EXISTS txmq_tx_barrier_created_at ON txmq_tx_barrier (created_at);
 )sql";
 
+// Version 2, on top of version 1 (every statement again idempotent, so v1 databases migrate by
+// running init again).
+// txmq_relay: a relay upserts its row about once a second; the advisory locks in pg_locks are
+// the truth about ownership, this row only says who the holder is and how it fares.
+// The outbox is a queue: rows live for milliseconds and are deleted in batches, so autovacuum
+// must visit it after a few thousand dead rows, not after 20 % of the table.
+constexpr const char* schema_v2 = R"sql(
+CREATE TABLE IF NOT EXISTS txmq_relay (
+  relay_id text PRIMARY KEY,
+  backend_pid int NOT NULL,            -- its session's pid, as pg_locks shows the shard locks
+  process text NOT NULL DEFAULT '',    -- host:pid of the relay process
+  started_at timestamptz NOT NULL DEFAULT now(),
+  heartbeat_at timestamptz NOT NULL DEFAULT now(),
+  shards int[] NOT NULL DEFAULT '{}',
+  broker_state text NOT NULL DEFAULT 'unknown',
+  last_error text NOT NULL DEFAULT '',
+  rows_published bigint NOT NULL DEFAULT 0
+);
+ALTER TABLE txmq_outbox SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000,
+                             autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000);
+)sql";
+
 // The shard of a row: from its key, or its id when it has none; the same function in SQL for
 // every writer, so plain INSERTs from any language land where the relay looks.
 std::string trigger_sql(int shards) {
@@ -88,6 +110,7 @@ client::result<pg_schema_info> install_schema(PGconn* conn, int shards) {
     // "already exists, skipping" notices on every re-run are noise to the operator.
     if (auto r = pg::exec(c, "SET LOCAL client_min_messages = warning"); !r) return r.error();
     if (auto r = pg::exec(c, schema_v1); !r) return r.error();
+    if (auto r = pg::exec(c, schema_v2); !r) return r.error();
     auto current = pg::exec(c, "SELECT version FROM txmq_schema");
     if (!current) return current.error();
     if (PQntuples(current.value().get()) == 1) {

@@ -5,6 +5,8 @@
 //   txmq_tx_barrier  one row per transactional-message txid: 'commit' or 'rollback'
 //   txmq_inbox       ids of messages a PgInbox handler already ran for
 //   txmq_schema      the installed schema version and the outbox's shard count
+//   txmq_relay       one row per txmq-relay (since version 2): what it holds and how it fares,
+//                    for `txmq outbox status`
 // install_schema() is what `txmq outbox init` runs: idempotent, in one transaction, so a later
 // release can read txmq_schema.version and migrate.
 
@@ -14,7 +16,8 @@
 
 namespace txmq::producer {
 
-inline constexpr int pg_schema_version = 1;
+// 1: outbox, barrier, inbox. 2: txmq_relay, outbox autovacuum tuned for a queue table.
+inline constexpr int pg_schema_version = 2;
 inline constexpr int default_outbox_shards = 16;
 
 struct pg_schema_info {

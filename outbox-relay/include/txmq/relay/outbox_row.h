@@ -1,0 +1,39 @@
+#pragma once
+
+// One txmq_outbox row as the relay reads it, and its translation into a message. Pure: no
+// database, no broker (unit-tested on its own).
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "txmq/client/error.h"
+#include "txmq/producer/producer.h"
+
+namespace txmq::relay {
+
+// The text columns of `SELECT id, topic, key, headers::text, payload, created_at epoch ms, seq`.
+struct outbox_row_text {
+  std::string_view id;
+  std::string_view topic;
+  std::optional<std::string_view> key;
+  std::string_view headers_json;
+  std::string_view payload_hex;  // bytea in hex text form
+  std::string_view created_at_ms;
+  std::string_view seq;
+};
+
+struct decoded_row {
+  producer::outgoing_message message;  // id = the row id
+  std::chrono::system_clock::time_point created_at;
+  std::int64_t seq = 0;
+};
+
+// Errors (client::errc::invalid_argument): an id that is not a UUID, headers that are not a
+// JSON object, a payload not in hex. Header values that are not JSON strings are carried as
+// their JSON text, so a plain INSERT with '{"n": 1}' still arrives (as "1").
+[[nodiscard]] client::result<decoded_row> decode_row(const outbox_row_text& row);
+
+}  // namespace txmq::relay

@@ -1,0 +1,84 @@
+#pragma once
+
+// txmq-relay's engine (DESIGN §4): owns outbox shards through PostgreSQL advisory locks, reads
+// each owned shard in seq order in batches, publishes the rows with their id as message id and
+// deletes them only after the broker acknowledged them (fsynced).
+//
+// One thread, one PostgreSQL connection: the connection that holds a shard's lock is the one
+// that reads and deletes its rows, so a relay that loses its connection loses its shards and
+// can no longer delete anything of them. Publishing goes through a producer with one batch in
+// flight per topic, so rows of one shard reach the broker in seq order across retries; after a
+// crash of either side the unacknowledged rows are published again with the same ids, and the
+// broker's dedupe stores them once.
+//
+// Failures are retried for ever with capped exponential back-off (PostgreSQL unreachable,
+// broker unreachable or refusing), logged once per change of state, and shown in the metrics
+// and in txmq_relay (`txmq outbox status`). Nothing is deleted that the broker did not ack.
+//
+// Thread-safety: run() on one thread; stop() and status() from any thread (stop() is also
+// safe from a signal handler).
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "txmq/broker/metrics.h"
+#include "txmq/client/error.h"
+
+namespace txmq::relay {
+
+enum class log_level { info, warn, error };
+
+struct relay_options {
+  std::string conninfo;                     // libpq conninfo or URI of the application's database
+  std::string broker = "127.0.0.1:7878";    // HOST:PORT
+  std::string relay_id;                     // shown in txmq_relay and application_name; default host:pid
+  int shards = 0;                           // 0 = txmq_schema.shards
+  int batch = 500;                          // rows per read, publish and delete
+  std::chrono::milliseconds poll_interval{1000};  // fallback when no NOTIFY arrives
+  // How often shares are recomputed and txmq_relay is updated; a dead relay's shards are taken
+  // within about this (its locks vanish with its connection at once).
+  std::chrono::milliseconds rebalance_interval{1000};
+  std::chrono::milliseconds backoff_initial{100};
+  std::chrono::milliseconds backoff_max{5000};
+  // How long one batch may wait for the broker's acks before it counts as failed (and is
+  // published again after a back-off).
+  std::chrono::milliseconds publish_timeout{10000};
+  // Metrics (txmq_relay_*) go here when set; must outlive the relay.
+  broker::metrics_registry* metrics = nullptr;
+  // Where log lines go. Default: none.
+  std::function<void(log_level, std::string_view)> log;
+};
+
+struct relay_status {
+  bool database_up = false;
+  bool broker_up = true;  // until a publish fails
+  int shards_owned = 0;
+  int live_relays = 0;
+  std::string last_error;
+};
+
+class relay {
+ public:
+  explicit relay(relay_options options);
+  ~relay();
+  relay(const relay&) = delete;
+  relay& operator=(const relay&) = delete;
+
+  // Works until stop(): then finishes the batch in flight, releases the shards, removes its
+  // txmq_relay row and returns success. Returns an error only for a setting it cannot work with
+  // (no relay can run: e.g. a bad broker address); everything else is retried.
+  [[nodiscard]] client::result<void> run();
+  // Asks run() to return. Async-signal-safe.
+  void stop() noexcept;
+  [[nodiscard]] relay_status status() const;
+
+ private:
+  class impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace txmq::relay

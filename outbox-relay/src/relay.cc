@@ -1,0 +1,498 @@
+#include "txmq/relay/relay.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <future>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "txmq/client/pg.h"
+#include "txmq/producer/pg_schema.h"
+#include "txmq/producer/producer.h"
+#include "txmq/relay/outbox_row.h"
+#include "txmq/relay/shard_plan.h"
+
+namespace txmq::relay {
+namespace {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string default_relay_id() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+// Advisory locks are per database: pg_locks must be filtered to ours.
+constexpr const char* k_locks_of_class =
+    "FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::bigint::oid "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+
+struct batch_outcome {
+  int rows = 0;                            // rows read
+  std::optional<client::error> db_error;   // reading or deleting failed
+  std::optional<client::error> broker_error;  // some rows were not acknowledged
+};
+
+// Doubling delays between attempts, reset by a success.
+class backoff {
+ public:
+  backoff(milliseconds initial, milliseconds max) : initial_(initial), max_(max), next_(initial) {}
+  milliseconds next() {
+    const auto d = next_;
+    next_ = std::min(max_, next_ * 2);
+    return d;
+  }
+  void reset() { next_ = initial_; }
+
+ private:
+  milliseconds initial_, max_, next_;
+};
+
+}  // namespace
+
+class relay::impl {
+ public:
+  explicit impl(relay_options o)
+      : options_(std::move(o)),
+        db_backoff_(options_.backoff_initial, options_.backoff_max),
+        broker_backoff_(options_.backoff_initial, options_.backoff_max) {
+    if (options_.relay_id.empty()) options_.relay_id = default_relay_id();
+    if (options_.batch < 1) options_.batch = 1;
+    if (pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
+    if (!options_.metrics) {
+      own_metrics_ = std::make_unique<broker::metrics_registry>();
+      options_.metrics = own_metrics_.get();
+    }
+    auto& m = *options_.metrics;
+    published_ = &m.add_counter("txmq_relay_rows_published_total", "outbox rows the broker acknowledged and the relay deleted");
+    batches_ = &m.add_counter("txmq_relay_batches_total", "batches read from the outbox and published");
+    publish_failures_ = &m.add_counter("txmq_relay_publish_failures_total", "batches the broker did not fully acknowledge (retried)");
+    db_errors_ = &m.add_counter("txmq_relay_database_errors_total", "failed PostgreSQL connects and statements (retried)");
+    acquired_ = &m.add_counter("txmq_relay_shard_moves_total", "shards taken or given up", {{"direction", "acquired"}});
+    released_ = &m.add_counter("txmq_relay_shard_moves_total", "shards taken or given up", {{"direction", "released"}});
+    db_up_ = &m.add_gauge("txmq_relay_database_up", "1 while the relay has a working PostgreSQL connection");
+    broker_up_ = &m.add_gauge("txmq_relay_broker_up", "0 after a publish failed, until one succeeds");
+    owned_gauge_ = &m.add_gauge("txmq_relay_shards_owned", "outbox shards this relay holds");
+    live_gauge_ = &m.add_gauge("txmq_relay_live_relays", "relays connected to the database, this one included");
+    row_age_ = &m.add_histogram("txmq_relay_row_age_seconds", "from the row's created_at to the broker's acknowledgement");
+    broker_up_->set(1);
+  }
+
+  ~impl() {
+    if (wake_[0] >= 0) close(wake_[0]);
+    if (wake_[1] >= 0) close(wake_[1]);
+  }
+
+  void stop() noexcept {
+    stopping_.store(true);
+    if (wake_[1] >= 0) {
+      const char c = 1;
+      [[maybe_unused]] auto n = write(wake_[1], &c, 1);
+    }
+  }
+
+  relay_status status() const {
+    std::lock_guard lock(status_mutex_);
+    return status_;
+  }
+
+  client::result<void> run() {
+    producer::producer_options po;
+    po.connection.address = options_.broker;
+    po.connection.client_id = "txmq-relay:" + options_.relay_id;
+    po.connection.connect_timeout = std::min(options_.publish_timeout, milliseconds(5000));
+    po.connection.reconnect_backoff_initial = options_.backoff_initial;
+    po.connection.reconnect_backoff_max = options_.backoff_max;
+    po.linger = milliseconds(1);
+    po.batch_max_messages = static_cast<std::size_t>(options_.batch);
+    po.max_in_flight_messages = static_cast<std::size_t>(options_.batch) * 4;
+    po.max_in_flight_batches_per_topic = 1;  // a shard's rows in seq order across retries
+    po.delivery_timeout = options_.publish_timeout;
+    po.request_timeout = options_.publish_timeout;
+    po.retry_backoff_initial = options_.backoff_initial;
+    po.retry_backoff_max = options_.backoff_max;
+    if (auto addr = client::broker_address::parse(options_.broker); !addr) {
+      return client::error(client::errc::bad_address, "--broker: " + addr.error().message);
+    }
+    producer_ = std::make_unique<producer::producer>(po);
+    log(log_level::info, "relay " + options_.relay_id + " starting: broker " + options_.broker + ", batch " +
+                             std::to_string(options_.batch) + ", poll every " +
+                             std::to_string(options_.poll_interval.count()) + " ms");
+
+    auto next_rebalance = clock::now();
+    auto next_poll = clock::now();
+    while (!stopping_.load()) {
+      if (!conn_) {
+        if (auto c = connect_db(); !c) {
+          db_failed(c.error());
+          wait_until(clock::now() + db_backoff_.next());
+          continue;
+        }
+        db_backoff_.reset();
+        next_rebalance = next_poll = clock::now();
+      }
+      const auto now = clock::now();
+      if (now >= next_rebalance) {
+        next_rebalance = now + options_.rebalance_interval;
+        if (auto r = rebalance(); !r) {
+          db_failed(r.error());
+          continue;
+        }
+      }
+      if (now >= next_poll) {
+        next_poll = now + options_.poll_interval;
+        pending_.insert(owned_.begin(), owned_.end());
+      }
+      drain_notifications();
+      if (pending_.empty()) {
+        wait_until(std::min(next_poll, next_rebalance));
+        continue;
+      }
+      const int shard = next_pending();
+      auto batch = publish_batch(shard);
+      if (batch.db_error) {
+        db_failed(*batch.db_error);
+        continue;
+      }
+      if (batch.broker_error) {
+        broker_failed(*batch.broker_error);
+        // The rows stay; the shard stays pending and is tried again after the pause.
+        wait_until(clock::now() + broker_backoff_.next());
+        continue;
+      }
+      if (batch.rows > 0) broker_ok();
+      if (batch.rows < options_.batch) pending_.erase(shard);
+    }
+    shutdown();
+    return outcome::success();
+  }
+
+ private:
+  void log(log_level l, const std::string& text) {
+    if (options_.log) options_.log(l, text);
+  }
+
+  void set_error(const std::string& text) {
+    std::lock_guard lock(status_mutex_);
+    status_.last_error = text;
+  }
+
+  client::result<void> connect_db() {
+    auto c = pg::connect(options_.conninfo);
+    if (!c) return c.error();
+    PGconn* pc = c.value().get();
+    // application_name lets an operator (and the tests) find the relay's session in
+    // pg_stat_activity. synchronous_commit off: a delete lost in a database crash only means the
+    // rows are published again, which the broker's dedupe absorbs; the relay never waits for a
+    // WAL flush.
+    if (auto r = pg::exec(pc, "SELECT set_config('application_name', $1, false)", {"txmq-relay:" + options_.relay_id}); !r) {
+      return r.error();
+    }
+    if (auto r = pg::exec(pc, "SET synchronous_commit = off; LISTEN txmq_outbox"); !r) return r.error();
+    if (auto r = pg::exec(pc, "SELECT pg_advisory_lock_shared($1::int, 0)", {std::to_string(member_lock_class)}); !r) {
+      return r.error();
+    }
+    shards_ = options_.shards;
+    if (shards_ <= 0) {
+      auto schema = producer::read_schema(pc);
+      if (!schema) return schema.error();
+      shards_ = schema.value().shards;
+    }
+    conn_ = std::move(c).value();
+    owned_.clear();
+    pending_.clear();
+    db_up_->set(1);
+    {
+      std::lock_guard lock(status_mutex_);
+      status_.database_up = true;
+    }
+    log(log_level::info, "connected to PostgreSQL (" + std::to_string(shards_) + " shards)" +
+                             (db_down_logged_ ? ", after it was unavailable" : ""));
+    db_down_logged_ = false;
+    last_db_error_.clear();
+    return outcome::success();
+  }
+
+  // A statement failed. A dead connection takes the shard locks with it: forget them, and
+  // reconnect after a pause. Any other failure keeps the connection and is retried.
+  void db_failed(const client::error& e) {
+    db_errors_->inc();
+    const bool lost = !conn_ || PQstatus(conn_.get()) != CONNECTION_OK;
+    if (e.message != last_db_error_ || !db_down_logged_) {
+      log(log_level::error, std::string(lost ? "PostgreSQL unavailable" : "PostgreSQL statement failed") + ": " + e.message +
+                                (owned_.empty() ? "" : " (" + std::to_string(owned_.size()) + " shards given up)") +
+                                "; retrying with back-off");
+      last_db_error_ = e.message;
+      db_down_logged_ = true;
+    }
+    set_error(e.message);
+    if (lost) {
+      conn_.reset();
+      owned_.clear();
+      pending_.clear();
+      db_up_->set(0);
+      owned_gauge_->set(0);
+      std::lock_guard lock(status_mutex_);
+      status_.database_up = false;
+      status_.shards_owned = 0;
+    } else {
+      wait_until(clock::now() + db_backoff_.next());
+    }
+  }
+
+  void broker_failed(const client::error& e) {
+    publish_failures_->inc();
+    broker_up_->set(0);
+    if (!broker_down_logged_ || e.message != last_broker_error_) {
+      log(log_level::error, "publishing to the broker " + options_.broker + " failed: " + e.to_string() +
+                                "; the rows stay in the outbox and are published again after a back-off");
+      broker_down_logged_ = true;
+      last_broker_error_ = e.message;
+    }
+    set_error(e.to_string());
+    std::lock_guard lock(status_mutex_);
+    status_.broker_up = false;
+  }
+
+  void broker_ok() {
+    broker_backoff_.reset();
+    if (!broker_down_logged_) return;
+    broker_down_logged_ = false;
+    broker_up_->set(1);
+    log(log_level::info, "publishing to the broker works again");
+    std::lock_guard lock(status_mutex_);
+    status_.broker_up = true;
+  }
+
+  client::result<std::set<int>> locked_shards() {
+    auto r = pg::exec(conn_.get(), std::string("SELECT objid::int ") + k_locks_of_class, {std::to_string(shard_lock_class)});
+    if (!r) return r.error();
+    std::set<int> held;
+    for (int i = 0; i < PQntuples(r.value().get()); ++i) held.insert(std::stoi(PQgetvalue(r.value().get(), i, 0)));
+    return held;
+  }
+
+  client::result<void> rebalance() {
+    auto live_r = pg::exec(conn_.get(), std::string("SELECT count(DISTINCT pid) ") + k_locks_of_class,
+                           {std::to_string(member_lock_class)});
+    if (!live_r) return live_r.error();
+    const int live = std::max(1, std::stoi(PQgetvalue(live_r.value().get(), 0, 0)));
+    auto held = locked_shards();
+    if (!held) return held.error();
+    const auto moves = plan_moves(owned_, held.value(), shards_, fair_share(shards_, live), options_.relay_id);
+    const auto lock_class = std::to_string(shard_lock_class);
+    for (int s : moves.release) {
+      // Between batches (run() is single-threaded), so nothing of the shard is in flight.
+      if (auto r = pg::exec(conn_.get(), "SELECT pg_advisory_unlock($1::int, $2::int)", {lock_class, std::to_string(s)}); !r) {
+        return r.error();
+      }
+      owned_.erase(s);
+      pending_.erase(s);
+      released_->inc();
+    }
+    const int share = fair_share(shards_, live);
+    for (int s : moves.acquire) {
+      if (static_cast<int>(owned_.size()) >= share) break;
+      auto r = pg::exec(conn_.get(), "SELECT pg_try_advisory_lock($1::int, $2::int)", {lock_class, std::to_string(s)});
+      if (!r) return r.error();
+      if (std::string_view(PQgetvalue(r.value().get(), 0, 0)) == "t") {
+        owned_.insert(s);
+        pending_.insert(s);  // a new owner starts with whatever the shard holds
+        acquired_->inc();
+      }
+    }
+    if (owned_ != owned_before_) {
+      std::string list;
+      for (int s : owned_) list += (list.empty() ? "" : ",") + std::to_string(s);
+      log(log_level::info, "holding " + std::to_string(owned_.size()) + " of " + std::to_string(shards_) + " shards [" + list +
+                               "], " + std::to_string(live) + " relays live");
+      owned_before_ = owned_;
+    }
+    owned_gauge_->set(static_cast<double>(owned_.size()));
+    live_gauge_->set(live);
+    {
+      std::lock_guard lock(status_mutex_);
+      status_.shards_owned = static_cast<int>(owned_.size());
+      status_.live_relays = live;
+    }
+    return heartbeat();
+  }
+
+  client::result<void> heartbeat() {
+    std::string shards = "{";
+    for (int s : owned_) shards += (shards.size() > 1 ? "," : "") + std::to_string(s);
+    shards += "}";
+    const auto st = status();
+    auto r = pg::exec(conn_.get(),
+                      "INSERT INTO txmq_relay (relay_id, backend_pid, process, shards, broker_state, last_error, "
+                      "rows_published, heartbeat_at) VALUES ($1, pg_backend_pid(), $2, $3::int[], $4, $5, $6, now()) "
+                      "ON CONFLICT (relay_id) DO UPDATE SET backend_pid = EXCLUDED.backend_pid, process = EXCLUDED.process, "
+                      "shards = EXCLUDED.shards, broker_state = EXCLUDED.broker_state, last_error = EXCLUDED.last_error, "
+                      "rows_published = EXCLUDED.rows_published, heartbeat_at = now()",
+                      {options_.relay_id, default_relay_id(), shards, st.broker_up ? "up" : "unavailable", st.last_error,
+                       std::to_string(published_->value())});
+    if (!r) {
+      // Before `txmq outbox init` of version 2 there is no txmq_relay: publishing still works.
+      if (pg::sqlstate(r.error()) == "42P01") return outcome::success();
+      return r.error();
+    }
+    return outcome::success();
+  }
+
+  void drain_notifications() {
+    if (!conn_) return;
+    PQconsumeInput(conn_.get());
+    while (PGnotify* n = PQnotifies(conn_.get())) {
+      const int shard = std::atoi(n->extra);
+      if (owned_.contains(shard)) pending_.insert(shard);
+      PQfreemem(n);
+    }
+  }
+
+  int next_pending() {
+    auto it = pending_.lower_bound(cursor_);
+    if (it == pending_.end()) it = pending_.begin();
+    cursor_ = *it + 1;
+    return *it;
+  }
+
+  batch_outcome publish_batch(int shard) {
+    batch_outcome out;
+    auto rows = pg::exec(conn_.get(),
+                         "SELECT id, topic, key, headers::text, payload, (extract(epoch FROM created_at) * 1000)::bigint, seq "
+                         "FROM txmq_outbox WHERE shard = $1 ORDER BY seq LIMIT $2",
+                         {std::to_string(shard), std::to_string(options_.batch)});
+    if (!rows) {
+      out.db_error = rows.error();
+      return out;
+    }
+    PGresult* res = rows.value().get();
+    out.rows = PQntuples(res);
+    if (out.rows == 0) return out;
+    batches_->inc();
+
+    std::vector<std::future<client::result<producer::send_result>>> acks;
+    std::vector<std::string> ids;
+    std::vector<std::chrono::system_clock::time_point> created;
+    acks.reserve(static_cast<std::size_t>(out.rows));
+    for (int i = 0; i < out.rows; ++i) {
+      outbox_row_text text{PQgetvalue(res, i, 0),
+                           PQgetvalue(res, i, 1),
+                           PQgetisnull(res, i, 2) ? std::nullopt : std::optional<std::string_view>(PQgetvalue(res, i, 2)),
+                           PQgetvalue(res, i, 3),
+                           std::string_view(PQgetvalue(res, i, 4), static_cast<std::size_t>(PQgetlength(res, i, 4))),
+                           PQgetvalue(res, i, 5),
+                           PQgetvalue(res, i, 6)};
+      auto row = decode_row(text);
+      if (!row) {
+        // A row the relay cannot read (a plain INSERT with headers that are not an object)
+        // stops its shard rather than being skipped: skipping would lose it, and a later row of
+        // its key would overtake it. The operator fixes or deletes it; the log says which.
+        out.broker_error = row.error();
+        break;
+      }
+      ids.emplace_back(text.id);
+      created.push_back(row.value().created_at);
+      acks.push_back(producer_->async_send(std::move(row.value().message)));
+    }
+    // Every future completes: the producer gives up on a message after its delivery timeout.
+    std::string acked = "{";
+    const auto now = std::chrono::system_clock::now();
+    for (std::size_t i = 0; i < acks.size(); ++i) {
+      auto r = acks[i].get();
+      if (!r) {
+        if (!out.broker_error) out.broker_error = r.error();
+        continue;
+      }
+      acked += (acked.size() > 1 ? "," : "") + ids[i];
+      row_age_->observe(now - created[i]);
+    }
+    acked += "}";
+    if (acked.size() > 2) {
+      // Only what the broker acked (fsynced) is deleted; the rest is read again next time.
+      auto del = pg::exec(conn_.get(), "DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])", {acked});
+      if (!del) {
+        out.db_error = del.error();
+        return out;
+      }
+      published_->inc(std::stoull(PQcmdTuples(del.value().get())));
+    }
+    return out;
+  }
+
+  // Sleeps until `deadline`, a NOTIFY (the database socket is readable) or stop().
+  void wait_until(clock::time_point deadline) {
+    while (!stopping_.load()) {
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
+      if (left.count() <= 0) return;
+      pollfd fds[2] = {{wake_[0], POLLIN, 0}, {conn_ ? PQsocket(conn_.get()) : -1, POLLIN, 0}};
+      const int n = poll(fds, 2, static_cast<int>(std::min<std::int64_t>(left.count(), 1000)));
+      if (n > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+        drain_notifications();
+        if (conn_ && PQstatus(conn_.get()) != CONNECTION_OK) return;
+        if (!pending_.empty()) return;
+      }
+      if (n > 0 && (fds[0].revents & POLLIN)) return;
+    }
+  }
+
+  void shutdown() {
+    log(log_level::info, "stopping: releasing " + std::to_string(owned_.size()) + " shards");
+    if (conn_) {
+      (void)pg::exec(conn_.get(), "SELECT pg_advisory_unlock_all()");
+      (void)pg::exec(conn_.get(), "DELETE FROM txmq_relay WHERE relay_id = $1", {options_.relay_id});
+      conn_.reset();
+    }
+    owned_.clear();
+    if (producer_) producer_->close();
+    log(log_level::info, "stopped");
+  }
+
+  relay_options options_;
+  std::unique_ptr<broker::metrics_registry> own_metrics_;
+  std::atomic<bool> stopping_{false};
+  int wake_[2] = {-1, -1};
+
+  pg::connection_ptr conn_;
+  std::unique_ptr<producer::producer> producer_;
+  int shards_ = 0;
+  std::set<int> owned_;
+  std::set<int> pending_;
+  std::set<int> owned_before_;
+  int cursor_ = 0;
+  backoff db_backoff_;
+  backoff broker_backoff_;
+  bool db_down_logged_ = false;
+  bool broker_down_logged_ = false;
+  std::string last_db_error_;
+  std::string last_broker_error_;
+
+  mutable std::mutex status_mutex_;
+  relay_status status_;
+
+  broker::counter* published_;
+  broker::counter* batches_;
+  broker::counter* publish_failures_;
+  broker::counter* db_errors_;
+  broker::counter* acquired_;
+  broker::counter* released_;
+  broker::gauge* db_up_;
+  broker::gauge* broker_up_;
+  broker::gauge* owned_gauge_;
+  broker::gauge* live_gauge_;
+  broker::histogram* row_age_;
+};
+
+relay::relay(relay_options options) : impl_(std::make_unique<impl>(std::move(options))) {}
+relay::~relay() = default;
+client::result<void> relay::run() { return impl_->run(); }
+void relay::stop() noexcept { impl_->stop(); }
+relay_status relay::status() const { return impl_->status(); }
+
+}  // namespace txmq::relay

@@ -1,0 +1,45 @@
+#include "txmq/relay/outbox_row.h"
+
+#include <gtest/gtest.h>
+
+namespace txmq::relay {
+namespace {
+
+outbox_row_text row(std::string_view headers, std::string_view payload = "\\x6869") {
+  return {"0190b1f2-0000-7000-8000-000000000001", "orders", std::optional<std::string_view>("k1"), headers, payload,
+          "1764121234567", "42"};
+}
+
+TEST(outbox_row, decodes_id_key_headers_body_and_seq) {
+  auto r = decode_row(row(R"({"a": "x", "n": 1})"));
+  ASSERT_TRUE(r) << r.error();
+  const auto& m = r.value().message;
+  EXPECT_EQ(m.id->to_string(), "0190b1f2-0000-7000-8000-000000000001");
+  EXPECT_EQ(m.topic, "orders");
+  EXPECT_EQ(m.key, "k1");
+  EXPECT_EQ(m.body, "hi");
+  EXPECT_EQ(m.headers.at("a"), "x");
+  EXPECT_EQ(m.headers.at("n"), "1");  // a non-string header travels as its JSON text
+  EXPECT_EQ(r.value().seq, 42);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(r.value().created_at.time_since_epoch()).count(),
+            1764121234567);
+}
+
+TEST(outbox_row, no_key_stays_no_key) {
+  auto text = row("{}");
+  text.key = std::nullopt;
+  auto r = decode_row(text);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_FALSE(r.value().message.key);
+  EXPECT_TRUE(r.value().message.headers.empty());
+}
+
+TEST(outbox_row, refuses_what_it_cannot_carry_and_names_the_row) {
+  auto bad_headers = decode_row(row("[1, 2]"));
+  ASSERT_FALSE(bad_headers);
+  EXPECT_NE(bad_headers.error().message.find("0190b1f2-0000-7000-8000-000000000001"), std::string::npos);
+  EXPECT_FALSE(decode_row(row("{}", "zz")));
+}
+
+}  // namespace
+}  // namespace txmq::relay
