@@ -1,0 +1,79 @@
+// txmq-bench against the real broker with tiny counts: every broker workload runs, prints one
+// JSON line with the fields docs/BENCHMARKS.md and scripts/bench-peers.sh rely on, and the
+// report subcommand turns those lines into tables. Figures themselves come from `make bench`.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+#include "broker_process.h"
+
+namespace txmq::test {
+namespace {
+
+namespace json = boost::json;
+
+struct run_result {
+  int status = -1;
+  std::string out;
+};
+
+// Runs a shell command line, capturing stdout (stderr goes to the test log).
+run_result run(const std::string& command) {
+  run_result r;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(bench_smoke_test, broker_workloads_print_json_and_report_tables) {
+  broker_process b;
+  b.start();
+  const auto lines_file = b.dir() / "bench.jsonl";
+  std::ofstream lines(lines_file);
+  for (const std::string workload : {"publish", "rate", "e2e", "consume"}) {
+    // The test's own PID stands in for the broker's: the point is that /proc is read.
+    const auto r = run(binary_path("txmq-bench") + " " + workload + " --broker " + b.address() + " --broker-pid " +
+                       std::to_string(::getpid()) +
+                       " --json --runs 1 --seconds 0.3 --warmup 0.1 --rate 1000 --in-flight 100 --batch 10 --backlog 2000");
+    ASSERT_EQ(r.status, 0) << workload << ": " << r.out;
+    boost::system::error_code ec;
+    const auto v = json::parse(r.out, ec);
+    ASSERT_FALSE(ec) << workload << " printed no JSON: " << r.out;
+    const auto& o = v.as_object();
+    for (const char* key : {"system", "workload", "messages_per_s", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "errors",
+                            "broker_rss_mib", "broker_cpu_s", "broker_cpu_us_per_msg", "messages_per_s_each_run"}) {
+      EXPECT_TRUE(o.contains(key)) << workload << " lacks " << key << ": " << r.out;
+    }
+    EXPECT_EQ(o.at("system").as_string(), "txmq");
+    EXPECT_EQ(o.at("workload").as_string(), workload);
+    EXPECT_GT(o.at("messages_per_s").to_number<double>(), 0) << r.out;
+    EXPECT_EQ(o.at("errors").to_number<std::uint64_t>(), 0u) << r.out;
+    EXPECT_GT(o.at("broker_rss_mib").to_number<double>(), 0) << r.out;
+    if (workload != "consume") {
+      EXPECT_GT(o.at("p99_ms").to_number<double>(), 0) << r.out;
+      EXPECT_LE(o.at("p50_ms").to_number<double>(), o.at("p99_ms").to_number<double>()) << r.out;
+    }
+    lines << r.out;
+  }
+  lines.close();
+
+  const auto report = run(binary_path("txmq-bench") + " report " + lines_file.string());
+  ASSERT_EQ(report.status, 0) << report.out;
+  EXPECT_NE(report.out.find("| txmq |"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("Against the goals"), std::string::npos) << report.out;
+}
+
+}  // namespace
+}  // namespace txmq::test
