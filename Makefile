@@ -3,8 +3,10 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 CTEST_ARGS ?=
+# Rounds and seconds per run for `make bench`, e.g. make bench BENCH_ARGS="5 10"
+BENCH_ARGS ?=
 
-.PHONY: all setup configure build test unit soak bench run clean
+.PHONY: all setup configure build test unit soak bench bench-broker run clean
 
 # Flags for `make run`, e.g. make run ARGS="--durability async"
 ARGS ?=
@@ -30,8 +32,14 @@ unit: build
 soak: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -L soak $(CTEST_ARGS)
 
+# txmq beside RabbitMQ, NATS JetStream and a PostgreSQL table queue (installs the peers when
+# missing, runs them on loopback, writes docs/BENCHMARKS.md's peers section and a chart).
 bench: build
-	@$(BUILD_DIR)/bin/txmq-bench storage
+	@BUILD_DIR=$(BUILD_DIR) bash scripts/bench-peers.sh $(BENCH_ARGS)
+
+# The broker's own workloads alone, as JSON lines (docs/BENCHMARKS.md, issue #3).
+bench-broker: build
+	@BUILD_DIR=$(BUILD_DIR) bash scripts/bench-broker.sh
 
 # The broker on its embedded default: RocksDB under ./data, wire protocol on 127.0.0.1:7878,
 # admin HTTP (/healthz, /metrics) on 127.0.0.1:7879. Ctrl-C stops it cleanly.

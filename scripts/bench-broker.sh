@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 seconds=${2:-5}
-bin=build/bin
+bin=${BUILD_DIR:-build}/bin
 dir=$(mktemp -d /var/tmp/txmq-bench.XXXXXX)
 port=17878
 http=17879
