@@ -117,6 +117,14 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config, std::
   ss.tx.max_checks = config.tx_max_checks;
   ss.tx.checks_in_flight = config.tx_checks_in_flight;
   ss.tx.answer_timeout = config.tx_check_answer_timeout;
+  ss.webhooks.schedule = config.webhook_schedule;
+  ss.webhooks.timeout = config.webhook_timeout;
+  ss.webhooks.concurrency = config.webhook_concurrency;
+  ss.webhooks.rate_per_second = config.webhook_rate_limit;
+  ss.webhooks.attempt_retention = config.webhook_attempt_retention;
+  ss.webhooks.secret_grace = config.webhook_secret_grace;
+  ss.webhooks.ca_file = config.webhook_ca_file;
+  ss.webhooks.max_webhooks = config.webhook_max_subscriptions;
   m.limits.max_frame_bytes = static_cast<std::uint32_t>(config.max_frame_bytes);
   m.limits.max_in_flight = config.max_in_flight_per_connection;
   m.metrics = std::make_unique<broker_metrics>(m.registry);
@@ -177,6 +185,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config, std::
     return http_bound.error();
   }
   m.http_bound = http_bound.value();
+  m.svc->webhooks().register_routes(*m.http);
 
   asio::co_spawn(m.io, m.accept_loop(), [](std::exception_ptr e) {
     if (!e) return;

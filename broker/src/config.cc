@@ -65,7 +65,7 @@ constexpr std::array<std::string_view, 5> k_log_levels = {"trace", "debug", "inf
 
 // --- the settings table: one row per setting, used by flags, the file, describe and --help.
 
-enum class kind { address, path, duration, duration_list, count, size, boolean, durability, level };
+enum class kind { address, path, optional_path, duration, duration_list, count, size, boolean, durability, level };
 
 using member = std::variant<host_port broker_config::*, std::string broker_config::*,
                             milliseconds broker_config::*,
@@ -120,6 +120,22 @@ const setting k_settings[] = {
      "keep messages this long (0 = no age limit)"},
     {"retention_bytes", kind::size, &broker_config::retention_bytes,
      "keep at most this much per partition (0 = no size limit)"},
+    {"webhook_schedule", kind::duration_list, &broker_config::webhook_schedule,
+     "default delays before webhook attempts 2, 3, ... (max attempts = 1 + their number)"},
+    {"webhook_timeout", kind::duration, &broker_config::webhook_timeout,
+     "default time a webhook endpoint has to answer 2xx"},
+    {"webhook_concurrency", kind::count, &broker_config::webhook_concurrency,
+     "default webhook requests in flight per subscription"},
+    {"webhook_rate_limit", kind::count, &broker_config::webhook_rate_limit,
+     "default webhook attempts per second per subscription (0 = unlimited)"},
+    {"webhook_attempt_retention", kind::duration, &broker_config::webhook_attempt_retention,
+     "how long webhook attempts stay in the attempt log"},
+    {"webhook_secret_grace", kind::duration, &broker_config::webhook_secret_grace,
+     "how long a rotated-out webhook secret keeps signing"},
+    {"webhook_ca_file", kind::optional_path, &broker_config::webhook_ca_file,
+     "extra trusted CA certificates (PEM) for https webhooks; empty = system ones only"},
+    {"webhook_max_subscriptions", kind::count, &broker_config::webhook_max_subscriptions,
+     "webhook subscriptions the broker accepts"},
     {"durability", kind::durability, &broker_config::durability,
      "sync: ack after fsync; async: ack before (may lose acked writes on power loss)"},
     {"insecure", kind::boolean, &broker_config::insecure,
@@ -139,6 +155,8 @@ std::string_view expected_text(kind what) {
       return "HOST:PORT, such as 127.0.0.1:7878 or [::1]:7878";
     case kind::path:
       return "a non-empty path";
+    case kind::optional_path:
+      return "a path, or \"\" for none";
     case kind::duration:
       return "a duration such as 500ms, 6s, 3m, 1h or 7d";
     case kind::duration_list:
@@ -163,6 +181,8 @@ std::string_view value_placeholder(kind what) {
       return "HOST:PORT";
     case kind::path:
       return "DIR";
+    case kind::optional_path:
+      return "FILE";
     case kind::duration:
       return "DURATION";
     case kind::duration_list:
@@ -198,7 +218,8 @@ bool set_from_text(broker_config& config, const setting& s, std::string_view raw
       return true;
     }
     case kind::path:
-      if (text.empty()) return false;
+    case kind::optional_path:
+      if (text.empty() && s.what == kind::path) return false;
       config.*std::get<std::string broker_config::*>(s.field) = std::string(text);
       return true;
     case kind::duration: {
@@ -291,6 +312,7 @@ std::string value_as_toml(const broker_config& config, const setting& s) {
     case kind::address:
       return toml_quote((config.*std::get<host_port broker_config::*>(s.field)).to_string());
     case kind::path:
+    case kind::optional_path:
     case kind::level:
       return toml_quote(config.*std::get<std::string broker_config::*>(s.field));
     case kind::duration:
@@ -723,10 +745,18 @@ result<void> validate(const broker_config& c, std::string& error_text) {
       !check_at_least_one("max_connections", c.max_connections) ||
       !check_at_least_one("max_in_flight_per_connection", c.max_in_flight_per_connection) ||
       !check_at_least_one("max_topics", c.max_topics) ||
-      !check_at_least_one("default_partitions", c.default_partitions)) {
+      !check_at_least_one("default_partitions", c.default_partitions) ||
+      !check_schedule("webhook_schedule", c.webhook_schedule) ||
+      !check_positive("webhook_timeout", c.webhook_timeout) ||
+      !check_at_least_one("webhook_concurrency", c.webhook_concurrency) ||
+      !check_positive("webhook_attempt_retention", c.webhook_attempt_retention) ||
+      !check_positive("webhook_secret_grace", c.webhook_secret_grace)) {
     return invalid();
   }
   if (c.retention.count() < 0) return fail("retention must not be negative");
+  if (c.webhook_timeout > std::chrono::minutes(5)) return fail("webhook_timeout is at most 5m");
+  if (c.webhook_schedule.size() > 100) return fail("webhook_schedule has at most 100 steps");
+  if (c.webhook_concurrency > 1024) return fail("webhook_concurrency is at most 1024");
   if (c.max_frame_bytes > k_max_frame_limit) {
     return fail("max_frame_bytes is " + format_size(c.max_frame_bytes) + ": at most " +
                 format_size(k_max_frame_limit) + " is supported");

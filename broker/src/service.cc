@@ -18,6 +18,10 @@ constexpr std::size_t k_max_refs = 10'000;
 
 // A name for topics and groups: printable, no spaces, not too long.
 
+std::string reserved_group(const std::string& name) {
+  return "group name '" + name + "' is reserved for webhook subscriptions (see txmq webhook list)";
+}
+
 bool is_empty(const storage::group_update& u) {
   return u.dispatched.empty() && u.deliveries.empty() && u.acks.empty() && u.dead.empty() && u.redrive.empty();
 }
@@ -56,6 +60,9 @@ service::service(asio::io_context& io, storage::store& store, service_settings s
     wake(topics, groups);
   };
   tx_ = std::make_unique<tx_coordinator>(io_, store_, std::move(ts), metrics_, std::move(access));
+  webhook_settings ws = settings_.webhooks;
+  ws.max_frame_bytes = settings_.max_frame_bytes;
+  webhooks_ = std::make_unique<webhook_notifier>(io_, store_, std::move(ws), metrics_);
 }
 
 std::int64_t service::now_ms() const {
@@ -72,6 +79,8 @@ storage::completion<T> service::on_io(Fn&& fn) {
 
 result<void> service::start() {
   for (auto& info : store_.groups()) {
+    // Served by the webhook notifier, with each subscription's own schedule.
+    if (is_webhook_group(info.name)) continue;
     auto state = store_.load_group(info.name);
     if (!state) return state.error();
     auto& g = groups_[info.name];
@@ -80,6 +89,7 @@ result<void> service::start() {
     TXMQ_TRY(g.tracker->load(state.value(), now_ms()));
   }
   TXMQ_TRY(tx_->start());
+  TXMQ_TRY(webhooks_->start());
   tick_.expires_after(settings_.tick);
   tick_.async_wait([this](boost::system::error_code ec) {
     if (!ec) on_tick();
@@ -91,6 +101,7 @@ void service::stop() {
   stopped_ = true;
   tick_.cancel();
   tx_->stop();
+  webhooks_->stop();
   for (auto& [name, g] : groups_) {
     for (auto& w : g.waiters) {
       if (auto c = w.conn.lock()) c->respond_error(w.correlation_id, v1::SHUTTING_DOWN, "broker is shutting down");
@@ -191,6 +202,12 @@ void service::handle(const std::shared_ptr<connection>& c, v1::Frame&& frame) {
     case v1::Frame::kTxList: return tx_->list(c, corr, frame.tx_list());
     case v1::Frame::kTxShow: return tx_->show(c, corr, frame.tx_show());
     case v1::Frame::kTxResolve: return tx_->operator_resolve(c, corr, frame.tx_resolve());
+    case v1::Frame::kWebhookCreate:
+    case v1::Frame::kWebhookList:
+    case v1::Frame::kWebhookDelete:
+    case v1::Frame::kWebhookAttempts:
+    case v1::Frame::kWebhookReplay:
+    case v1::Frame::kWebhookRotateSecret: return webhooks_->handle(c, frame);
     case v1::Frame::kHello:
       return c->respond_error(corr, v1::INVALID_ARGUMENT, "Hello was already received on this connection");
     default:
@@ -205,6 +222,7 @@ void service::handle_answer(const std::shared_ptr<connection>& c, v1::Frame&& fr
 }
 
 void service::wake(const std::vector<std::string>& topics, const std::vector<std::string>& groups) {
+  for (auto& t : topics) webhooks_->wake(t);
   for (auto& [name, g] : groups_) {
     if (g.waiters.empty()) continue;
     const bool named = std::find(groups.begin(), groups.end(), name) != groups.end();
@@ -272,6 +290,7 @@ void service::produce(const std::shared_ptr<connection>& c, std::uint64_t corr, 
     }
     auto c = weak.lock();
     if (r) {
+      webhooks_->wake(topic);
       // New messages: wake long polls of the groups that read this topic.
       for (auto& [name, g] : groups_) {
         if (!g.waiters.empty() && g.tracker->subscribes(topic)) serve_waiters(g);
@@ -357,6 +376,7 @@ bool service::try_fetch(group_entry& g, connection& c, std::uint64_t corr, const
 
 void service::fetch(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::FetchRequest& req) {
   if (auto bad = bad_name("group", req.group())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
+  if (is_webhook_group(req.group())) return c->respond_error(corr, v1::INVALID_ARGUMENT, reserved_group(req.group()));
   if (req.topics().empty()) return c->respond_error(corr, v1::INVALID_ARGUMENT, "fetch names no topic");
   std::vector<std::string> topics(req.topics().begin(), req.topics().end());
   for (auto& t : topics) {
@@ -531,6 +551,7 @@ v1::GroupInfo service::describe(const std::string& name, group_entry& g) {
 
 void service::create_group(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::CreateGroupRequest& req) {
   if (auto bad = bad_name("group", req.group())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
+  if (is_webhook_group(req.group())) return c->respond_error(corr, v1::INVALID_ARGUMENT, reserved_group(req.group()));
   if (!store_.topic(req.topic())) return c->respond_error(corr, v1::UNKNOWN_TOPIC, "no topic '" + req.topic() + "'");
   std::weak_ptr<connection> weak = c;
   with_group(req.group(), {req.topic()}, req.from_latest() ? storage::group_start::latest : storage::group_start::earliest,

@@ -17,6 +17,7 @@
 #include "connection.h"
 #include "group_tracker.h"
 #include "tx_coordinator.h"
+#include "webhook_notifier.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {
@@ -39,6 +40,8 @@ struct service_settings {
   std::string broker_id = "txmq-1";
   // Transactions and check-back; the limits above are copied into it.
   tx_settings tx;
+  // Webhook subscriptions (DESIGN §5); max_frame_bytes is copied into it.
+  webhook_settings webhooks;
 };
 
 class service {
@@ -69,6 +72,7 @@ class service {
     std::uint64_t in_flight = 0;
   };
   [[nodiscard]] std::vector<group_gauges> gauges() const;
+  [[nodiscard]] webhook_notifier& webhooks() noexcept { return *webhooks_; }
 
  private:
   struct waiter {
@@ -124,6 +128,7 @@ class service {
   boost::asio::steady_timer tick_;
   bool stopped_ = false;
   std::unique_ptr<tx_coordinator> tx_;
+  std::unique_ptr<webhook_notifier> webhooks_;
 };
 
 }  // namespace txmq::broker

@@ -146,6 +146,14 @@ broker_config every_setting_changed() {
   c.durability = durability_mode::async;
   c.insecure = true;
   c.log_level = "debug";
+  c.webhook_schedule = {std::chrono::seconds(1), std::chrono::seconds(2)};
+  c.webhook_timeout = std::chrono::seconds(2);
+  c.webhook_concurrency = 4;
+  c.webhook_rate_limit = 100;
+  c.webhook_attempt_retention = std::chrono::hours(1);
+  c.webhook_secret_grace = std::chrono::minutes(5);
+  c.webhook_ca_file = "/etc/txmq/ca.pem";
+  c.webhook_max_subscriptions = 10;
   return c;
 }
 
@@ -171,6 +179,14 @@ TEST(broker_config, every_flag_parses) {
                                       "--default-partitions", "8",
                                       "--retention", "1d",
                                       "--retention-bytes", "1GiB",
+                                      "--webhook-schedule", "1s,2s",
+                                      "--webhook-timeout", "2s",
+                                      "--webhook-concurrency", "4",
+                                      "--webhook-rate-limit", "100",
+                                      "--webhook-attempt-retention", "1h",
+                                      "--webhook-secret-grace", "5m",
+                                      "--webhook-ca-file", "/etc/txmq/ca.pem",
+                                      "--webhook-max-subscriptions", "10",
                                       "--durability", "async",
                                       "--insecure",
                                       "--log-level", "debug"});
@@ -203,6 +219,14 @@ auto_create_topics = false
 default_partitions = 8
 retention = "1d"
 retention_bytes = "1GiB"
+webhook_schedule = ["1s", "2s"]
+webhook_timeout = "2s"
+webhook_concurrency = 4
+webhook_rate_limit = 100
+webhook_attempt_retention = "1h"
+webhook_secret_grace = "5m"
+webhook_ca_file = "/etc/txmq/ca.pem"
+webhook_max_subscriptions = 10
 durability = "async"
 insecure = true
 log_level = "debug"
@@ -222,7 +246,7 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
   EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
   EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 24);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 32);
 
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {
     broker_config round_trip;

@@ -6,6 +6,7 @@
 //              "t/" name                         → TopicRecord
 //              "p/" topic_id:4 partition:4       → partition_meta (start, next, bytes)
 //              "g/" group                        → GroupRecord
+//              "w/" webhook_id                   → txmq.v1.Webhook
 // CF log:      topic_id:4 partition:4 base:8     → batch header + txmq.v1.MessageBatch
 // CF dedupe:   message_id:16                     → dedupe_entry
 // CF tx:       txid:16                           → TxRecord
@@ -14,12 +15,16 @@
 // CF groups:   'c' group_key tid:4 p:4           → cursor (floor:8, next:8)
 //              'd' group_key tid:4 p:4 o:8       → delivery_value
 //              'q' group_key tid:4 p:4 o:8       → DeadLetterRecord
+//              'a' webhook_key time:8 msg:16 attempt:4 replay:1 → txmq.v1.WebhookAttempt
+//              'm' webhook_key msg:16 time:8 attempt:4 replay:1 → the same attempt
 // group_key = len:1 name, so one group's keys never interleave with a longer name's.
 
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
+
+#include "txmq/v1/frame.pb.h"
 
 namespace txmq::storage::detail {
 
@@ -112,6 +117,27 @@ inline std::string delivery_due_key(std::int64_t ms, std::string_view group, std
   put_u32(k, tid);
   put_u32(k, p);
   put_u64(k, offset);
+  return k;
+}
+
+inline std::string webhook_key(std::string_view id) { return "w/" + std::string(id); }
+
+// Keys of one logged webhook attempt (webhook_key = len:1 id, as group_key).
+inline std::string webhook_attempt_key(const v1::WebhookAttempt& a) {
+  std::string k = group_prefix('a', a.webhook_id());
+  put_u64(k, time_key(a.time_ms()));
+  k.append(a.message_id());
+  put_u32(k, a.attempt());
+  put_u8(k, a.replay() ? 1 : 0);
+  return k;
+}
+
+inline std::string webhook_message_attempt_key(const v1::WebhookAttempt& a) {
+  std::string k = group_prefix('m', a.webhook_id());
+  k.append(a.message_id());
+  put_u64(k, time_key(a.time_ms()));
+  put_u32(k, a.attempt());
+  put_u8(k, a.replay() ? 1 : 0);
   return k;
 }
 

@@ -99,6 +99,21 @@ struct broker_config {
   duration retention = std::chrono::hours(24 * 7);  // 0 = keep regardless of age
   std::uint64_t retention_bytes = 0;                // per partition; 0 = no size limit
 
+  // --- webhooks (DESIGN §5): defaults of new subscriptions and notifier limits
+  std::vector<duration> webhook_schedule = {
+      std::chrono::seconds(15), std::chrono::seconds(15), std::chrono::seconds(30),
+      std::chrono::minutes(3),  std::chrono::minutes(10), std::chrono::minutes(20),
+      std::chrono::minutes(30), std::chrono::minutes(30), std::chrono::minutes(30),
+      std::chrono::hours(1),    std::chrono::hours(3),    std::chrono::hours(3),
+      std::chrono::hours(3),    std::chrono::hours(6),    std::chrono::hours(6)};  // delays before attempts 2..16
+  duration webhook_timeout = std::chrono::seconds(5);  // 2xx within this, or the attempt failed
+  std::uint32_t webhook_concurrency = 16;  // requests in flight per subscription
+  std::uint32_t webhook_rate_limit = 0;    // attempts started per second per subscription; 0 = none
+  duration webhook_attempt_retention = std::chrono::hours(24 * 7);  // how long attempts are logged
+  duration webhook_secret_grace = std::chrono::hours(24);  // an old secret keeps signing after rotation
+  std::string webhook_ca_file;  // extra trusted CA certificates (PEM) for https endpoints
+  std::uint32_t webhook_max_subscriptions = 1000;
+
   // --- durability, security, logging (DESIGN §7)
   durability_mode durability = durability_mode::sync;
   bool insecure = false;  // allow non-loopback addresses although no auth is configured

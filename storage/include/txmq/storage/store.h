@@ -29,6 +29,7 @@
 #include "txmq/protocol/message_id.h"
 #include "txmq/protocol/result.h"
 #include "txmq/storage/errc.h"
+#include "txmq/v1/frame.pb.h"
 #include "txmq/v1/message.pb.h"
 
 namespace txmq::storage {
@@ -282,6 +283,16 @@ struct due_delivery {
   delivery_record delivery;
 };
 
+// ---- Webhook subscriptions and their attempt log (DESIGN §5) -------------------------------
+// A subscription's delivery state is an ordinary consumer group ("webhook:<id>"); the store
+// keeps the subscription record (with its secrets and token) and the attempt log apart.
+
+struct webhook_attempts_query {
+  std::string webhook_id;
+  std::optional<message_id> message;  // only this message's attempts
+  std::size_t limit = 1000;
+};
+
 // ---- Maintenance and statistics -----------------------------------------------------------
 
 struct retention_result {
@@ -335,6 +346,19 @@ class store {
   // In-flight and waiting deliveries of all groups with visible_at_ms ≤ until_ms, earliest first.
   [[nodiscard]] virtual result<std::vector<due_delivery>> due_deliveries(std::int64_t until_ms,
                                                                         std::size_t limit) const = 0;
+
+  // Webhook subscriptions. put_webhook creates or replaces the record (fsynced before done);
+  // delete_webhook answers false when there was none. webhooks() lists them in id order.
+  virtual void put_webhook(v1::Webhook record, completion<void> done) = 0;
+  virtual void delete_webhook(std::string id, completion<bool> done) = 0;
+  [[nodiscard]] virtual result<std::vector<v1::Webhook>> webhooks() const = 0;
+  // Appends attempts to the log (not synced: a lost log line after a crash is tolerated).
+  virtual void record_webhook_attempts(std::vector<v1::WebhookAttempt> attempts, completion<void> done) = 0;
+  // A subscription's attempts, oldest first (by time_ms); of one message when asked.
+  [[nodiscard]] virtual result<std::vector<v1::WebhookAttempt>> webhook_attempts(
+      const webhook_attempts_query& query) const = 0;
+  // Deletes logged attempts older than before_ms, at most `limit` per call; answers how many.
+  virtual void expire_webhook_attempts(std::int64_t before_ms, std::size_t limit, completion<std::uint64_t> done) = 0;
 
   // Removes messages past their topic's retention (age, bytes) with range deletes, without
   // holding up other writes for more than one commit group.

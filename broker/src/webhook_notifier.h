@@ -1,0 +1,119 @@
+#pragma once
+
+// Best-effort notification (DESIGN §5): webhook subscriptions, each served as the consumer
+// group "webhook:<id>" by the broker's own HTTP notifier.
+//
+// - The subscription record (topic, filter, URL, secrets, schedule, timeout, limits, token) is
+//   durable in the store; the delivery state is an ordinary group_tracker with the
+//   subscription's schedule as its retry schedule and 1 + its length as max attempts, so
+//   deadlines, retries, per-key order, exhaustion (the group's dead letters) and restart
+//   recovery are the consumer groups' own.
+// - Per subscription: at most `concurrency` requests in flight and `rate_per_second` started,
+//   each on its own coroutine with its own keep-alive pool, so a slow endpoint only holds up
+//   its own subscription.
+// - 2xx → ack; 410 → the subscription is disabled; 429/503 → retried after Retry-After (or the
+//   schedule); anything else, a timeout or a connection error → retried on the schedule; after
+//   the last attempt the message is exhausted. Every attempt is logged in the store and kept
+//   for webhook_attempt_retention.
+// - Admin requests (Frame fields 70-80) and the reconciliation API on the admin HTTP port.
+//
+// Runs on the broker's io thread, like the service that owns it; not thread-safe. Storage
+// completions are posted back to the io thread.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+
+#include "connection.h"
+#include "txmq/storage/store.h"
+
+namespace txmq::broker {
+
+struct broker_metrics;
+class admin_http_server;
+
+inline constexpr std::string_view k_webhook_group_prefix = "webhook:";
+
+struct webhook_settings {
+  std::vector<std::chrono::milliseconds> schedule{
+      std::chrono::seconds(15), std::chrono::seconds(15), std::chrono::seconds(30), std::chrono::minutes(3),
+      std::chrono::minutes(10), std::chrono::minutes(20), std::chrono::minutes(30), std::chrono::minutes(30),
+      std::chrono::minutes(30), std::chrono::hours(1),    std::chrono::hours(3),    std::chrono::hours(3),
+      std::chrono::hours(3),    std::chrono::hours(6),    std::chrono::hours(6)};
+  std::chrono::milliseconds timeout{5000};
+  std::uint32_t concurrency = 16;     // per subscription, unless its own says otherwise
+  std::uint32_t rate_per_second = 0;  // per subscription; 0 = unlimited
+  std::chrono::milliseconds attempt_retention = std::chrono::hours(24 * 7);
+  std::chrono::milliseconds secret_grace = std::chrono::hours(24);
+  std::string ca_file;  // extra trusted certificates (PEM) besides the system's
+  std::size_t max_webhooks = 1000;
+  std::chrono::milliseconds tick{20};
+  std::uint32_t max_frame_bytes = 8u << 20;
+};
+
+// Whether a consumer-group name belongs to a webhook subscription (clients may not use it).
+[[nodiscard]] inline bool is_webhook_group(std::string_view name) {
+  return name.starts_with(k_webhook_group_prefix);
+}
+
+class webhook_notifier {
+ public:
+  webhook_notifier(boost::asio::io_context& io, storage::store& store, webhook_settings settings,
+                   broker_metrics* metrics);
+  ~webhook_notifier();
+
+  // Loads the subscriptions and their groups (creating a group that is missing) and starts
+  // the timer. Called before the io thread runs. Errors: the store's, or a bad CA file.
+  [[nodiscard]] result<void> start();
+  void stop();
+  // Messages were committed to `topic`: start attempts for them.
+  void wake(const std::string& topic);
+  // A webhook admin request (Frame fields 70-89); answers exactly once.
+  void handle(const std::shared_ptr<connection>& c, v1::Frame& frame);
+  // GET /v1/topics/{topic}/messages and GET /v1/messages/{id}, bearer token per subscription.
+  void register_routes(admin_http_server& http);
+
+ private:
+  struct subscription;
+  void create(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::WebhookCreateRequest& req);
+  void list(const std::shared_ptr<connection>& c, std::uint64_t corr);
+  void remove(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& id);
+  void attempts(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::WebhookAttemptsRequest& req);
+  void replay(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::WebhookReplayRequest& req);
+  void rotate(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::WebhookRotateSecretRequest& req);
+
+  result<std::shared_ptr<subscription>> make_subscription(v1::Webhook rec, const storage::group_state& state);
+  void pump(const std::shared_ptr<subscription>& s);
+  boost::asio::awaitable<void> attempt(std::shared_ptr<subscription> s, v1::Message msg, bool replay);
+  void finish_attempt(subscription& s, const v1::Message& msg, bool replay, v1::WebhookAttempt log,
+                      std::uint32_t retry_after_ms);
+  void disable(subscription& s, std::string why);
+  void persist(storage::group_update update);
+  void on_tick();
+  [[nodiscard]] std::int64_t now_ms() const;
+  [[nodiscard]] v1::Webhook public_view(const subscription& s) const;
+  [[nodiscard]] std::uint64_t backlog(const subscription& s) const;
+  // The subscription whose token the request carries, or an HTTP error.
+  struct http_auth;
+  template <class T, class Fn>
+  storage::completion<T> on_io(Fn&& fn);
+
+  boost::asio::io_context& io_;
+  storage::store& store_;
+  webhook_settings settings_;
+  broker_metrics* metrics_;
+  boost::asio::ssl::context tls_;
+  boost::asio::steady_timer tick_;
+  std::map<std::string, std::shared_ptr<subscription>> subs_;
+  std::int64_t next_expiry_ms_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace txmq::broker

@@ -1,0 +1,261 @@
+// The reconciliation API of webhooks (DESIGN §5) on the admin HTTP port:
+//   GET /v1/topics/{topic}/messages?after={id}&limit={n}
+//   GET /v1/messages/{id}
+// authorised by the subscription's token (Authorization: Bearer <token>). Answers JSON with
+// each message and its status for that subscription: delivered, pending, exhausted (or
+// filtered: the subscription's filter skips it).
+//
+// Messages are listed in (publish time, id) order, so a receiver that remembers the last id it
+// saw gets everything published after it, across partitions. Each partition is entered by a
+// binary search on publish time (publish times only grow within a partition).
+//
+// The handlers are synchronous and run on the io thread, where the subscriptions live; they
+// read the store as the request handlers do.
+
+#include <algorithm>
+#include <set>
+
+#include <boost/json.hpp>
+#include <boost/url/parse_query.hpp>
+#include <openssl/crypto.h>
+
+#include "txmq/broker/admin_http.h"
+#include "webhook_subscription.h"
+
+namespace txmq::broker {
+
+namespace json = boost::json;
+namespace http = boost::beast::http;
+
+namespace {
+
+constexpr std::size_t k_default_limit = 100;
+constexpr std::size_t k_max_limit = 1000;
+
+http_response json_response(unsigned status, const json::value& v) {
+  return http_response{status, "application/json", json::serialize(v) + "\n", {}};
+}
+
+http_response json_error(unsigned status, std::string code, std::string text) {
+  return json_response(status, json::object{{"error", std::move(code)}, {"message", std::move(text)}});
+}
+
+bool is_utf8(std::string_view s) {
+  // Bodies go out as text when they are valid UTF-8 (structure only), else as base64.
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 4;
+    if (n == 4 || i + n >= s.size()) return false;
+    for (std::size_t k = 1; k <= n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+std::string id_text(std::string_view raw) {
+  auto u = protocol::uuid::from_bytes(raw);
+  return u ? u.value().to_string() : std::string();
+}
+
+}  // namespace
+
+struct webhook_notifier::http_auth {
+  std::shared_ptr<subscription> sub;
+  std::optional<http_response> error;
+};
+
+void webhook_notifier::register_routes(admin_http_server& server) {
+  // Finds the subscription of the bearer token, comparing in constant time.
+  auto authorise = [this](const http_request& req) -> http_auth {
+    auto it = req.headers.find(http::field::authorization);
+    std::string_view value = it == req.headers.end() ? std::string_view() : std::string_view(it->value());
+    if (!value.starts_with("Bearer ")) {
+      return {nullptr, json_error(401, "UNAUTHENTICATED", "send the subscription's token as Authorization: Bearer <token>")};
+    }
+    value.remove_prefix(7);
+    for (auto& [id, s] : subs_) {
+      const auto& t = s->rec.token();
+      if (t.size() == value.size() && CRYPTO_memcmp(t.data(), value.data(), t.size()) == 0) return {s, std::nullopt};
+    }
+    return {nullptr, json_error(401, "UNAUTHENTICATED", "the token belongs to no webhook subscription")};
+  };
+
+  // The message as JSON with its status for the subscription.
+  auto describe = [this](const subscription& s, const v1::Message& m, const std::set<std::pair<std::uint32_t, std::uint64_t>>& dead,
+                         bool with_attempts) {
+    json::object o;
+    o["id"] = id_text(m.id());
+    o["topic"] = m.topic();
+    o["partition"] = m.partition();
+    o["offset"] = m.offset();
+    if (m.has_key()) o["key"] = m.key();
+    json::object headers;
+    for (auto& [k, v] : m.headers()) headers[k] = v;
+    o["headers"] = std::move(headers);
+    if (is_utf8(m.body())) {
+      o["body"] = m.body();
+    } else {
+      o["body_base64"] = base64_encode(m.body());
+    }
+    o["publish_time_ms"] = m.publish_time_ms();
+    storage::webhook_attempts_query q;
+    q.webhook_id = s.rec.id();
+    q.message = protocol::uuid::from_bytes(m.id()).value();
+    auto attempts = store_.webhook_attempts(q);
+    bool delivered = false;
+    json::array list;
+    std::uint32_t count = 0;
+    if (attempts) {
+      for (auto& a : attempts.value()) {
+        delivered = delivered || a.outcome() == v1::WEBHOOK_DELIVERED;
+        if (!a.replay()) ++count;
+        if (with_attempts) {
+          list.push_back(json::object{{"attempt", a.attempt()},
+                                      {"time_ms", a.time_ms()},
+                                      {"status", a.status()},
+                                      {"latency_ms", a.latency_ms()},
+                                      {"error", a.error()},
+                                      {"replay", a.replay()}});
+        }
+      }
+    }
+    std::string status = "pending";
+    if (!s.matches(m)) {
+      status = "filtered";
+    } else if (dead.count({m.partition(), m.offset()})) {
+      status = "exhausted";
+    } else if (delivered) {
+      status = "delivered";
+    } else {
+      for (auto& p : s.tracker->summary()) {
+        if (p.topic == m.topic() && p.partition == m.partition() && m.offset() < p.acked) status = "delivered";
+      }
+    }
+    o["status"] = status;
+    o["attempts"] = count;
+    if (with_attempts) o["attempt_log"] = std::move(list);
+    return o;
+  };
+
+  auto dead_set = [this](const subscription& s) {
+    std::set<std::pair<std::uint32_t, std::uint64_t>> out;
+    if (auto d = store_.dead_letters(s.group, 1'000'000)) {
+      for (auto& l : d.value()) out.insert({l.partition, l.offset});
+    }
+    return out;
+  };
+
+  server.add_route(http::verb::get, "/v1/topics/", [this, authorise, describe, dead_set](const http_request& req) {
+    auto auth = authorise(req);
+    if (auth.error) return *auth.error;
+    auto& s = *auth.sub;
+    // /v1/topics/{topic}/messages
+    std::string_view rest = req.path.substr(std::string_view("/v1/topics/").size());
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos || rest.substr(slash) != "/messages") {
+      return json_error(404, "NOT_FOUND", "use /v1/topics/{topic}/messages");
+    }
+    const std::string topic(rest.substr(0, slash));
+    if (topic != s.rec.topic()) {
+      return json_error(403, "PERMISSION_DENIED", "the token's subscription is for topic '" + s.rec.topic() + "'");
+    }
+    std::size_t limit = k_default_limit;
+    std::optional<v1::Message> after;
+    auto params = boost::urls::parse_query(req.query);
+    if (!params) return json_error(400, "INVALID_ARGUMENT", "malformed query string");
+    for (auto p : params.value()) {
+      if (p.key == "limit") {
+        try {
+          limit = std::stoul(std::string(p.value));
+        } catch (const std::exception&) {
+          return json_error(400, "INVALID_ARGUMENT", "limit must be a number");
+        }
+        limit = std::clamp<std::size_t>(limit, 1, k_max_limit);
+      } else if (p.key == "after" && !p.value.empty()) {
+        auto id = protocol::uuid::parse(p.value);
+        if (!id) return json_error(400, "INVALID_ARGUMENT", "after must be a message id (UUID text)");
+        auto loc = store_.find_id(id.value());
+        if (!loc || !loc.value() || loc.value()->topic != topic) {
+          return json_error(404, "NOT_FOUND", "no message " + std::string(p.value) + " in topic '" + topic + "'");
+        }
+        storage::read_request rr{topic, loc.value()->partition, loc.value()->offset, 1};
+        auto r = store_.read(rr);
+        if (!r || r.value().messages.empty() || r.value().messages.front().offset() != loc.value()->offset) {
+          return json_error(404, "NOT_FOUND", "message " + std::string(p.value) + " is no longer retained");
+        }
+        after = std::move(r.value().messages.front());
+      }
+    }
+    auto t = store_.topic(topic);
+    if (!t) return json_error(404, "NOT_FOUND", "no topic '" + topic + "'");
+    const auto later = [](const v1::Message& a, const v1::Message& b) {
+      return a.publish_time_ms() != b.publish_time_ms() ? a.publish_time_ms() < b.publish_time_ms() : a.id() < b.id();
+    };
+    std::vector<v1::Message> found;
+    for (std::uint32_t p = 0; p < t->partitions.size(); ++p) {
+      std::uint64_t lo = t->partitions[p].start_offset, hi = t->partitions[p].next_offset;
+      const auto at = [&](std::uint64_t off) -> std::optional<v1::Message> {
+        auto r = store_.read(storage::read_request{topic, p, off, 1});
+        if (!r || r.value().messages.empty()) return std::nullopt;
+        return std::move(r.value().messages.front());
+      };
+      if (after) {
+        // First offset whose publish time reaches the after-message's.
+        while (lo < hi) {
+          const auto mid = lo + (hi - lo) / 2;
+          auto m = at(mid);
+          if (m && m->publish_time_ms() < after->publish_time_ms()) {
+            lo = mid + 1;
+          } else {
+            hi = mid;
+          }
+        }
+      }
+      storage::read_request rr{topic, p, lo, limit};
+      std::size_t taken = 0;
+      while (rr.from_offset < t->partitions[p].next_offset && taken < limit) {
+        auto r = store_.read(rr);
+        if (!r || r.value().messages.empty()) break;
+        for (auto& m : r.value().messages) {
+          if (after && !later(*after, m)) continue;
+          if (!s.matches(m)) continue;
+          found.push_back(std::move(m));
+          if (++taken == limit) break;
+        }
+        rr.from_offset = r.value().next_offset;
+      }
+    }
+    std::sort(found.begin(), found.end(), later);
+    if (found.size() > limit) found.resize(limit);
+    const auto dead = dead_set(s);
+    json::array out;
+    for (auto& m : found) out.push_back(describe(s, m, dead, false));
+    json::object body{{"messages", std::move(out)}};
+    if (!found.empty()) body["next_after"] = id_text(found.back().id());
+    return json_response(200, body);
+  });
+
+  server.add_route(http::verb::get, "/v1/messages", [this, authorise, describe, dead_set](const http_request& req) {
+    auto auth = authorise(req);
+    if (auth.error) return *auth.error;
+    auto& s = *auth.sub;
+    std::string_view text = req.path.substr(std::min(req.path.size(), std::string_view("/v1/messages/").size()));
+    auto id = protocol::uuid::parse(text);
+    if (!id) return json_error(400, "INVALID_ARGUMENT", "use /v1/messages/{id} with a message id (UUID text)");
+    auto loc = store_.find_id(id.value());
+    // Another topic's message is none of this token's business: not found, as if absent.
+    if (!loc || !loc.value() || loc.value()->topic != s.rec.topic()) {
+      return json_error(404, "NOT_FOUND", "no message " + std::string(text) + " in topic '" + s.rec.topic() + "'");
+    }
+    auto r = store_.read(storage::read_request{loc.value()->topic, loc.value()->partition, loc.value()->offset, 1});
+    if (!r || r.value().messages.empty() || r.value().messages.front().offset() != loc.value()->offset) {
+      return json_error(404, "NOT_FOUND", "message " + std::string(text) + " is no longer retained");
+    }
+    return json_response(200, describe(s, r.value().messages.front(), dead_set(s), true));
+  });
+}
+
+}  // namespace txmq::broker

@@ -1,0 +1,140 @@
+#include "webhook_signer.h"
+
+#include <ctime>
+#include <iomanip>
+#include <locale>
+#include <sstream>
+
+#include <boost/url/parse.hpp>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+namespace txmq::broker {
+
+std::string base64_encode(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+std::optional<std::string> base64_decode(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out(3 * text.size() / 4, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (n < 0) return std::nullopt;
+  // EVP_DecodeBlock counts the padding as zero bytes.
+  std::size_t len = static_cast<std::size_t>(n);
+  if (text.ends_with("==")) {
+    len -= 2;
+  } else if (text.ends_with('=')) {
+    len -= 1;
+  }
+  out.resize(len);
+  return out;
+}
+
+std::string random_hex(std::size_t n) {
+  std::string bytes(n, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(bytes.data()), static_cast<int>(n)) != 1) {
+    // No entropy means no secrets worth the name: a broken invariant of the host.
+    throw std::runtime_error("OpenSSL RAND_bytes failed");
+  }
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (unsigned char c : bytes) {
+    out.push_back(k_hex[c >> 4]);
+    out.push_back(k_hex[c & 15]);
+  }
+  return out;
+}
+
+std::string generate_webhook_secret() {
+  unsigned char bytes[24];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("OpenSSL RAND_bytes failed");
+  return std::string(k_webhook_secret_prefix) +
+         base64_encode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
+}
+
+result<std::string> webhook_secret_key(std::string_view secret) {
+  if (secret.starts_with(k_webhook_secret_prefix)) secret.remove_prefix(k_webhook_secret_prefix.size());
+  auto key = base64_decode(secret);
+  if (!key || key->empty()) return std::make_error_code(std::errc::invalid_argument);
+  return std::move(*key);
+}
+
+std::string webhook_signature(std::string_view key, std::string_view id, std::int64_t timestamp_s,
+                              std::string_view body) {
+  std::string content;
+  content.reserve(id.size() + body.size() + 24);
+  content.append(id).append(".").append(std::to_string(timestamp_s)).append(".").append(body);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(content.data()),
+       content.size(), mac, &len);
+  return "v1," + base64_encode(std::string_view(reinterpret_cast<const char*>(mac), len));
+}
+
+std::string webhook_signature_header(const std::vector<std::string>& keys, std::string_view id,
+                                     std::int64_t timestamp_s, std::string_view body) {
+  std::string out;
+  for (auto& k : keys) {
+    if (!out.empty()) out += ' ';
+    out += webhook_signature(k, id, timestamp_s, body);
+  }
+  return out;
+}
+
+std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value, std::int64_t now_ms) {
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+  if (value.empty()) return std::nullopt;
+  if (value.find_first_not_of("0123456789") == std::string_view::npos) {
+    if (value.size() > 9) return std::chrono::milliseconds(std::int64_t{999'999'999} * 1000);
+    return std::chrono::milliseconds(std::stoll(std::string(value)) * 1000);
+  }
+  // IMF-fixdate, the form RFC 9110 requires senders to use.
+  std::tm tm{};
+  std::istringstream in{std::string(value)};
+  in.imbue(std::locale::classic());
+  in >> std::get_time(&tm, "%a, %d %b %Y %H:%M:%S GMT");
+  if (in.fail()) return std::nullopt;
+  const std::int64_t at_ms = static_cast<std::int64_t>(timegm(&tm)) * 1000;
+  return std::chrono::milliseconds(std::max<std::int64_t>(0, at_ms - now_ms));
+}
+
+result<webhook_url> parse_webhook_url(std::string_view url, std::string& why) {
+  auto u = boost::urls::parse_absolute_uri(url);
+  if (!u) {
+    why = "'" + std::string(url) + "' is not an absolute URL: " + u.error().message();
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  webhook_url out;
+  const auto scheme = u->scheme_id();
+  if (scheme != boost::urls::scheme::http && scheme != boost::urls::scheme::https) {
+    why = "'" + std::string(url) + "' is not an http:// or https:// URL";
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  out.tls = scheme == boost::urls::scheme::https;
+  if (u->has_userinfo()) {
+    why = "'" + std::string(url) + "' carries user info; put credentials in the secret instead";
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  out.host = std::string(u->encoded_host_address());
+  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']') out.host = out.host.substr(1, out.host.size() - 2);
+  if (out.host.empty()) {
+    why = "'" + std::string(url) + "' names no host";
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  out.port = u->has_port() ? std::string(u->port()) : (out.tls ? "443" : "80");
+  out.target = std::string(u->encoded_path());
+  if (out.target.empty()) out.target = "/";
+  if (u->has_query()) out.target += "?" + std::string(u->encoded_query());
+  return out;
+}
+
+}  // namespace txmq::broker
