@@ -200,7 +200,7 @@ for round in $(seq "$rounds"); do
   fi
   if [[ $have_relay == yes && -n $pg_data ]]; then
     optional relay --pg="${addr[pgqueue]}" --broker="${addr[txmq]}" --broker-pid="${pid[txmq]}" --json --runs=1 \
-      --seconds="$seconds" --message-bytes=256
+      --seconds="$seconds" --message-bytes=256 --rows="$backlog"
   fi
   uptimes+=("round $round: $(uptime | sed 's/.*load average/load average/')")
 done
