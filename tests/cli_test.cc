@@ -355,11 +355,6 @@ TEST(cli_test, usage_errors_exit_2) {
     EXPECT_EQ(r.status, 2) << r;
     EXPECT_NE(r.err.find("usage: txmq"), std::string::npos) << r;
   }
-  for (const auto& word : {"webhook"}) {
-    auto r = run_txmq({word, "list"});
-    EXPECT_EQ(r.status, 2) << r;
-    EXPECT_NE(r.err.find("not available in this version"), std::string::npos) << r;
-  }
   auto help = run_txmq({"--help"});
   EXPECT_EQ(help.status, 0) << help;
   EXPECT_NE(help.out.find("consume TOPIC --group G"), std::string::npos) << help;

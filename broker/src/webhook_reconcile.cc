@@ -131,7 +131,11 @@ void webhook_notifier::register_routes(admin_http_server& server) {
       status = "delivered";
     } else {
       for (auto& p : s.tracker->summary()) {
-        if (p.topic == m.topic() && p.partition == m.partition() && m.offset() < p.acked) status = "delivered";
+        if (p.topic == m.topic() && p.partition == m.partition() && m.offset() < p.acked) {
+          // Done without a logged attempt: published before the subscription started at the
+          // latest message, or delivered so long ago that its attempts expired.
+          status = count == 0 && m.publish_time_ms() < s.rec.created_ms() ? "before_subscription" : "delivered";
+        }
       }
     }
     o["status"] = status;

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "outbox_commands.h"
+#include "webhook_commands.h"
 #include "txmq/client/connection.h"
 
 namespace txmq::cli {
@@ -196,25 +197,22 @@ const std::vector<command>& commands() {
          if (vm.count("key")) a.key = vm["key"].as<std::string>();
          return detail::tx_prepare(s, a);
        }},
-      {"tx checker", "tx checker --group PG --answer commit|rollback|unknown",
-       "answer the group's check-backs with a fixed answer until SIGINT or SIGTERM", {},
+      {"tx checker", "tx checker --group PG (--answer commit|rollback|unknown | --pg CONN)",
+       "answer the group's check-backs, fixed or from the barrier table in CONN, until SIGINT or SIGTERM", {},
        [](po::options_description& o) {
          o.add_options()("group", po::value<std::string>()->value_name("PG"), "producer group (required)")(
              "answer", po::value<std::string>()->value_name("commit|rollback|unknown"), "the answer to every check")(
-             "pg", po::value<std::string>()->value_name("CONN"), "answer from a barrier table (not in this version)");
+             "pg", po::value<std::string>()->value_name("CONN"), "answer from txmq_tx_barrier in this PostgreSQL database");
        },
        [](detail::session& s, const po::variables_map& vm) -> int {
-         if (vm.count("pg")) {
-           s.env().err << "txmq: 'tx checker --pg' is not available in this version of txmq\n";
-           return exit_usage;
-         }
          if (!vm.count("group")) throw usage_error("missing --group");
-         if (!vm.count("answer")) throw usage_error("missing --answer");
+         if (vm.count("pg") == vm.count("answer")) throw usage_error("give exactly one of --answer and --pg");
+         if (vm.count("pg")) return detail::tx_checker(s, vm["group"].as<std::string>(), "", vm["pg"].as<std::string>());
          const auto answer = vm["answer"].as<std::string>();
          if (answer != "commit" && answer != "rollback" && answer != "unknown") {
            throw usage_error("--answer wants commit, rollback or unknown, got '" + answer + "'");
          }
-         return detail::tx_checker(s, vm["group"].as<std::string>(), answer);
+         return detail::tx_checker(s, vm["group"].as<std::string>(), answer, "");
        }},
       {"outbox init", "outbox init --pg CONN [--shards N]",
        "create or migrate the outbox, barrier, inbox and relay tables in a PostgreSQL database", {},
@@ -232,16 +230,25 @@ const std::vector<command>& commands() {
          o.add_options()("pg", po::value<std::string>()->value_name("CONN"), "libpq connection string or URI (required)");
        },
        [](detail::session& s, const po::variables_map& vm) { return detail::outbox_status(s, required(vm, "pg")); }},
+      {"webhook create",
+       "webhook create TOPIC --url URL [--secret S] [--schedule 15s,15s,...] [--timeout 5s] [--key K] [--header k=v]...",
+       "notify URL of each message of TOPIC (signed, retried on the schedule)", {"TOPIC"},
+       detail::webhook_create_options, detail::webhook_create},
+      {"webhook list", "webhook list", "list webhook subscriptions with backlog and exhausted messages", {}, no_options,
+       detail::webhook_list},
+      {"webhook delete", "webhook delete ID", "delete a webhook subscription", {"ID"}, no_options, detail::webhook_delete},
+      {"webhook attempts", "webhook attempts ID [--message MSGID]", "the attempt log of a webhook subscription", {"ID"},
+       detail::webhook_attempts_options, detail::webhook_attempts},
+      {"webhook replay", "webhook replay ID --since TIME", "send the messages published since TIME once more", {"ID"},
+       detail::webhook_replay_options, detail::webhook_replay},
+      {"webhook rotate-secret", "webhook rotate-secret ID [--secret S] [--grace D]",
+       "sign with a new secret; the old one keeps signing for the grace period", {"ID"}, detail::webhook_rotate_options,
+       detail::webhook_rotate},
   };
   return k_commands;
 }
 
-// Commands of DESIGN §6 that later versions bring.
-bool is_later_command(const std::string& word) {
-  return word == "webhook";
-}
-
-bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq" || word == "tx" || word == "outbox"; }
+bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq" || word == "tx" || word == "outbox" || word == "webhook"; }
 
 po::options_description global_options() {
   po::options_description o("Global options");
@@ -344,10 +351,6 @@ int run_checked(const std::vector<std::string>& args, environment& env) {
     // Options without a command: let the global parser name a bad one, else ask for a command.
     return usage(env, rest.empty() ? "no command given" : "no command given (only options: " + rest.front() + " ...)",
                  k_short_usage);
-  }
-  if (is_later_command(words[0])) {
-    env.err << "txmq: '" << words[0] << "' is not available in this version of txmq\n";
-    return exit_usage;
   }
   if (words.size() == 1 && is_command_family(words[0])) {
     if (help) {

@@ -80,13 +80,5 @@ TEST(cli_usage_test, usage_errors_exit_2_with_a_short_usage) {
   }
 }
 
-TEST(cli_usage_test, later_commands_are_not_available_yet) {
-  for (const auto& word : {"webhook"}) {
-    const auto r = run_cli({word, "list"});
-    EXPECT_EQ(r.status, exit_usage);
-    EXPECT_NE(r.err.find("not available in this version"), std::string::npos) << r.err;
-  }
-}
-
 }  // namespace
 }  // namespace txmq::cli

@@ -106,6 +106,11 @@ bool is_response(const v1::Frame& frame) noexcept {
     case v1::Frame::kEndTxResponse:
     case v1::Frame::kTxListResponse:
     case v1::Frame::kTxInfo:
+    case v1::Frame::kWebhook:
+    case v1::Frame::kWebhookListResponse:
+    case v1::Frame::kWebhookDeleteResponse:
+    case v1::Frame::kWebhookAttemptsResponse:
+    case v1::Frame::kWebhookReplayResponse:
       return true;
     default:
       return false;
