@@ -1,0 +1,329 @@
+// The outbox route end to end (DESIGN §4): a real PostgreSQL, the real broker, real txmq-relay
+// processes. outbox_relay.*: plain-SQL rows, connection loss and shard takeover, clean stop
+// (ctest label pg). outbox_relay_fault.*: writers, rollbacks, relays and the broker SIGKILLed,
+// PostgreSQL restarted, every committed row consumed exactly once through pg_inbox in per-key
+// seq order (label fault).
+
+#include <atomic>
+#include <random>
+#include <set>
+#include <stop_token>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "broker_process.h"
+#include "pg_cluster.h"
+#include "relay_process.h"
+#include "txmq/client/admin.h"
+#include "txmq/client/pg.h"
+#include "txmq/consumer/consumer.h"
+#include "txmq/consumer/pg_inbox.h"
+#include "txmq/producer/outbox_writer.h"
+#include "txmq/producer/pg_schema.h"
+
+namespace txmq::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+pg::connection_ptr connect_to(const std::string& conninfo) {
+  auto conn = pg::connect(conninfo);
+  if (!conn) throw std::runtime_error(conn.error().message);
+  return std::move(conn).value();
+}
+
+// One value of a query; "" when it failed (the caller's condition then stays false).
+std::string scalar(const std::string& conninfo, const std::string& sql) {
+  auto conn = pg::connect(conninfo);
+  if (!conn) return "";
+  auto r = pg::exec(conn.value().get(), sql);
+  if (!r || PQntuples(r.value().get()) != 1) return "";
+  return PQgetvalue(r.value().get(), 0, 0);
+}
+
+// Polls a condition until it holds or the deadline passes; returns whether it held.
+template <class Cond>
+bool eventually(Cond cond, std::chrono::milliseconds deadline) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(20ms);  // polling a condition, not waiting for an event
+  }
+  return cond();
+}
+
+constexpr const char* k_shard_locks =
+    "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND "
+    "l.objsubid = 2 AND l.classid = 1954049393 AND l.database = (SELECT oid FROM pg_database WHERE datname = "
+    "current_database())";
+
+int shards_held(const std::string& conninfo, const std::string& relay_id = "") {
+  const auto v = scalar(conninfo, std::string("SELECT count(*) ") + k_shard_locks +
+                                      (relay_id.empty() ? "" : " AND a.application_name = 'txmq-relay:" + relay_id + "'"));
+  return v.empty() ? -1 : std::stoi(v);
+}
+
+std::vector<std::string> relay_args(const std::string& conninfo, const broker_process& b, const std::string& id) {
+  return {"--pg", conninfo, "--broker", b.address(), "--relay-id", id, "--poll-interval", "200ms", "--publish-timeout", "3s"};
+}
+
+void create_topic(const broker_process& b, const std::string& topic) {
+  client::connection_options o;
+  o.address = b.address();
+  client::admin admin(std::make_shared<client::connection>(o));
+  auto r = admin.create_topic({topic, 4});
+  ASSERT_TRUE(r || r.error().is(protocol::errc::topic_exists)) << r.error();
+}
+
+TEST(outbox_relay, rows_from_a_plain_sql_insert_are_published_and_deleted) {
+  const auto db = shared_pg_cluster().create_database("relay_plain");
+  auto conn = connect_to(db);
+  ASSERT_TRUE(producer::install_schema(conn.get(), 4));
+  broker_process b;
+  b.start();
+  create_topic(b, "plain");
+  relay_process relay(relay_args(db, b, "plain-1"));
+  relay.start();
+  ASSERT_TRUE(eventually([&] { return shards_held(db) == 4; }, 20s)) << relay.log();
+
+  // No library: what any language's driver would send.
+  ASSERT_TRUE(pg::exec(conn.get(),
+                       "INSERT INTO txmq_outbox (topic, key, headers, payload) SELECT 'plain', 'k' || (i % 5), "
+                       "jsonb_build_object('n', i::text), convert_to('body-' || i, 'UTF8') FROM generate_series(1, 60) i"));
+  std::set<std::string> ids;
+  auto rows = pg::exec(conn.get(), "SELECT id FROM txmq_outbox");
+  ASSERT_TRUE(rows);
+  for (int i = 0; i < PQntuples(rows.value().get()); ++i) ids.insert(PQgetvalue(rows.value().get(), i, 0));
+  ASSERT_EQ(ids.size(), 60u);
+
+  consumer::consumer_options co;
+  co.connection.address = b.address();
+  co.group = "plain-readers";
+  co.topics = {"plain"};
+  consumer::consumer c(co);
+  std::set<std::string> seen;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (seen.size() < ids.size() && std::chrono::steady_clock::now() < until) {
+    auto got = c.fetch(100, 500ms);
+    ASSERT_TRUE(got) << got.error();
+    std::vector<consumer::delivery_ref> refs;
+    for (const auto& d : got.value()) {
+      seen.insert(d.id().to_string());
+      EXPECT_EQ(d.message.body(), "body-" + d.message.headers().at("n"));
+      refs.push_back(d.ref());
+    }
+    if (!refs.empty()) {
+      ASSERT_TRUE(c.ack(refs));
+    }
+  }
+  EXPECT_EQ(seen, ids) << relay.log();
+  EXPECT_TRUE(eventually([&] { return scalar(db, "SELECT count(*) FROM txmq_outbox") == "0"; }, 10s));
+
+  // SIGTERM: exit 0, shards released, its txmq_relay row gone.
+  EXPECT_EQ(relay.stop(), 0) << relay.log();
+  EXPECT_EQ(shards_held(db), 0);
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM txmq_relay"), "0");
+}
+
+TEST(outbox_relay, a_relay_cut_off_from_the_database_loses_its_shards_to_another) {
+  const auto db = shared_pg_cluster().create_database("relay_cut");
+  auto conn = connect_to(db);
+  ASSERT_TRUE(producer::install_schema(conn.get(), 8));
+  broker_process b;
+  b.start();
+  create_topic(b, "cut");
+  relay_process a(relay_args(db, b, "cut-a"));
+  relay_process other(relay_args(db, b, "cut-b"));
+  a.start();
+  other.start();
+  ASSERT_TRUE(eventually([&] { return shards_held(db, "cut-a") > 0 && shards_held(db, "cut-b") > 0 && shards_held(db) == 8; }, 20s))
+      << a.log() << other.log();
+
+  // Cut relay a off (its backends terminated as soon as they appear) until b holds every shard
+  // and has published rows inserted meanwhile into all of them.
+  std::atomic<bool> cutting{true};
+  std::thread cutter([&] {
+    auto admin = connect_to(db);
+    while (cutting.load()) {
+      (void)pg::exec(admin.get(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'txmq-relay:cut-a'");
+      std::this_thread::sleep_for(20ms);  // the cut's own pace, not a synchronisation
+    }
+  });
+  EXPECT_TRUE(eventually([&] { return shards_held(db, "cut-b") == 8; }, 15s)) << other.log();
+  EXPECT_EQ(shards_held(db, "cut-a"), 0);
+  ASSERT_TRUE(pg::exec(conn.get(),
+                       "INSERT INTO txmq_outbox (topic, key, payload) SELECT 'cut', 'k' || i, 'x' FROM generate_series(1, 40) i"));
+  EXPECT_TRUE(eventually([&] { return scalar(db, "SELECT count(*) FROM txmq_outbox") == "0"; }, 15s)) << other.log();
+  cutting = false;
+  cutter.join();
+
+  // Back in touch, a takes its share again.
+  EXPECT_TRUE(eventually([&] { return shards_held(db, "cut-a") == 4 && shards_held(db, "cut-b") == 4; }, 20s))
+      << a.log() << other.log();
+  EXPECT_NE(a.log().find("PostgreSQL unavailable"), std::string::npos) << a.log();
+  EXPECT_EQ(a.stop(), 0);
+  EXPECT_TRUE(eventually([&] { return shards_held(db, "cut-b") == 8; }, 10s));
+  EXPECT_EQ(other.stop(), 0);
+}
+
+// Writers commit (and roll back) business rows with outbox rows while relays and the broker are
+// SIGKILLed and PostgreSQL restarts; a pg_inbox consumer records what it handled.
+TEST(outbox_relay_fault, committed_rows_are_consumed_once_in_key_order_through_crashes) {
+  auto& cluster = shared_pg_cluster();
+  const auto db = cluster.create_database("relay_crash");
+  {
+    auto conn = connect_to(db);
+    ASSERT_TRUE(producer::install_schema(conn.get(), 16));
+    ASSERT_TRUE(pg::exec(conn.get(),
+                         "CREATE TABLE written (id uuid PRIMARY KEY, key text NOT NULL, seq bigint NOT NULL);"
+                         "CREATE TABLE consumed (n bigserial, id uuid NOT NULL, key text NOT NULL)"));
+  }
+  broker_process b({"--ack-deadline", "2s", "--retry-schedule", "200ms"});
+  b.start();
+  create_topic(b, "orders");
+  std::vector<std::unique_ptr<relay_process>> relays;
+  for (int i = 0; i < 3; ++i) {
+    relays.push_back(std::make_unique<relay_process>(relay_args(db, b, "crash-" + std::to_string(i))));
+    relays.back()->start();
+  }
+
+  consumer::pg_inbox inbox(db, {.consumer = "crash"});
+  consumer::consumer_options co;
+  co.connection.address = b.address();
+  co.group = "crash";
+  co.topics = {"orders"};
+  co.concurrency = 4;
+  co.max_wait = 200ms;
+  co.nack_delay = 200ms;
+  consumer::consumer c(co);
+  std::stop_source stop_consumer;
+  std::thread consumer_thread([&] {
+    auto handler = inbox.wrap([](PGconn* tx, const consumer::delivery& d) -> client::result<void> {
+      auto r = pg::exec(tx, "INSERT INTO consumed (id, key) VALUES ($1, $2)", {d.id().to_string(), d.message.key()});
+      if (!r) return r.error();
+      return outcome::success();
+    });
+    while (!stop_consumer.stop_requested()) (void)c.run(handler, stop_consumer.get_token());
+  });
+
+  constexpr int writers = 4, per_writer = 5000;
+  std::atomic<int> done_tx{0};
+  std::atomic<int> committed_rows{0};
+  std::vector<std::thread> writer_threads;
+  for (int w = 0; w < writers; ++w) {
+    writer_threads.emplace_back([&, w] {
+      pg::connection_ptr conn;
+      for (int i = 0; i < per_writer; ++i, ++done_tx) {
+        const bool rollback = i % 4 == 3;
+        std::vector<producer::outbox_message> msgs;
+        for (int j = 0; j <= i % 3; ++j) {
+          // Each writer owns its keys, and its transactions run one after the other: per key,
+          // seq order is commit order.
+          msgs.push_back({"orders", "w" + std::to_string(w) + "-" + std::to_string((i + j) % 20), {{"w", std::to_string(w)}},
+                          std::string(64, 'a' + static_cast<char>(j)), std::nullopt});
+        }
+        std::string first_id;
+        for (int attempt = 0; attempt < 200; ++attempt) {
+          if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
+            auto c2 = pg::connect(db);
+            if (!c2) {
+              std::this_thread::sleep_for(50ms);  // PostgreSQL restarting: retry pace
+              continue;
+            }
+            conn = std::move(c2).value();
+          }
+          auto body = [&](PGconn* tx) -> client::result<void> {
+            auto rows = producer::outbox_writer(tx).add(msgs);
+            if (!rows) return rows.error();
+            first_id = rows.value().front().id.to_string();
+            for (std::size_t k = 0; k < rows.value().size(); ++k) {
+              auto r = pg::exec(tx, "INSERT INTO written (id, key, seq) VALUES ($1, $2, $3)",
+                                {rows.value()[k].id.to_string(), *msgs[k].key, std::to_string(rows.value()[k].seq)});
+              if (!r) return r.error();
+            }
+            if (rollback) return client::error(client::errc::invalid_argument, "rolled back on purpose");
+            return outcome::success();
+          };
+          auto r = pg::in_transaction(conn.get(), body);
+          if (r) {
+            committed_rows += static_cast<int>(msgs.size());
+            break;
+          }
+          if (rollback && r.error().is(client::errc::invalid_argument)) break;
+          // Failed: did it commit anyway (connection lost during COMMIT)? The written table
+          // says, once the old session is gone.
+          conn.reset();
+          if (!first_id.empty()) {
+            std::string found;
+            for (int k = 0; k < 200 && found.empty(); ++k) {
+              found = scalar(db, "SELECT count(*) FROM written WHERE id = '" + first_id + "'");
+              if (found.empty()) std::this_thread::sleep_for(50ms);  // PostgreSQL restarting: retry pace
+            }
+            if (found == "1") {
+              committed_rows += static_cast<int>(msgs.size());
+              break;
+            }
+          }
+          for (auto& m : msgs) m.id.reset();  // a fresh attempt, fresh ids
+          first_id.clear();
+        }
+      }
+    });
+  }
+
+  // Chaos while the writers run: relays and the broker SIGKILLed at random moments, one
+  // PostgreSQL restart half-way.
+  std::mt19937 rng(20261126);
+  int relay_kills = 0, broker_kills = 0;
+  bool pg_restarted = false;
+  while (done_tx.load() < writers * per_writer) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 600));  // chaos pace
+    if (!pg_restarted && done_tx.load() > writers * per_writer / 2) {
+      cluster.restart();
+      pg_restarted = true;
+      continue;
+    }
+    if (rng() % 3 == 0) {
+      b.kill();
+      b.start();
+      ++broker_kills;
+    } else {
+      auto& r = *relays[rng() % relays.size()];
+      r.kill();
+      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 300));  // chaos pace
+      r.start();
+      ++relay_kills;
+    }
+  }
+  for (auto& t : writer_threads) t.join();
+  if (!pg_restarted) {
+    cluster.restart();
+    pg_restarted = true;
+  }
+  std::cerr << "chaos: " << relay_kills << " relay kills, " << broker_kills << " broker kills, 1 PostgreSQL restart; "
+            << committed_rows.load() << " committed rows\n";
+
+  const auto expected = std::to_string(committed_rows.load());
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM written"), expected);
+  const bool all = eventually([&] { return scalar(db, "SELECT count(DISTINCT id) FROM consumed") == expected; }, 120s);
+  stop_consumer.request_stop();
+  consumer_thread.join();
+  EXPECT_TRUE(all) << "consumed " << scalar(db, "SELECT count(DISTINCT id) FROM consumed") << " of " << expected
+                   << "; outbox left " << scalar(db, "SELECT count(*) FROM txmq_outbox") << "\n"
+                   << relays[0]->log();
+  // Exactly once, nothing invented (a rolled-back row is not in `written`), per key in seq order.
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM consumed"), expected);
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM consumed c LEFT JOIN written w USING (id) WHERE w.id IS NULL"), "0");
+  EXPECT_EQ(scalar(db,
+                   "SELECT count(*) FROM (SELECT w.seq, lag(w.seq) OVER (PARTITION BY c.key ORDER BY c.n) AS prev "
+                   "FROM consumed c JOIN written w USING (id)) x WHERE prev >= seq"),
+            "0");
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM txmq_outbox"), "0");
+  EXPECT_GE(relay_kills, 3);
+  EXPECT_GE(broker_kills, 1);
+  for (auto& r : relays) EXPECT_EQ(r->stop(), 0) << r->log();
+}
+
+}  // namespace
+}  // namespace txmq::test
