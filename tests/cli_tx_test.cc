@@ -21,6 +21,9 @@
 
 #include "broker_process.h"
 #include "cli_runner.h"
+#include "pg_cluster.h"
+#include "txmq/client/pg.h"
+#include "txmq/producer/pg_schema.h"
 
 extern char** environ;
 
@@ -200,9 +203,9 @@ TEST(cli_tx_test, prepare_list_commit_rollback) {
   }
   EXPECT_EQ(txmq(b, {"tx", "prepare", "orders", "x"}).status, 2);  // no --group
   EXPECT_EQ(txmq(b, {"tx", "list", "--state", "committed"}).status, 2);
-  auto pg = txmq(b, {"tx", "checker", "--group", "pg", "--pg", "postgres://x"});
-  EXPECT_EQ(pg.status, 2) << pg;
-  EXPECT_NE(pg.err.find("not available in this version"), std::string::npos) << pg;
+  auto both = txmq(b, {"tx", "checker", "--group", "pg", "--pg", "postgres://x", "--answer", "commit"});
+  EXPECT_EQ(both.status, 2) << both;
+  EXPECT_NE(both.err.find("exactly one of --answer and --pg"), std::string::npos) << both;
 }
 
 TEST(cli_tx_test, checker_commits_a_prepared_transaction) {
@@ -221,6 +224,30 @@ TEST(cli_tx_test, checker_commits_a_prepared_transaction) {
   EXPECT_EQ(str(show.objects().at(0), "resolved_by"), "check");
   EXPECT_EQ(consumed_bodies(b, "orders", "g"), std::vector<std::string>{"checked"});
   EXPECT_NE(checker.output().find(" of " + txid), std::string::npos) << checker.output();
+  EXPECT_EQ(checker.stop(SIGTERM), 0);
+}
+
+TEST(cli_tx_test, pg_checker_answers_from_the_barrier_table) {
+  broker_process b({"--tx-timeout", "200ms", "--tx-check-schedule", "100ms"});
+  b.start();
+  const std::string conninfo = shared_pg_cluster().create_database("cli_checker");
+  auto db = pg::connect(conninfo);
+  ASSERT_TRUE(db) << db.error();
+  ASSERT_TRUE(producer::install_schema(db.value().get()));
+  auto committed = txmq(b, {"tx", "prepare", "orders", "money-moved", "--group", "pg-db"});
+  auto never = txmq(b, {"tx", "prepare", "orders", "money-stayed", "--group", "pg-db"});
+  ASSERT_EQ(committed.status, 0) << committed;
+  ASSERT_EQ(never.status, 0) << never;
+  // The business transaction of the first committed with its barrier row; the second's never ran.
+  ASSERT_TRUE(pg::exec(db.value().get(), "INSERT INTO txmq_tx_barrier (txid, outcome) VALUES ($1, 'commit')",
+                       {trimmed(committed.out)}));
+
+  background_txmq checker(b, {"tx", "checker", "--group", "pg-db", "--pg", conninfo});
+  ASSERT_TRUE(eventually([&] { return checker.output().find("the barrier table") != std::string::npos; }))
+      << checker.output();
+  EXPECT_TRUE(eventually([&] { return tx_state(b, trimmed(committed.out)) == "COMMITTED"; }));
+  EXPECT_TRUE(eventually([&] { return tx_state(b, trimmed(never.out)) == "ROLLED_BACK"; }));
+  EXPECT_EQ(consumed_bodies(b, "orders", "g"), std::vector<std::string>{"money-moved"});
   EXPECT_EQ(checker.stop(SIGTERM), 0);
 }
 

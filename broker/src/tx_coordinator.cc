@@ -323,13 +323,23 @@ void tx_coordinator::resolve(const std::shared_ptr<connection>& c, std::uint64_t
   rr.outcome = outcome == v1::COMMIT ? tx_outcome::commit : tx_outcome::rollback;
   rr.by = by;
   rr.sync = settings_.sync;
+  std::optional<std::string> stale;
+  if (rr.outcome == tx_outcome::commit) {
+    stale = claim_acks(*found.value());
+    if (stale) rr.outcome = tx_outcome::rollback;
+  }
   std::weak_ptr<connection> weak = c;
-  store_.resolve(rr, on_io<storage::resolve_result>([this, weak, corr, by, outcome, tx_text,
+  store_.resolve(rr, on_io<storage::resolve_result>([this, weak, corr, by, outcome, tx_text, stale,
                                                      before = std::move(*found.value())](
                                                         result<storage::resolve_result> r) {
+    if (outcome == v1::COMMIT) release_acks(before);
     if (r && r.value().status == storage::resolve_status::applied) resolved(before, r.value(), by);
     auto c = weak.lock();
     if (!c) return;
+    if (r && stale && r.value().status == storage::resolve_status::applied) {
+      log::info("tx ", tx_text, " rolled back instead of committed: ", *stale);
+      return c->respond_error(corr, v1::UNKNOWN_DELIVERY, "transaction " + tx_text + " was rolled back: " + *stale);
+    }
     if (!r) {
       std::string text = r.error() == errc::unknown_topic
                              ? "transaction " + tx_text + " cannot commit: a topic of its messages no longer exists"
@@ -669,8 +679,18 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
   rr.outcome = outcome;
   rr.by = resolver::check;
   rr.sync = settings_.sync;
-  store_.resolve(rr, on_io<storage::resolve_result>([this, before = std::move(*found.value())](
+  bool claimed = false;
+  if (outcome == tx_outcome::commit) {
+    if (auto stale = claim_acks(*found.value())) {
+      log::info("tx ", check.id.to_string(), " rolled back instead of committed by its check-back: ", *stale);
+      rr.outcome = tx_outcome::rollback;
+    } else {
+      claimed = true;
+    }
+  }
+  store_.resolve(rr, on_io<storage::resolve_result>([this, claimed, before = std::move(*found.value())](
                                                         result<storage::resolve_result> r) {
+    if (claimed) release_acks(before);
     busy_.erase(before.id);
     if (!r) {
       // Still PREPARED and due: the next scan asks again.
@@ -679,6 +699,30 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
     }
     if (r.value().status == storage::resolve_status::applied) resolved(before, r.value(), resolver::check);
   }));
+}
+
+std::optional<std::string> tx_coordinator::claim_acks(const storage::tx_record& rec) {
+  if (rec.acks.empty() || (rec.state != tx_state::prepared && rec.state != tx_state::abandoned)) return std::nullopt;
+  for (const auto& a : rec.acks) {
+    auto* tracker = groups_.find_group ? groups_.find_group(a.group) : nullptr;
+    const bool in_flight = tracker && tracker->outstanding(a.topic, a.partition, a.offset);
+    auto claim = claimed_.find({a.group, a.topic, a.partition, a.offset});
+    if (!in_flight || (claim != claimed_.end() && claim->second != rec.id)) {
+      return "it acks " + a.topic + "/" + std::to_string(a.partition) + "@" + std::to_string(a.offset) +
+             ", which consumer group '" + a.group +
+             "' no longer has in flight for it (acked by another consumer or transaction after its ack deadline "
+             "passed, or the broker restarted since it was delivered); committing would publish its result twice";
+    }
+  }
+  for (const auto& a : rec.acks) claimed_.emplace(std::make_tuple(a.group, a.topic, a.partition, a.offset), rec.id);
+  return std::nullopt;
+}
+
+void tx_coordinator::release_acks(const storage::tx_record& rec) {
+  for (const auto& a : rec.acks) {
+    auto it = claimed_.find({a.group, a.topic, a.partition, a.offset});
+    if (it != claimed_.end() && it->second == rec.id) claimed_.erase(it);
+  }
 }
 
 void tx_coordinator::record(std::vector<undecided_check> undecided) {

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -118,6 +119,14 @@ class tx_coordinator {
 
   void resolve(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& what,
                const std::string& txid_bytes, v1::TxOutcome outcome, storage::resolver by);
+  // Read-process-write: a COMMIT may apply its acks only while each consumed delivery is still
+  // in flight in its group and no other commit is applying it. Otherwise (its deadline passed,
+  // another consumer processed it and acked, or its transaction committed first) committing
+  // would publish the transformed message twice, so the transaction is rolled back instead.
+  // Returns why when it must be rolled back; otherwise claims the deliveries until
+  // release_acks().
+  [[nodiscard]] std::optional<std::string> claim_acks(const storage::tx_record& rec);
+  void release_acks(const storage::tx_record& rec);
   // Book-keeping after a resolve that changed the state: metrics, log, the groups' trackers
   // (acks applied by the store) and long polls.
   void resolved(const storage::tx_record& before, const storage::resolve_result& r, storage::resolver by);
@@ -135,6 +144,9 @@ class tx_coordinator {
                  const std::unordered_set<storage::txid, protocol::uuid_hash>& open) const;
   [[nodiscard]] std::unordered_set<storage::txid, protocol::uuid_hash> open_txids() const;
   [[nodiscard]] std::int64_t now_ms() const;
+  // Deliveries claimed by commits being written (group, topic, partition, offset) → by which
+  // transaction (a retried EndTx of the same one is not a conflict).
+  std::map<std::tuple<std::string, std::string, std::uint32_t, std::uint64_t>, storage::txid> claimed_;
   template <class T, class Fn>
   storage::completion<T> on_io(Fn&& fn);
 

@@ -197,25 +197,22 @@ const std::vector<command>& commands() {
          if (vm.count("key")) a.key = vm["key"].as<std::string>();
          return detail::tx_prepare(s, a);
        }},
-      {"tx checker", "tx checker --group PG --answer commit|rollback|unknown",
-       "answer the group's check-backs with a fixed answer until SIGINT or SIGTERM", {},
+      {"tx checker", "tx checker --group PG (--answer commit|rollback|unknown | --pg CONN)",
+       "answer the group's check-backs, fixed or from the barrier table in CONN, until SIGINT or SIGTERM", {},
        [](po::options_description& o) {
          o.add_options()("group", po::value<std::string>()->value_name("PG"), "producer group (required)")(
              "answer", po::value<std::string>()->value_name("commit|rollback|unknown"), "the answer to every check")(
-             "pg", po::value<std::string>()->value_name("CONN"), "answer from a barrier table (not in this version)");
+             "pg", po::value<std::string>()->value_name("CONN"), "answer from txmq_tx_barrier in this PostgreSQL database");
        },
        [](detail::session& s, const po::variables_map& vm) -> int {
-         if (vm.count("pg")) {
-           s.env().err << "txmq: 'tx checker --pg' is not available in this version of txmq\n";
-           return exit_usage;
-         }
          if (!vm.count("group")) throw usage_error("missing --group");
-         if (!vm.count("answer")) throw usage_error("missing --answer");
+         if (vm.count("pg") == vm.count("answer")) throw usage_error("give exactly one of --answer and --pg");
+         if (vm.count("pg")) return detail::tx_checker(s, vm["group"].as<std::string>(), "", vm["pg"].as<std::string>());
          const auto answer = vm["answer"].as<std::string>();
          if (answer != "commit" && answer != "rollback" && answer != "unknown") {
            throw usage_error("--answer wants commit, rollback or unknown, got '" + answer + "'");
          }
-         return detail::tx_checker(s, vm["group"].as<std::string>(), answer);
+         return detail::tx_checker(s, vm["group"].as<std::string>(), answer, "");
        }},
       {"outbox init", "outbox init --pg CONN [--shards N]",
        "create or migrate the outbox, barrier, inbox and relay tables in a PostgreSQL database", {},

@@ -19,6 +19,7 @@
 #include "txmq/cli/format.h"
 #include "txmq/client/admin.h"
 #include "txmq/consumer/consumer.h"
+#include "txmq/producer/pg_checker.h"
 #include "txmq/producer/producer.h"
 
 namespace txmq::cli::detail {
@@ -808,7 +809,7 @@ int tx_prepare(session& s, const tx_prepare_args& a) {
   return exit_ok;
 }
 
-int tx_checker(session& s, const std::string& group, const std::string& answer) {
+int tx_checker(session& s, const std::string& group, const std::string& answer, const std::string& pg_conninfo) {
   // Block the stop signals before any thread starts, so that every thread inherits the mask
   // and sigwait below receives them.
   sigset_t stop;
@@ -819,14 +820,34 @@ int tx_checker(session& s, const std::string& group, const std::string& answer) 
 
   auto conn = s.connect_as_producer(group);
   if (!conn) return exit_failure;
-  const v1::TxOutcome outcome = answer == "commit" ? v1::COMMIT : answer == "rollback" ? v1::ROLLBACK : v1::UNKNOWN;
-  std::string outcome_text = answer;
-  std::transform(outcome_text.begin(), outcome_text.end(), outcome_text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  // --pg: the barrier table decides each check (definite unless the business transaction is
+  // still open); otherwise the fixed answer.
+  std::unique_ptr<producer::pg_transaction_checker> barrier;
+  if (!pg_conninfo.empty()) {
+    barrier = std::make_unique<producer::pg_transaction_checker>(producer::pg_checker_options{
+        .conninfo = pg_conninfo, .log = [&s](std::string_view text) { s.env().err << "txmq: " << text << '\n'; }});
+  }
+  const v1::TxOutcome fixed = answer == "commit" ? v1::COMMIT : answer == "rollback" ? v1::ROLLBACK : v1::UNKNOWN;
+  auto decide = [&](const std::string& txid_bytes) {
+    if (!barrier) return fixed;
+    auto txid = protocol::uuid::from_bytes(txid_bytes);
+    if (!txid) return v1::UNKNOWN;
+    switch (barrier->check(txid.value())) {
+      case producer::tx_decision::commit: return v1::COMMIT;
+      case producer::tx_decision::rollback: return v1::ROLLBACK;
+      case producer::tx_decision::unknown: return v1::UNKNOWN;
+    }
+    return v1::UNKNOWN;
+  };
+  auto upper = [](std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    return text;
+  };
+  const std::string answer_text = barrier ? "the barrier table" : upper(answer);
   std::mutex out_mutex;
   auto& out = s.env().out;
   const bool as_json = s.json();
-  conn->set_request_handler([&, outcome](const v1::Frame& req) -> std::optional<v1::Frame> {
+  conn->set_request_handler([&](const v1::Frame& req) -> std::optional<v1::Frame> {
     v1::Frame answer_frame;
     answer_frame.set_correlation_id(req.correlation_id());
     if (req.body_case() != v1::Frame::kCheckTx) {
@@ -836,6 +857,8 @@ int tx_checker(session& s, const std::string& group, const std::string& answer) 
       return answer_frame;
     }
     const auto& check = req.check_tx();
+    const v1::TxOutcome outcome = decide(check.txid());
+    const std::string outcome_text = outcome == v1::COMMIT ? "COMMIT" : outcome == v1::ROLLBACK ? "ROLLBACK" : "UNKNOWN";
     auto* result = answer_frame.mutable_check_tx_result();
     result->set_txid(check.txid());
     result->set_outcome(outcome);
@@ -857,7 +880,7 @@ int tx_checker(session& s, const std::string& group, const std::string& answer) 
   });
   if (!as_json) {
     std::lock_guard lock(out_mutex);
-    out << "answering checks of producer group " << quoted(group) << " with " << outcome_text
+    out << "answering checks of producer group " << quoted(group) << " with " << answer_text
         << " (stop with Ctrl-C)\n";
     out.flush();
   }

@@ -90,6 +90,8 @@ int tx_show(session& s, const protocol::txid& txid);
 int tx_resolve(session& s, const protocol::txid& txid, bool commit);
 int tx_prepare(session& s, const tx_prepare_args& a);
 // answer: "commit", "rollback" or "unknown".
-int tx_checker(session& s, const std::string& group, const std::string& answer);
+// Answers the group's check-backs until SIGINT/SIGTERM: from the barrier table in pg_conninfo
+// when it is not empty, else with the fixed answer.
+int tx_checker(session& s, const std::string& group, const std::string& answer, const std::string& pg_conninfo);
 
 }  // namespace txmq::cli::detail

@@ -1,5 +1,6 @@
 #include "txmq/client/connection.h"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -634,7 +635,8 @@ class connection::impl {
 
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
-  asio::thread_pool handler_pool_{1};
+  // After options_: sized by options_.request_handler_threads.
+  asio::thread_pool handler_pool_{std::max<std::size_t>(options_.request_handler_threads, 1)};
   std::thread thread_;
   std::atomic<std::thread::id> io_thread_id_{};
   std::atomic<std::uint64_t> next_id_{1};

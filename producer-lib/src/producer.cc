@@ -1,5 +1,7 @@
 #include "txmq/producer/producer.h"
 
+#include "wire_message.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -78,15 +80,8 @@ class producer::impl {
     p.deadline = deadline;
     p.cb = std::move(cb);
     p.bytes = approximate_bytes(message);
-    p.message.set_id(std::string(p.id.raw()));
-    p.message.set_topic(message.topic);
-    if (message.key) p.message.set_key(std::move(*message.key));
-    for (auto& [k, v] : message.headers) (*p.message.mutable_headers())[k] = v;
-    p.message.set_body(std::move(message.body));
-    if (message.deliver_at) {
-      p.message.set_deliver_at_ms(
-          std::chrono::duration_cast<std::chrono::milliseconds>(message.deliver_at->time_since_epoch()).count());
-    }
+    const std::string topic_name = message.topic;
+    p.message = detail::to_wire(std::move(message), p.id);
 
     std::unique_lock lock(mutex_);
     // Back-pressure: wait for room, but never past the message's delivery timeout.
@@ -98,21 +93,21 @@ class producer::impl {
     if (!room) {
       lock.unlock();
       return complete_now(std::move(p.cb),
-                          error(errc::delivery_timeout, "no room for message " + p.id.to_string() + " to topic '" + message.topic +
+                          error(errc::delivery_timeout, "no room for message " + p.id.to_string() + " to topic '" + topic_name +
                                                             "' within the delivery timeout of " +
                                                             std::to_string(options_.delivery_timeout.count()) + " ms: " +
                                                             std::to_string(options_.max_in_flight_messages) +
                                                             " messages stayed in flight (is the broker reachable?)"));
     }
     ++in_flight_;
-    auto& topic = topics_[message.topic];
+    auto& topic = topics_[topic_name];
     if (topic.open && (topic.open->messages.size() + 1 > options_.batch_max_messages ||
                        topic.open->bytes + p.bytes > options_.batch_max_bytes)) {
       seal(topic);
     }
     if (!topic.open) {
       topic.open = std::make_shared<batch>();
-      topic.open->topic = message.topic;
+      topic.open->topic = topic_name;
       topic.open->linger_until = clock::now() + options_.linger;
       topic.open->backoff = options_.retry_backoff_initial;
     }

@@ -52,6 +52,9 @@ struct connection_options {
   std::size_t max_write_queue_bytes = 64u << 20;
   // Our own cap on frames we receive, on top of HelloOk.max_frame_bytes (0 = just the broker's).
   std::uint32_t max_frame_bytes = 0;
+  // Threads that run the request handler (set_request_handler), so that one slow answer (a
+  // checker waiting on a database lock) does not hold up the others.
+  std::size_t request_handler_threads = 1;
   // Diagnostics (connects, losses, protocol violations). Default: none. Called on the io thread.
   std::function<void(std::string_view)> log;
 };
