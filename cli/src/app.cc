@@ -250,12 +250,17 @@ const std::vector<command>& commands() {
 
 bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq" || word == "tx" || word == "outbox" || word == "webhook"; }
 
-po::options_description global_options() {
+// without_timeout: the command has a --timeout of its own (webhook create), which wins.
+po::options_description global_options(bool without_timeout = false) {
   po::options_description o("Global options");
   o.add_options()("broker", po::value<std::string>()->value_name("HOST:PORT"),
                   "broker address (default: $TXMQ_BROKER, else 127.0.0.1:7878)")(
-      "json", "one JSON object per line instead of tables")(
-      "timeout", po::value<std::uint32_t>()->value_name("MS"), "per request, and for produce per message (default 10000)")(
+      "json", "one JSON object per line instead of tables");
+  if (!without_timeout) {
+    o.add_options()("timeout", po::value<std::uint32_t>()->value_name("MS"),
+                    "per request, and for produce per message (default 10000)");
+  }
+  o.add_options()(
       "connect-timeout", po::value<std::uint32_t>()->value_name("MS"), "to reach the broker (default 3000)")(
       "help,h", "show help (also: txmq COMMAND --help)");
   return o;
@@ -376,7 +381,9 @@ int run_checked(const std::vector<std::string>& args, environment& env) {
   const std::string short_usage = "usage: txmq " + cmd->synopsis + "\nTry 'txmq " + cmd->name + " --help'.\n";
   try {
     po::options_description all;
-    all.add(global_options()).add(command_options(*cmd));
+    const auto own = command_options(*cmd);
+    const bool own_timeout = own.find_nothrow("timeout", false) != nullptr;
+    all.add(global_options(own_timeout)).add(own);
     po::options_description hidden;
     po::positional_options_description positional;
     for (const auto& p : cmd->positionals) {
@@ -394,7 +401,7 @@ int run_checked(const std::vector<std::string>& args, environment& env) {
     if (auto parsed = client::broker_address::parse(broker); !parsed) {
       throw usage_error("broker address: " + parsed.error().message);
     }
-    const auto timeout = milliseconds(vm.count("timeout") ? vm["timeout"].as<std::uint32_t>() : 10000);
+    const auto timeout = milliseconds(vm.count("timeout") && !own_timeout ? vm["timeout"].as<std::uint32_t>() : 10000);
     const auto connect_timeout = milliseconds(vm.count("connect-timeout") ? vm["connect-timeout"].as<std::uint32_t>() : 3000);
     if (timeout.count() == 0 || connect_timeout.count() == 0) throw usage_error("timeouts must be at least 1 ms");
 

@@ -1,0 +1,389 @@
+// Webhooks end to end (DESIGN §5): the real txmq-broker and txmq CLI against an HTTP receiver
+// that runs in this test process on a free loopback port, with shortened schedules.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+#include "broker_process.h"
+#include "cli_runner.h"
+
+namespace txmq::test {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using std::chrono::milliseconds;
+using steady = std::chrono::steady_clock;
+
+// One request the receiver got.
+struct seen {
+  steady::time_point at;
+  std::string id, timestamp, signature, attempt, body;
+};
+
+struct reply {
+  unsigned status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool hang = false;  // never answer (the connection stays open until the receiver stops)
+};
+
+// A small HTTP/1.1 server (Beast, one io thread, a coroutine per connection) whose answers
+// `decide` picks per request; records every request.
+class receiver {
+ public:
+  using decide_fn = std::function<reply(const seen&, std::size_t index)>;
+
+  explicit receiver(decide_fn decide) : decide_(std::move(decide)), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    asio::co_spawn(io_, accept(), asio::detached);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~receiver() {
+    io_.stop();
+    thread_.join();
+  }
+
+  [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()) + "/hook"; }
+
+  // Waits until `n` requests arrived; false at the deadline.
+  bool wait_for(std::size_t n, milliseconds deadline) {
+    std::unique_lock lk(mu_);
+    return cv_.wait_for(lk, deadline, [&] { return requests_.size() >= n; });
+  }
+  [[nodiscard]] std::vector<seen> requests() const {
+    std::lock_guard lk(mu_);
+    return requests_;
+  }
+
+ private:
+  asio::awaitable<void> accept() {
+    for (;;) {
+      auto socket = co_await acceptor_.async_accept(asio::use_awaitable);
+      asio::co_spawn(io_, session(std::move(socket)), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> session(tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    for (;;) {
+      http::request<http::string_body> req;
+      auto [ec, n] = co_await http::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      seen s{steady::now(), std::string(req["webhook-id"]), std::string(req["webhook-timestamp"]),
+             std::string(req["webhook-signature"]), std::string(req["txmq-attempt"]), req.body()};
+      std::size_t index = 0;
+      {
+        std::lock_guard lk(mu_);
+        index = requests_.size();
+        requests_.push_back(s);
+      }
+      cv_.notify_all();
+      const reply r = decide_(s, index);
+      if (r.hang) {
+        asio::steady_timer forever(io_, std::chrono::hours(1));
+        co_await forever.async_wait(asio::as_tuple(asio::use_awaitable));
+        co_return;
+      }
+      http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
+      for (auto& [k, v] : r.headers) res.set(k, v);
+      res.keep_alive(req.keep_alive());
+      res.prepare_payload();
+      auto [wec, wn] = co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+      if (wec || !req.keep_alive()) co_return;
+    }
+  }
+
+  decide_fn decide_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<seen> requests_;
+};
+
+// GET on the broker's admin port; status and body.
+std::pair<unsigned, std::string> http_get(std::uint16_t port, const std::string& target, const std::string& token) {
+  asio::io_context io;
+  beast::tcp_stream stream(io);
+  stream.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(stream, buffer, res);
+  return {res.result_int(), res.body()};
+}
+
+// Runs a shell pipeline and returns its stdout.
+std::string shell(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+struct webhook {
+  std::string id, secret, token;
+};
+
+class webhook_test : public ::testing::Test {
+ protected:
+  void SetUp() override { broker_.start(); }
+
+  cli_result txmq(std::vector<std::string> args, const std::string& input = "") {
+    return test::txmq(broker_, std::move(args), input);
+  }
+
+  webhook create(const std::string& topic, const std::string& url, std::vector<std::string> extra = {}) {
+    EXPECT_EQ(txmq({"topic", "create", topic, "--partitions", "2"}).status, 0);
+    std::vector<std::string> args{"--json", "webhook", "create", topic, "--url", url};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = txmq(args);
+    EXPECT_EQ(r.status, 0) << r;
+    auto objs = r.objects();
+    if (objs.size() != 1) return {};
+    return {std::string(objs[0].at("id").as_string()), std::string(objs[0].at("secret").as_string()),
+            std::string(objs[0].at("token").as_string())};
+  }
+
+  // Produces one message per body; returns their ids.
+  std::vector<std::string> produce(const std::string& topic, const std::vector<std::string>& bodies) {
+    std::string input;
+    for (auto& b : bodies) input += b + "\n";
+    auto r = txmq({"--json", "produce", topic}, input);
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::vector<std::string> ids;
+    for (auto& o : r.objects()) ids.emplace_back(o.at("id").as_string());
+    return ids;
+  }
+
+  // The attempt log, once it holds at least `n` entries (deadline 10 s).
+  std::vector<json::object> attempts(const std::string& id, std::size_t n) {
+    const auto deadline = steady::now() + std::chrono::seconds(10);
+    std::vector<json::object> got;
+    while (steady::now() < deadline) {
+      auto r = txmq({"--json", "webhook", "attempts", id});
+      got = r.objects();
+      if (got.size() >= n) return got;
+      std::this_thread::sleep_for(milliseconds(50));  // polling the broker's log with a deadline
+    }
+    ADD_FAILURE() << "attempt log of " << id << " has " << got.size() << " entries, wanted " << n;
+    return got;
+  }
+
+  broker_process broker_{{"--webhook-timeout", "2s"}};
+};
+
+double seconds_between(steady::time_point a, steady::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+TEST_F(webhook_test, signature_verifies_with_openssl) {
+  receiver rx([](const seen&, std::size_t) { return reply{}; });
+  auto w = create("signed", rx.url());
+  ASSERT_TRUE(w.secret.starts_with("whsec_")) << w.secret;
+  auto ids = produce("signed", {R"({"order":42,"note":"héllo"})"});
+  ASSERT_TRUE(rx.wait_for(1, std::chrono::seconds(10)));
+  const auto got = rx.requests().front();
+  EXPECT_EQ(got.id, ids.at(0));
+  EXPECT_EQ(got.body, R"({"order":42,"note":"héllo"})");
+  const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_NEAR(std::stoll(got.timestamp), now_s, 60);
+
+  // Independently of the broker's code: the key is the base64-decoded part of the secret, the
+  // content "<id>.<timestamp>.<body>", HMAC-SHA256 by the openssl binary.
+  const auto dir = broker_.dir();
+  {
+    std::ofstream(dir / "content.txt", std::ios::binary) << got.id << '.' << got.timestamp << '.' << got.body;
+    std::ofstream(dir / "secret.b64") << w.secret.substr(6) << '\n';
+  }
+  const std::string key_hex =
+      shell("openssl base64 -d -A -in " + (dir / "secret.b64").string() + " | od -An -tx1 -v | tr -d ' \\n'");
+  ASSERT_EQ(key_hex.size(), 48u) << key_hex;
+  const std::string mac = shell("openssl dgst -sha256 -mac HMAC -macopt hexkey:" + key_hex + " -binary " +
+                                (dir / "content.txt").string() + " | openssl base64 -A");
+  ASSERT_FALSE(mac.empty());
+  EXPECT_EQ(got.signature, "v1," + mac);
+
+  // A rotated secret: both sign during the grace period, the new one first.
+  auto rot = txmq({"--json", "webhook", "rotate-secret", w.id});
+  ASSERT_EQ(rot.status, 0) << rot.err;
+  const std::string new_secret(rot.objects().at(0).at("secret").as_string());
+  EXPECT_NE(new_secret, w.secret);
+  produce("signed", {"second"});
+  ASSERT_TRUE(rx.wait_for(2, std::chrono::seconds(10)));
+  const auto second = rx.requests().at(1);
+  const auto space = second.signature.find(' ');
+  ASSERT_NE(space, std::string::npos) << second.signature;
+  {
+    std::ofstream(dir / "content.txt", std::ios::binary) << second.id << '.' << second.timestamp << '.' << second.body;
+  }
+  const std::string old_mac = shell("openssl dgst -sha256 -mac HMAC -macopt hexkey:" + key_hex + " -binary " +
+                                    (dir / "content.txt").string() + " | openssl base64 -A");
+  EXPECT_EQ(second.signature.substr(space + 1), "v1," + old_mac);
+}
+
+TEST_F(webhook_test, failing_receiver_gets_the_message_on_schedule_and_every_try_is_logged) {
+  receiver rx([](const seen&, std::size_t i) { return reply{i < 3 ? 500u : 200u, {}, false}; });
+  auto w = create("sched", rx.url(), {"--schedule", "300ms,600ms,900ms"});
+  auto ids = produce("sched", {"pay-1"});
+  ASSERT_TRUE(rx.wait_for(4, std::chrono::seconds(10)));
+  const auto reqs = rx.requests();
+  const double steps[] = {0.3, 0.6, 0.9};
+  for (int i = 0; i < 3; ++i) {
+    const double gap = seconds_between(reqs[i].at, reqs[i + 1].at);
+    EXPECT_GE(gap, steps[i] - 0.03) << "attempt " << i + 2;
+    EXPECT_LE(gap, steps[i] + 0.4) << "attempt " << i + 2;
+    EXPECT_EQ(reqs[i + 1].attempt, std::to_string(i + 2));
+    EXPECT_EQ(reqs[i + 1].id, ids.at(0));
+  }
+  auto log = attempts(w.id, 4);
+  ASSERT_EQ(log.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(log[i].at("attempt").as_int64(), static_cast<std::int64_t>(i + 1));
+    EXPECT_EQ(log[i].at("status").as_int64(), i < 3 ? 500 : 200);
+    EXPECT_EQ(std::string(log[i].at("outcome").as_string()), i < 3 ? "failed" : "delivered");
+    EXPECT_EQ(std::string(log[i].at("message").as_string()), ids.at(0));
+  }
+  EXPECT_FALSE(rx.wait_for(5, milliseconds(1500))) << "a delivered message was sent again";
+}
+
+TEST_F(webhook_test, gone_disables_the_subscription) {
+  receiver rx([](const seen&, std::size_t) { return reply{410, {}, false}; });
+  auto w = create("gone", rx.url(), {"--schedule", "100ms"});
+  produce("gone", {"a"});
+  ASSERT_TRUE(rx.wait_for(1, std::chrono::seconds(10)));
+  auto log = attempts(w.id, 1);
+  EXPECT_EQ(std::string(log.at(0).at("outcome").as_string()), "gone");
+  auto list = txmq({"--json", "webhook", "list"});
+  ASSERT_EQ(list.objects().size(), 1u);
+  EXPECT_EQ(std::string(list.objects()[0].at("state").as_string()), "disabled");
+  auto table = txmq({"webhook", "list"});
+  ASSERT_EQ(table.rows().size(), 1u) << table;
+  EXPECT_EQ(fields(table.rows()[0]).at(3), "disabled") << table;
+  produce("gone", {"b"});
+  EXPECT_FALSE(rx.wait_for(2, milliseconds(1000))) << "a disabled subscription was still called";
+}
+
+TEST_F(webhook_test, retry_after_is_honoured) {
+  receiver rx([](const seen&, std::size_t i) {
+    if (i == 0) return reply{429, {{"Retry-After", "1"}}, false};
+    return reply{};
+  });
+  auto w = create("throttle", rx.url(), {"--schedule", "50ms,50ms"});
+  produce("throttle", {"x"});
+  ASSERT_TRUE(rx.wait_for(2, std::chrono::seconds(10)));
+  const auto reqs = rx.requests();
+  const double gap = seconds_between(reqs[0].at, reqs[1].at);
+  EXPECT_GE(gap, 0.97);
+  EXPECT_LE(gap, 1.5);
+  auto log = attempts(w.id, 2);
+  EXPECT_EQ(std::string(log.at(0).at("outcome").as_string()), "throttled");
+  EXPECT_EQ(log.at(0).at("status").as_int64(), 429);
+  EXPECT_EQ(std::string(log.at(1).at("outcome").as_string()), "delivered");
+}
+
+TEST_F(webhook_test, hanging_receiver_times_out) {
+  receiver rx([](const seen&, std::size_t i) { return reply{200, {}, i == 0}; });
+  auto w = create("hang", rx.url(), {"--schedule", "100ms", "--timeout", "400ms"});
+  produce("hang", {"slow"});
+  ASSERT_TRUE(rx.wait_for(2, std::chrono::seconds(10)));
+  const auto reqs = rx.requests();
+  EXPECT_GE(seconds_between(reqs[0].at, reqs[1].at), 0.45);
+  auto log = attempts(w.id, 2);
+  EXPECT_EQ(std::string(log.at(0).at("outcome").as_string()), "timed_out");
+  EXPECT_EQ(log.at(0).at("status").as_int64(), 0);
+  EXPECT_GE(log.at(0).at("latency_ms").as_int64(), 390);
+  EXPECT_EQ(std::string(log.at(1).at("outcome").as_string()), "delivered");
+}
+
+TEST_F(webhook_test, exhausted_after_last_attempt_and_reconciliation_returns_it) {
+  receiver rx([](const seen&, std::size_t) { return reply{500, {}, false}; });
+  auto w = create("exhaust", rx.url(), {"--schedule", "100ms,100ms"});
+  auto ids = produce("exhaust", {R"({"n":1})"});
+  auto log = attempts(w.id, 3);
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(std::string(log[2].at("outcome").as_string()), "exhausted");
+  EXPECT_FALSE(rx.wait_for(4, milliseconds(600))) << "an exhausted message was tried again";
+
+  auto [status, body] = http_get(broker_.http_port(), "/v1/messages/" + ids[0], w.token);
+  ASSERT_EQ(status, 200u) << body;
+  auto m = json::parse(body).as_object();
+  EXPECT_EQ(std::string(m.at("status").as_string()), "exhausted");
+  EXPECT_EQ(m.at("attempts").as_int64(), 3);
+  EXPECT_EQ(std::string(m.at("body").as_string()), R"({"n":1})");
+  EXPECT_EQ(m.at("attempt_log").as_array().size(), 3u);
+
+  std::tie(status, body) = http_get(broker_.http_port(), "/v1/topics/exhaust/messages?limit=10", w.token);
+  ASSERT_EQ(status, 200u) << body;
+  auto page = json::parse(body).as_object();
+  ASSERT_EQ(page.at("messages").as_array().size(), 1u);
+  EXPECT_EQ(std::string(page.at("messages").as_array()[0].at("status").as_string()), "exhausted");
+  // Nothing after the last one.
+  std::tie(status, body) = http_get(broker_.http_port(), "/v1/topics/exhaust/messages?after=" + ids[0], w.token);
+  ASSERT_EQ(status, 200u) << body;
+  EXPECT_TRUE(json::parse(body).as_object().at("messages").as_array().empty()) << body;
+
+  EXPECT_EQ(http_get(broker_.http_port(), "/v1/messages/" + ids[0], "").first, 401u);
+  EXPECT_EQ(http_get(broker_.http_port(), "/v1/messages/" + ids[0], "whtok_wrong").first, 401u);
+  EXPECT_EQ(http_get(broker_.http_port(), "/v1/topics/other/messages", w.token).first, 403u);
+  EXPECT_EQ(http_get(broker_.http_port(), "/v1/messages/not-an-id", w.token).first, 400u);
+
+  // Unknown subscriptions and bad URLs are typed errors.
+  auto del = txmq({"webhook", "delete", "wh_0000000000000000"});
+  EXPECT_EQ(del.status, 1);
+  EXPECT_NE(del.err.find("UNKNOWN_GROUP"), std::string::npos) << del.err;
+  auto bad = txmq({"webhook", "create", "exhaust", "--url", "ftp://x/"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("INVALID_ARGUMENT"), std::string::npos) << bad.err;
+}
+
+TEST_F(webhook_test, sigkill_mid_schedule_resumes_without_skipping_or_repeating) {
+  // Messages whose body starts with "fail" fail their first attempt; the rest succeed.
+  receiver rx([](const seen& s, std::size_t) { return reply{s.body.starts_with("fail") && s.attempt == "1" ? 500u : 200u, {}, false}; });
+  auto w = create("crash", rx.url(), {"--schedule", "1500ms,1500ms"});
+  auto ids = produce("crash", {"ok-1", "fail-1", "fail-2", "fail-3"});
+  ASSERT_EQ(ids.size(), 4u);
+  attempts(w.id, 4);  // every first attempt is logged, so its outcome is written too
+  const auto killed_at = steady::now();
+  broker_.kill();
+  broker_.start();
+  ASSERT_TRUE(rx.wait_for(7, std::chrono::seconds(15)));
+  EXPECT_FALSE(rx.wait_for(8, milliseconds(2000))) << "more attempts than the schedule calls for";
+  std::map<std::string, std::vector<seen>> by_id;
+  for (auto& r : rx.requests()) by_id[r.id].push_back(r);
+  EXPECT_EQ(by_id[ids[0]].size(), 1u) << "a message delivered before the kill was sent again";
+  for (int i = 1; i < 4; ++i) {
+    const auto& tries = by_id[ids[i]];
+    ASSERT_EQ(tries.size(), 2u) << "message " << i;
+    EXPECT_EQ(tries[1].attempt, "2");
+    // The retry kept its place in the schedule: not before the step, not re-sent at restart.
+    EXPECT_GE(seconds_between(tries[0].at, tries[1].at), 1.47);
+    EXPECT_GE(seconds_between(killed_at, tries[1].at), 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace txmq::test
