@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <future>
+#include <map>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -34,7 +35,8 @@ constexpr const char* k_locks_of_class =
     "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
 
 struct batch_outcome {
-  int rows = 0;                            // rows read
+  std::set<int> drained;                   // shards that had fewer than `batch` rows left
+  bool published = false;                  // the broker acked something
   std::optional<client::error> db_error;   // reading or deleting failed
   std::optional<client::error> broker_error;  // some rows were not acknowledged
 };
@@ -110,8 +112,10 @@ class relay::impl {
     po.connection.reconnect_backoff_initial = options_.backoff_initial;
     po.connection.reconnect_backoff_max = options_.backoff_max;
     po.linger = milliseconds(1);
-    po.batch_max_messages = static_cast<std::size_t>(options_.batch);
-    po.max_in_flight_messages = static_cast<std::size_t>(options_.batch) * 4;
+    // A round carries up to batch rows of every owned shard; larger requests mean fewer fsyncs
+    // per row (batch_max_bytes, 1 MiB, still bounds them).
+    po.batch_max_messages = 4000;
+    po.max_in_flight_messages = static_cast<std::size_t>(options_.batch) * 1024 + 4000;
     po.max_in_flight_batches_per_topic = 1;  // a shard's rows in seq order across retries
     po.delivery_timeout = options_.publish_timeout;
     po.request_timeout = options_.publish_timeout;
@@ -154,20 +158,19 @@ class relay::impl {
         wait_until(std::min(next_poll, next_rebalance));
         continue;
       }
-      const int shard = next_pending();
-      auto batch = publish_batch(shard);
+      auto batch = drain(clock::now() + options_.rebalance_interval);
       if (batch.db_error) {
         db_failed(*batch.db_error);
         continue;
       }
       if (batch.broker_error) {
         broker_failed(*batch.broker_error);
-        // The rows stay; the shard stays pending and is tried again after the pause.
+        // The rows stay; the shards stay pending and are tried again after the pause.
         wait_until(clock::now() + broker_backoff_.next());
         continue;
       }
-      if (batch.rows > 0) broker_ok();
-      if (batch.rows < options_.batch) pending_.erase(shard);
+      for (int shard : batch.drained) pending_.erase(shard);
+      if (batch.published) broker_ok();
     }
     shutdown();
     return outcome::success();
@@ -355,33 +358,50 @@ class relay::impl {
     }
   }
 
-  int next_pending() {
-    auto it = pending_.lower_bound(cursor_);
-    if (it == pending_.end()) it = pending_.begin();
-    cursor_ = *it + 1;
-    return *it;
-  }
-
-  batch_outcome publish_batch(int shard) {
-    batch_outcome out;
-    auto rows = pg::exec(conn_.get(),
-                         "SELECT id, topic, key, headers::text, payload, (extract(epoch FROM created_at) * 1000)::bigint, seq "
-                         "FROM txmq_outbox WHERE shard = $1 ORDER BY seq LIMIT $2",
-                         {std::to_string(shard), std::to_string(options_.batch)});
-    if (!rows) {
-      out.db_error = rows.error();
-      return out;
-    }
-    PGresult* res = rows.value().get();
-    out.rows = PQntuples(res);
-    if (out.rows == 0) return out;
-    batches_->inc();
-
-    std::vector<std::future<client::result<producer::send_result>>> acks;
+  // A round: the oldest `batch` rows of each of some shards, read with one query, published
+  // together (the broker's fsync is shared by all shards of the round, not paid once per
+  // shard) and deleted with one statement. Rows are ordered shard by shard in seq order and the
+  // producer keeps a topic's messages in the order given, so each shard's order holds.
+  struct round {
+    std::map<int, int> rows;               // per shard read (0 for a shard with nothing)
+    std::map<int, std::int64_t> last_seq;  // per shard, the highest seq read
+    std::vector<producer::outgoing_message> messages;
     std::vector<std::string> ids;
     std::vector<std::chrono::system_clock::time_point> created;
-    acks.reserve(static_cast<std::size_t>(out.rows));
-    for (int i = 0; i < out.rows; ++i) {
+    std::vector<std::future<client::result<producer::send_result>>> acks;
+    std::optional<client::error> bad_row;  // rows from it on were not taken
+  };
+
+  // Reads a round of `shards`; with `after`, only rows past that round's (which is still in
+  // flight, not yet deleted). Errors: the database's.
+  client::result<round> read_round(const std::set<int>& shards, const round* after) {
+    round out;
+    std::string shard_list = "{", after_list = "{";
+    for (int s : shards) {
+      const bool first = shard_list.size() == 1;
+      shard_list += (first ? "" : ",") + std::to_string(s);
+      std::int64_t from = 0;
+      if (after) {
+        if (auto it = after->last_seq.find(s); it != after->last_seq.end()) from = it->second;
+      }
+      after_list += (first ? "" : ",") + std::to_string(from);
+      out.rows[s] = 0;
+    }
+    shard_list += "}";
+    after_list += "}";
+    auto rows = pg::exec(conn_.get(),
+                         "SELECT r.id, r.topic, r.key, r.headers::text, r.payload, "
+                         "(extract(epoch FROM r.created_at) * 1000)::bigint, r.seq, s.shard "
+                         "FROM unnest($1::int[], $2::bigint[]) AS s(shard, after) CROSS JOIN LATERAL (SELECT * FROM "
+                         "txmq_outbox o WHERE o.shard = s.shard AND o.seq > s.after ORDER BY o.seq LIMIT $3) r "
+                         "ORDER BY s.shard, r.seq",
+                         {shard_list, after_list, std::to_string(options_.batch)});
+    if (!rows) return rows.error();
+    PGresult* res = rows.value().get();
+    const int n = PQntuples(res);
+    out.messages.reserve(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      const int shard = std::atoi(PQgetvalue(res, i, 7));
       outbox_row_text text{PQgetvalue(res, i, 0),
                            PQgetvalue(res, i, 1),
                            PQgetisnull(res, i, 2) ? std::nullopt : std::optional<std::string_view>(PQgetvalue(res, i, 2)),
@@ -393,37 +413,105 @@ class relay::impl {
       if (!row) {
         // A row the relay cannot read (a plain INSERT with headers that are not an object)
         // stops its shard rather than being skipped: skipping would lose it, and a later row of
-        // its key would overtake it. The operator fixes or deletes it; the log says which.
-        out.broker_error = row.error();
+        // its key would overtake it. The operator fixes or deletes it; the log names it. (The
+        // round's later shards wait with it; rare enough to keep one loop.)
+        out.bad_row = row.error();
         break;
       }
-      ids.emplace_back(text.id);
-      created.push_back(row.value().created_at);
-      acks.push_back(producer_->async_send(std::move(row.value().message)));
-    }
-    // Every future completes: the producer gives up on a message after its delivery timeout.
-    std::string acked = "{";
-    const auto now = std::chrono::system_clock::now();
-    for (std::size_t i = 0; i < acks.size(); ++i) {
-      auto r = acks[i].get();
-      if (!r) {
-        if (!out.broker_error) out.broker_error = r.error();
-        continue;
-      }
-      acked += (acked.size() > 1 ? "," : "") + ids[i];
-      row_age_->observe(now - created[i]);
-    }
-    acked += "}";
-    if (acked.size() > 2) {
-      // Only what the broker acked (fsynced) is deleted; the rest is read again next time.
-      auto del = pg::exec(conn_.get(), "DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])", {acked});
-      if (!del) {
-        out.db_error = del.error();
-        return out;
-      }
-      published_->inc(std::stoull(PQcmdTuples(del.value().get())));
+      ++out.rows[shard];
+      out.last_seq[shard] = row.value().seq;
+      out.ids.emplace_back(text.id);
+      out.created.push_back(row.value().created_at);
+      out.messages.push_back(std::move(row.value().message));
     }
     return out;
+  }
+
+  void send_round(round& r) {
+    r.acks.reserve(r.messages.size());
+    for (auto& m : r.messages) r.acks.push_back(producer_->async_send(std::move(m)));
+    r.messages.clear();
+  }
+
+  // Waits for every ack (each future completes: the producer gives up on a message after its
+  // delivery timeout). Returns the acked ids as a uuid[] literal, and the first failure.
+  std::pair<std::string, std::optional<client::error>> settle_round(round& r) {
+    std::string acked = "{";
+    std::optional<client::error> failed = r.bad_row;
+    const auto now = std::chrono::system_clock::now();
+    for (std::size_t i = 0; i < r.acks.size(); ++i) {
+      auto a = r.acks[i].get();
+      if (!a) {
+        if (!failed) failed = a.error();
+        continue;
+      }
+      acked += (acked.size() > 1 ? "," : "") + r.ids[i];
+      row_age_->observe(now - r.created[i]);
+    }
+    acked += "}";
+    return {acked, failed};
+  }
+
+  // Only what the broker acked (fsynced) is deleted; the rest is read again next time.
+  client::result<void> delete_acked(const std::string& acked) {
+    if (acked.size() <= 2) return outcome::success();
+    auto del = pg::exec(conn_.get(), "DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])", {acked});
+    if (!del) return del.error();
+    published_->inc(std::stoull(PQcmdTuples(del.value().get())));
+    return outcome::success();
+  }
+
+  // Publishes the pending shards until they are drained (a round returns fewer than `batch`
+  // rows of each), stop() is asked, or `until` passes (so that rebalancing and NOTIFYs get
+  // their turn). Pipelined: the next round is read while this one is being acked, and sent
+  // only after this one was fully acked (a failed round must not be overtaken by its
+  // successor), and this one is deleted while the next is being acked. Nothing is in flight
+  // when it returns, so shards may then be released.
+  batch_outcome drain(clock::time_point until) {
+    batch_outcome out;
+    auto first = read_round(pending_, nullptr);
+    if (!first) {
+      out.db_error = first.error();
+      return out;
+    }
+    round cur = std::move(first).value();
+    send_round(cur);
+    for (;;) {
+      std::set<int> more;
+      for (const auto& [shard, n] : cur.rows) {
+        if (n >= options_.batch) more.insert(shard);
+      }
+      std::optional<round> next;
+      if (!more.empty() && !cur.bad_row && !stopping_.load() && clock::now() < until) {
+        auto r = read_round(more, &cur);
+        if (!r) {
+          (void)settle_round(cur);
+          out.db_error = r.error();
+          return out;
+        }
+        next = std::move(r).value();
+      }
+      auto [acked, failed] = settle_round(cur);
+      if (!cur.acks.empty()) batches_->inc();
+      if (failed) {
+        // `next` was never sent; its rows are read again after the back-off, in order.
+        if (auto d = delete_acked(acked); !d) out.db_error = d.error();
+        out.broker_error = failed;
+        return out;
+      }
+      if (next) send_round(*next);
+      if (auto d = delete_acked(acked); !d) {
+        if (next) (void)settle_round(*next);
+        out.db_error = d.error();
+        return out;
+      }
+      out.published = out.published || acked.size() > 2;
+      for (const auto& [shard, n] : cur.rows) {
+        if (n < options_.batch) out.drained.insert(shard);
+      }
+      if (!next) return out;
+      cur = std::move(*next);
+    }
   }
 
   // Sleeps until `deadline`, a NOTIFY (the database socket is readable) or stop().
@@ -465,7 +553,6 @@ class relay::impl {
   std::set<int> owned_;
   std::set<int> pending_;
   std::set<int> owned_before_;
-  int cursor_ = 0;
   backoff db_backoff_;
   backoff broker_backoff_;
   bool db_down_logged_ = false;
