@@ -582,6 +582,39 @@ TEST(broker_tx_test, an_end_tx_after_a_check_resolved_the_other_way_changes_noth
   EXPECT_EQ(show(c, tx).state(), v1::ROLLED_BACK);
 }
 
+TEST(broker_tx_test, a_returning_producer_is_asked_at_once_not_at_the_next_scheduled_check) {
+  // The schedule would ask again only after a minute; the producer's return must not wait.
+  broker_process b({"--tx-timeout", "100ms", "--tx-check-schedule", "1m"});
+  b.start();
+  raw_client c(b.port());
+  c.hello();
+  std::vector<std::string> txs;
+  for (int i = 0; i < 50; ++i) {
+    txs.push_back(new_txid());
+    prepare(c, txs.back(), "pg-away", {tx_message("t", "m" + std::to_string(i))});
+  }
+  // Each had its first check, which found no producer.
+  ASSERT_TRUE(eventually([&] {
+    for (auto& t : list(c, v1::PREPARED)) {
+      if (t.check_count() == 0) return false;
+    }
+    return true;
+  }));
+  raw_client producer(b.port());
+  producer.hello("returning", "pg-away");
+  const auto start = std::chrono::steady_clock::now();
+  int answered = 0;
+  while (answered < 50) {
+    auto check = producer.receive(10s);
+    ASSERT_TRUE(check && check->has_check_tx()) << answered << " answered before the checks stopped";
+    answer(producer, *check, v1::COMMIT);
+    ++answered;
+  }
+  ASSERT_TRUE(eventually([&] { return list(c, v1::PREPARED).empty(); }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_EQ(fetch(c, "g", "t", 100, 1000).size(), 50u);
+}
+
 // Read-process-write: consume from "in", publish to "out" in a transaction carrying the ack.
 class read_process_write : public ::testing::Test {
  protected:
@@ -639,6 +672,31 @@ TEST_F(read_process_write, commit_acks_the_consumed_message_and_publishes_the_ne
   auto again = c_->request(f);
   ASSERT_TRUE(again.has_error()) << again.ShortDebugString();
   EXPECT_EQ(again.error().code(), v1::UNKNOWN_DELIVERY);
+}
+
+TEST_F(read_process_write, a_commit_after_the_delivery_was_acked_elsewhere_rolls_back) {
+  // The delivery's deadline (1 s) passes, it goes out again and that delivery is acked: a late
+  // COMMIT would publish the transformation a second time.
+  std::vector<v1::Message> again;
+  ASSERT_TRUE(eventually([&] {
+    again = fetch(*c_, "g", "in", 1, 500, 5000);
+    return !again.empty();
+  }));
+  ASSERT_EQ(again[0].offset(), consumed_.offset());
+  v1::Frame ack;
+  ack.mutable_ack()->set_group("g");
+  auto* ref = ack.mutable_ack()->add_refs();
+  ref->set_topic(again[0].topic());
+  ref->set_partition(again[0].partition());
+  ref->set_offset(again[0].offset());
+  ASSERT_FALSE(c_->request(ack).has_error());
+
+  auto r = c_->request(end_tx_frame(tx_, v1::COMMIT));
+  ASSERT_TRUE(r.has_error()) << r.ShortDebugString();
+  EXPECT_EQ(r.error().code(), v1::UNKNOWN_DELIVERY);
+  EXPECT_NE(r.error().message().find("rolled back"), std::string::npos) << r.error().message();
+  EXPECT_EQ(show(*c_, tx_).state(), v1::ROLLED_BACK);
+  EXPECT_TRUE(fetch(*c_, "downstream", "out", 10, 300).empty());
 }
 
 TEST_F(read_process_write, rollback_leaves_the_consumed_message_to_be_redelivered) {

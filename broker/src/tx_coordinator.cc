@@ -132,6 +132,16 @@ void tx_coordinator::connection_opened(const std::shared_ptr<connection>& c) {
   if (c->producer_group().empty()) return;
   producers_[c->id()] = c;
   pool_.join(c->producer_group(), c->id());
+  if (auto o = orphaned_.find(c->producer_group()); o != orphaned_.end()) {
+    auto& queue = backlog_[c->producer_group()];
+    for (const auto& id : o->second) {
+      ask_now_.emplace(id, c->producer_group());
+      queue.push_back(id);
+    }
+    log::info("producer group '", c->producer_group(), "' is back: asking about ", o->second.size(),
+              " transactions whose checks found no producer");
+    orphaned_.erase(o);
+  }
   pump(c->producer_group());
 }
 
@@ -558,12 +568,15 @@ void tx_coordinator::scan(std::int64_t now, std::vector<undecided_check>& undeci
     return;
   }
   // The backlog is rebuilt from each scan: what was resolved or recorded meanwhile drops out.
+  // Transactions of returning producers go first: they have waited longest.
   backlog_.clear();
+  for (const auto& [id, group] : ask_now_) backlog_[group].push_back(id);
   for (auto& rec : due.value()) {
     if (busy_.count(rec.id)) continue;
     if (!pool_.has_producer(rec.producer_group)) {
       undecided.push_back({rec.id, rec.check_count, "no_producer"});
       busy_.insert(rec.id);
+      if (auto& o = orphaned_[rec.producer_group]; o.size() < k_max_orphans_per_group) o.insert(rec.id);
       continue;
     }
     backlog_[rec.producer_group].push_back(rec.id);
@@ -586,15 +599,20 @@ void tx_coordinator::pump(const std::string& group) {
     const auto id = queue.front();
     queue.pop_front();
     if (busy_.count(id)) continue;
-    // The backlog may be older than the last EndTx: ask only what is still due.
+    // The backlog may be older than the last EndTx: ask only what is still due (or, for a
+    // returning producer, still prepared).
+    auto wanted = ask_now_.find(id);
+    const bool now_wanted = wanted != ask_now_.end();
+    if (now_wanted) ask_now_.erase(wanted);
     auto rec = store_.find_tx(id);
     if (!rec || !rec.value() || rec.value()->state != tx_state::prepared || rec.value()->next_check_ms == 0 ||
-        rec.value()->next_check_ms > now) {
+        (rec.value()->next_check_ms > now && !now_wanted)) {
       continue;
     }
     auto pick = pool_.pick(group);
     if (!pick.connection) {
       queue.push_front(id);
+      if (now_wanted) ask_now_.emplace(id, group);
       break;
     }
     auto p = producers_.find(*pick.connection);
@@ -605,6 +623,7 @@ void tx_coordinator::pump(const std::string& group) {
       pool_.leave(group, *pick.connection);
       producers_.erase(*pick.connection);
       queue.push_front(id);
+      if (now_wanted) ask_now_.emplace(id, group);
       continue;
     }
     send_check(*conn, *rec.value());

@@ -168,6 +168,15 @@ class tx_coordinator {
   std::unordered_set<storage::txid, protocol::uuid_hash> busy_;
   // Due transactions waiting for room under their group's cap, in due order.
   std::map<std::string, std::deque<storage::txid>> backlog_;
+  // Transactions whose check found no producer of their group, by group. When a producer of
+  // the group connects they are asked at once instead of at their next scheduled check (which
+  // may be minutes away after a long outage): a returning producer settles its group's backlog
+  // within seconds, still at most tx_checks_in_flight at a time. In memory only: after a broker
+  // restart the schedule applies. Bounded per group; beyond it, the schedule applies too.
+  std::map<std::string, std::unordered_set<storage::txid, protocol::uuid_hash>> orphaned_;
+  // Asked now although not due (from orphaned_ when their producer came back) → their group.
+  std::unordered_map<storage::txid, std::string, protocol::uuid_hash> ask_now_;
+  static constexpr std::size_t k_max_orphans_per_group = 200'000;
   // Connections that declared a producer group, by connection id.
   std::unordered_map<std::uint64_t, std::weak_ptr<connection>> producers_;
 };
