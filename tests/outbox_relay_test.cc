@@ -76,13 +76,25 @@ void create_topic(const broker_process& b, const std::string& topic) {
   ASSERT_TRUE(r || r.error().is(protocol::errc::topic_exists)) << r.error();
 }
 
-TEST(outbox_relay, rows_from_a_plain_sql_insert_are_published_and_deleted) {
-  const auto db = shared_pg_cluster().create_database("relay_plain");
-  auto conn = connect_to(db);
-  ASSERT_TRUE(producer::install_schema(conn.get(), 4));
+// A new database with the txmq schema of `shards` shards, a started broker, and `topic` on it.
+struct outbox_setup {
+  outbox_setup(const std::string& name, int shards, const std::string& topic, std::vector<std::string> broker_args = {})
+      : db(shared_pg_cluster().create_database(name)), conn(connect_to(db)), b(std::move(broker_args)) {
+    auto schema = producer::install_schema(conn.get(), shards);
+    if (!schema) throw std::runtime_error(schema.error().message);
+    b.start();
+    create_topic(b, topic);
+  }
+  std::string db;
+  pg::connection_ptr conn;
   broker_process b;
-  b.start();
-  create_topic(b, "plain");
+};
+
+TEST(outbox_relay, rows_from_a_plain_sql_insert_are_published_and_deleted) {
+  outbox_setup setup("relay_plain", 4, "plain");
+  const auto& db = setup.db;
+  auto& conn = setup.conn;
+  auto& b = setup.b;
   relay_process relay(relay_args(db, b, "plain-1"));
   relay.start();
   ASSERT_TRUE(eventually([&] { return shards_held(db) == 4; }, 20s)) << relay.log();
@@ -127,12 +139,10 @@ TEST(outbox_relay, rows_from_a_plain_sql_insert_are_published_and_deleted) {
 }
 
 TEST(outbox_relay, a_relay_cut_off_from_the_database_loses_its_shards_to_another) {
-  const auto db = shared_pg_cluster().create_database("relay_cut");
-  auto conn = connect_to(db);
-  ASSERT_TRUE(producer::install_schema(conn.get(), 8));
-  broker_process b;
-  b.start();
-  create_topic(b, "cut");
+  outbox_setup setup("relay_cut", 8, "cut");
+  const auto& db = setup.db;
+  auto& conn = setup.conn;
+  auto& b = setup.b;
   relay_process a(relay_args(db, b, "cut-a"));
   relay_process other(relay_args(db, b, "cut-b"));
   a.start();
@@ -171,17 +181,13 @@ TEST(outbox_relay, a_relay_cut_off_from_the_database_loses_its_shards_to_another
 // SIGKILLed and PostgreSQL restarts; a pg_inbox consumer records what it handled.
 TEST(outbox_relay_fault, committed_rows_are_consumed_once_in_key_order_through_crashes) {
   auto& cluster = shared_pg_cluster();
-  const auto db = cluster.create_database("relay_crash");
-  {
-    auto conn = connect_to(db);
-    ASSERT_TRUE(producer::install_schema(conn.get(), 16));
-    ASSERT_TRUE(pg::exec(conn.get(),
-                         "CREATE TABLE written (id uuid PRIMARY KEY, key text NOT NULL, seq bigint NOT NULL);"
-                         "CREATE TABLE consumed (n bigserial, id uuid NOT NULL, key text NOT NULL)"));
-  }
-  broker_process b({"--ack-deadline", "2s", "--retry-schedule", "200ms"});
-  b.start();
-  create_topic(b, "orders");
+  outbox_setup setup("relay_crash", 16, "orders", {"--ack-deadline", "2s", "--retry-schedule", "200ms"});
+  const auto& db = setup.db;
+  auto& b = setup.b;
+  ASSERT_TRUE(pg::exec(setup.conn.get(),
+                       "CREATE TABLE written (id uuid PRIMARY KEY, key text NOT NULL, seq bigint NOT NULL);"
+                       "CREATE TABLE consumed (n bigserial, id uuid NOT NULL, key text NOT NULL)"));
+  setup.conn.reset();  // PostgreSQL restarts under this test; it must not hold a dead session
   std::vector<std::unique_ptr<relay_process>> relays;
   for (int i = 0; i < 3; ++i) {
     relays.push_back(std::make_unique<relay_process>(relay_args(db, b, "crash-" + std::to_string(i))));

@@ -1,9 +1,5 @@
 #include "relay_process.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,8 +9,6 @@
 #include <stdexcept>
 
 #include "broker_process.h"
-
-extern char** environ;
 
 namespace txmq::test {
 namespace fs = std::filesystem;
@@ -29,46 +23,22 @@ relay_process::relay_process(std::vector<std::string> args) : args_(std::move(ar
 }
 
 relay_process::~relay_process() {
-  kill();
+  child_.reset();  // kills what still runs
   std::error_code ec;
   fs::remove_all(dir_, ec);
 }
 
 void relay_process::start() {
-  if (pid_ > 0) throw std::runtime_error("txmq-relay already running");
-  const auto log_path = (dir_ / ("relay-" + std::to_string(run_++) + ".log")).string();
+  if (child_ && child_->running()) throw std::runtime_error("txmq-relay already running");
   std::vector<std::string> argv{binary_path("txmq-relay")};
   argv.insert(argv.end(), args_.begin(), args_.end());
-  std::vector<char*> raw;
-  for (auto& a : argv) raw.push_back(a.data());
-  raw.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, log_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 2, 1);
-  const int rc = posix_spawn(&pid_, raw[0], &actions, nullptr, raw.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    pid_ = -1;
-    throw std::runtime_error("cannot spawn " + argv[0] + ": error " + std::to_string(rc));
-  }
+  child_ = std::make_unique<child_process>(argv, dir_ / ("relay-" + std::to_string(run_++) + ".log"));
 }
 
-int relay_process::stop() {
-  if (pid_ <= 0) return -1;
-  ::kill(pid_, SIGTERM);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+int relay_process::stop() { return child_ ? child_->stop() : -1; }
 
 void relay_process::kill() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
+  if (child_) child_->kill();
 }
 
 std::string relay_process::log() const {

@@ -1,14 +1,15 @@
 #pragma once
 
-// Runs the real txmq-relay binary for a test, with its stderr in a log file; stopped (SIGTERM)
-// or killed (SIGKILL) by the test. Readiness is the test's to judge (shards held in pg_locks):
-// a relay does its work whenever the database and broker let it.
-
-#include <sys/types.h>
+// Runs the real txmq-relay binary for a test (a child_process), its output in a log file per
+// run; stopped (SIGTERM) or killed (SIGKILL) by the test. Readiness is the test's to judge
+// (shards held in pg_locks): a relay does its work whenever the database and broker let it.
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "child_process.h"
 
 namespace txmq::test {
 
@@ -21,20 +22,19 @@ class relay_process {
   relay_process(const relay_process&) = delete;
   relay_process& operator=(const relay_process&) = delete;
 
-  // Starts it (again after a stop or kill). Throws std::runtime_error when it cannot spawn.
+  // Starts it (again after a stop or kill). Throws std::runtime_error when it is running.
   void start();
   // SIGTERM and wait; returns the exit status (128 + signal when killed by one).
   int stop();
   // SIGKILL, no goodbye.
   void kill();
-  [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
-  // Everything every run wrote to stderr so far.
+  // Everything every run wrote so far.
   [[nodiscard]] std::string log() const;
 
  private:
   std::vector<std::string> args_;
   std::filesystem::path dir_;
-  pid_t pid_ = -1;
+  std::unique_ptr<child_process> child_;
   int run_ = 0;
 };
 
