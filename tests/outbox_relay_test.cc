@@ -177,6 +177,53 @@ TEST(outbox_relay, a_relay_cut_off_from_the_database_loses_its_shards_to_another
   EXPECT_EQ(other.stop(), 0);
 }
 
+TEST(outbox_relay, writer_needs_a_transaction_and_inbox_runs_a_handler_once_per_id) {
+  const auto db = shared_pg_cluster().create_database("relay_inbox");
+  auto conn = connect_to(db);
+  ASSERT_TRUE(producer::install_schema(conn.get(), 4));
+
+  // Outside BEGIN the writer refuses: a row committed alone would not follow the business rows.
+  producer::outbox_message m{"t", "k", {{"h", "v"}}, "body", std::nullopt};
+  auto alone = producer::outbox_writer(conn.get()).add(m);
+  ASSERT_FALSE(alone);
+  EXPECT_TRUE(alone.error().is(client::errc::invalid_argument));
+  std::vector<producer::outbox_row> rows;
+  ASSERT_TRUE(pg::in_transaction(conn.get(), [&](PGconn* tx) -> client::result<void> {
+    auto r = producer::outbox_writer(tx).add(std::vector<producer::outbox_message>{m, m});
+    if (!r) return r.error();
+    rows = r.value();
+    return outcome::success();
+  }));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].id.version(), 7);
+  EXPECT_LT(rows[0].seq, rows[1].seq);
+  EXPECT_EQ(rows[0].shard, rows[1].shard);  // same key, same shard
+
+  consumer::pg_inbox inbox(db, {.consumer = "c1", .retention = std::chrono::seconds(3600), .cleanup_interval = {}});
+  consumer::delivery d;
+  d.message.set_id(std::string(rows[0].id.raw()));
+  int runs = 0;
+  auto handler = [&](PGconn*, const consumer::delivery&) -> client::result<void> {
+    ++runs;
+    return outcome::success();
+  };
+  auto failing = [&](PGconn*, const consumer::delivery&) -> client::result<void> {
+    return client::error(client::errc::invalid_argument, "handler failed");
+  };
+  EXPECT_FALSE(inbox.handle(d, failing));  // rolled back: no record, the redelivery runs again
+  EXPECT_EQ(inbox.handle(d, handler).value(), consumer::inbox_outcome::handled);
+  EXPECT_EQ(inbox.handle(d, handler).value(), consumer::inbox_outcome::duplicate);
+  EXPECT_EQ(runs, 1);
+  // Another consumer of the same database deduplicates on its own.
+  consumer::pg_inbox other(db, {.consumer = "c2", .retention = std::chrono::seconds(3600), .cleanup_interval = {}});
+  EXPECT_EQ(other.handle(d, handler).value(), consumer::inbox_outcome::handled);
+
+  // Cleanup removes records older than the retention, and only this consumer's.
+  ASSERT_TRUE(pg::exec(conn.get(), "UPDATE txmq_inbox SET received_at = now() - interval '2 hours'"));
+  EXPECT_EQ(inbox.cleanup().value(), 1u);
+  EXPECT_EQ(scalar(db, "SELECT consumer FROM txmq_inbox"), "c2");
+}
+
 // Writers commit (and roll back) business rows with outbox rows while relays and the broker are
 // SIGKILLed and PostgreSQL restarts; a pg_inbox consumer records what it handled.
 TEST(outbox_relay_fault, committed_rows_are_consumed_once_in_key_order_through_crashes) {
