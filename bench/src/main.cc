@@ -7,10 +7,12 @@
 
 #include "broker_bench.h"
 #include "latency.h"
+#include "relay_bench.h"
 #include "webhook_bench.h"
 #include "report.h"
 #include "storage_bench.h"
 #include "system_under_test.h"
+#include "tx_bench.h"
 
 namespace po = boost::program_options;
 
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
       "workloads: storage (the store alone), publish (N in flight), rate (steady publish latency),\n"
       "           e2e (publish + consume latency), consume (backlog with acks), fill (store a backlog),\n"
       "           report (tables from JSON lines); --system picks txmq or a peer\n"
+      "           relay (outbox relay vs. straight to the broker: backlog rows/s, commit-to-consume latency)\n"
       "           webhook (signed webhooks to a local receiver: deliveries/s, commit-to-first-attempt)\n";
   if (argc < 2) {
     std::cerr << usage;
@@ -123,6 +126,8 @@ int main(int argc, char** argv) {
   try {
     if (command == "storage") return storage_command(argc - 1, argv + 1);
     if (command == "report") return report_command(argc - 1, argv + 1);
+    if (command == "relay") return txmq::bench::relay_command(argc - 1, argv + 1);
+    if (command == "tx") return txmq::bench::tx_command(argc - 1, argv + 1);
     if (command == "webhook") return txmq::bench::webhook_command(argc - 1, argv + 1);
     if (command == "publish" || command == "rate" || command == "e2e" || command == "consume" || command == "fill") {
       return broker_command(command, argc - 1, argv + 1);

@@ -1,0 +1,429 @@
+#include "tx_bench.h"
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include <boost/json.hpp>
+#include <boost/program_options.hpp>
+
+#include "latency.h"
+#include "process_usage.h"
+#include "txmq/client/pg.h"
+#include "txmq/producer/pg_checker.h"
+#include "txmq/producer/pg_schema.h"
+#include "txmq/producer/transaction.h"
+#include "txmq/protocol/message_id.h"
+#include "wire_client.h"
+
+namespace txmq::bench {
+namespace {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+struct failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::pair<std::string, std::uint16_t> split_address(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos) throw failure("--broker wants HOST:PORT, got '" + text + "'");
+  return {text.substr(0, colon), static_cast<std::uint16_t>(std::stoi(text.substr(colon + 1)))};
+}
+
+struct run_figures {
+  double tx_per_s = 0;
+  percentiles latency;
+};
+
+// ---- noop: the broker's side alone, pipelined over the wire ---------------------------------
+
+class noop_driver {
+ public:
+  noop_driver(const tx_bench_options& o, int run) : o_(o), body_(o.message_bytes, 'x') {
+    const auto [host, port] = split_address(o.broker);
+    for (std::size_t i = 0; i < std::max<std::size_t>(o.connections, 1); ++i) {
+      auto c = std::make_shared<wire_connection>(io_, host, port);
+      c->connect_blocking("txmq-bench-tx");
+      conns_.push_back(std::move(c));
+    }
+    topic_ = "bench-tx-" + std::to_string(::getpid()) + "-" + std::to_string(run);
+  }
+
+  run_figures run() {
+    for (std::size_t slot = 0; slot < o_.in_flight; ++slot) start(slot);
+    const auto warm_end = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.warmup));
+    const auto end = warm_end + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o_.seconds));
+    while (clock::now() < warm_end) io_.run_one_for(10ms);
+    measuring_ = true;
+    committed_ = 0;
+    const auto started = clock::now();
+    while (clock::now() < end) io_.run_one_for(10ms);
+    measuring_ = false;
+    const double elapsed = std::chrono::duration<double>(clock::now() - started).count();
+    stopping_ = true;
+    while (open_ > 0) io_.run_one_for(100ms);  // let the transactions in flight end
+    if (failures_ > 0) std::cerr << "txmq-bench tx: " << failures_ << " refused requests; first: " << first_error_ << "\n";
+    return {static_cast<double>(committed_) / elapsed, latencies_.compute()};
+  }
+
+ private:
+  void start(std::size_t slot) {
+    if (stopping_) return;
+    ++open_;
+    const auto txid = protocol::uuid::make_v4();
+    v1::Frame f;
+    auto* p = f.mutable_prepare();
+    p->set_txid(std::string(txid.raw()));
+    p->set_producer_group("bench-tx");
+    auto* m = p->add_messages();
+    m->set_id(std::string(protocol::uuid::make_v7().raw()));
+    m->set_topic(topic_);
+    m->set_body(body_);
+    auto& conn = *conns_[slot % conns_.size()];
+    const auto t0 = clock::now();
+    conn.request(std::move(f), [this, slot, txid, t0, &conn](const v1::Frame& r) {
+      if (r.has_error()) return failed(slot, r);
+      // The local transaction would run here; this workload measures the broker's side.
+      v1::Frame end;
+      end.mutable_end_tx()->set_txid(std::string(txid.raw()));
+      end.mutable_end_tx()->set_outcome(v1::COMMIT);
+      conn.request(std::move(end), [this, slot, t0](const v1::Frame& e) {
+        if (e.has_error()) return failed(slot, e);
+        if (measuring_) {
+          ++committed_;
+          latencies_.add(clock::now() - t0);
+        }
+        --open_;
+        start(slot);
+      });
+    });
+  }
+
+  void failed(std::size_t slot, const v1::Frame& r) {
+    if (failures_++ == 0) first_error_ = r.error().message();
+    --open_;
+    start(slot);
+  }
+
+  const tx_bench_options& o_;
+  asio::io_context io_;
+  std::vector<std::shared_ptr<wire_connection>> conns_;
+  std::string topic_;
+  std::string body_;
+  bool measuring_ = false;
+  bool stopping_ = false;
+  std::size_t open_ = 0;
+  std::uint64_t committed_ = 0;
+  std::uint64_t failures_ = 0;
+  std::string first_error_;
+  latency_recorder latencies_;
+};
+
+// ---- pg: a real local transaction per tx, and pgbench doing the same inserts ----------------
+
+constexpr const char* k_business_table =
+    "CREATE TABLE IF NOT EXISTS bench_tx_business (id bigserial PRIMARY KEY, txid uuid NOT NULL, amount int NOT NULL)";
+
+run_figures run_pg(const tx_bench_options& o, int run) {
+  auto setup = pg::connect(o.pg);
+  if (!setup) throw failure(setup.error().to_string());
+  if (auto r = producer::install_schema(setup.value().get()); !r) throw failure(r.error().to_string());
+  if (auto r = pg::exec(setup.value().get(), k_business_table); !r) throw failure(r.error().to_string());
+
+  auto checker = std::make_shared<producer::pg_transaction_checker>(producer::pg_checker_options{.conninfo = o.pg});
+  producer::transactional_producer p({.connection = {.address = o.broker, .client_id = "txmq-bench-tx-pg",
+                                                     .producer_group = "bench-tx-pg"},
+                                      .checker = producer::make_pg_checker(checker)});
+  const std::string topic = "bench-tx-pg-" + std::to_string(::getpid()) + "-" + std::to_string(run);
+  const std::string body(o.message_bytes, 'x');
+  std::atomic<bool> measuring{false}, stop{false};
+  std::atomic<std::uint64_t> committed{0};
+  std::mutex merge_mutex;
+  latency_recorder all;
+  std::atomic<std::uint64_t> errors{0};
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < o.threads; ++t) {
+    threads.emplace_back([&] {
+      auto db = pg::connect(o.pg);
+      if (!db) {
+        ++errors;
+        return;
+      }
+      latency_recorder mine;
+      while (!stop) {
+        const auto t0 = clock::now();
+        auto sent = p.send_in_transaction({{.topic = topic, .key = std::nullopt, .body = body}}, [&](const producer::transaction& tx) {
+          auto local = pg::in_transaction(db.value().get(), [&](PGconn* c) -> client::result<void> {
+            if (auto r = pg::exec(c, "INSERT INTO bench_tx_business (txid, amount) VALUES ($1, 1)", {tx.id().to_string()}); !r) {
+              return r.error();
+            }
+            return producer::record_commit(c, tx.id());
+          });
+          return local ? producer::tx_decision::commit : producer::tx_decision::rollback;
+        });
+        if (!sent || sent.value().decision != producer::tx_decision::commit) {
+          ++errors;
+          continue;
+        }
+        if (measuring) {
+          ++committed;
+          mine.add(clock::now() - t0);
+        }
+      }
+      std::lock_guard lock(merge_mutex);
+      all.merge(mine);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));  // the warm-up period itself
+  measuring = true;
+  const auto started = clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));  // the measured period itself
+  measuring = false;
+  const double elapsed = std::chrono::duration<double>(clock::now() - started).count();
+  const auto n = committed.load();
+  stop = true;
+  for (auto& t : threads) t.join();
+  if (errors > 0) std::cerr << "txmq-bench tx: " << errors << " transactions failed\n";
+  return {static_cast<double>(n) / elapsed, all.compute()};
+}
+
+// PostgreSQL's own rate for the same local transaction (business row + barrier row).
+double run_pgbench(const tx_bench_options& o) {
+  const auto script = std::filesystem::temp_directory_path() / ("txmq-bench-tx-" + std::to_string(::getpid()) + ".sql");
+  {
+    std::ofstream out(script);
+    out << "BEGIN;\n"
+           "INSERT INTO bench_tx_business (txid, amount) VALUES (gen_random_uuid(), 1);\n"
+           "INSERT INTO txmq_tx_barrier (txid, outcome) VALUES (gen_random_uuid(), 'commit');\n"
+           "COMMIT;\n";
+  }
+  const std::string command = o.pgbench + " -n -q -c " + std::to_string(o.threads) + " -j 2 -T " +
+                              std::to_string(static_cast<int>(std::max(1.0, o.seconds))) + " -f " + script.string() + " '" +
+                              o.pg + "' 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) throw failure("cannot run " + o.pgbench);
+  std::string output;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, pipe)) output += buf;
+  const int status = ::pclose(pipe);
+  std::filesystem::remove(script);
+  const auto at = output.find("tps = ");
+  if (status != 0 || at == std::string::npos) throw failure("pgbench failed:\n" + output);
+  return std::stod(output.substr(at + 6));
+}
+
+// ---- recovery: a returning producer settles its group's orphans ------------------------------
+
+struct recovery_figures {
+  double seconds = 0;
+  std::size_t orphans = 0;
+};
+
+std::size_t count_prepared(client::connection& conn) {
+  std::size_t n = 0;
+  std::string after;
+  do {
+    v1::Frame f;
+    f.mutable_tx_list()->set_state(v1::PREPARED);
+    f.mutable_tx_list()->set_limit(10'000);
+    f.mutable_tx_list()->set_after_txid(after);
+    auto r = conn.request(f);
+    if (!r) throw failure("TxList: " + r.error().to_string());
+    n += static_cast<std::size_t>(r.value().tx_list_response().txs_size());
+    after = r.value().tx_list_response().next_after_txid();
+  } while (!after.empty());
+  return n;
+}
+
+bool all_checked_once(client::connection& conn) {
+  std::string after;
+  do {
+    v1::Frame f;
+    f.mutable_tx_list()->set_state(v1::PREPARED);
+    f.mutable_tx_list()->set_limit(10'000);
+    f.mutable_tx_list()->set_after_txid(after);
+    auto r = conn.request(f);
+    if (!r) throw failure("TxList: " + r.error().to_string());
+    for (auto& t : r.value().tx_list_response().txs()) {
+      if (t.check_count() == 0) return false;
+    }
+    after = r.value().tx_list_response().next_after_txid();
+  } while (!after.empty());
+  return true;
+}
+
+recovery_figures run_recovery(const tx_bench_options& o, int run) {
+  const std::string group = "bench-recovery-" + std::to_string(::getpid()) + "-" + std::to_string(run);
+  auto admin = client::connection::connect({.address = o.broker, .client_id = "txmq-bench-recovery"});
+  if (!admin) throw failure(admin.error().to_string());
+  const std::size_t before = count_prepared(*admin.value());
+  {
+    // The producer that dies: prepares everything (first check due at once), ends nothing.
+    asio::io_context io;
+    const auto [host, port] = split_address(o.broker);
+    auto conn = std::make_shared<wire_connection>(io, host, port);
+    conn->connect_blocking("txmq-bench-doomed");
+    const std::string body(o.message_bytes, 'x');
+    std::size_t answered = 0, refused = 0;
+    for (std::size_t i = 0; i < o.orphans; ++i) {
+      v1::Frame f;
+      auto* p = f.mutable_prepare();
+      p->set_txid(std::string(protocol::uuid::make_v4().raw()));
+      p->set_producer_group(group);
+      p->set_tx_timeout_ms(1);
+      auto* m = p->add_messages();
+      m->set_id(std::string(protocol::uuid::make_v7().raw()));
+      m->set_topic("bench-recovery");
+      m->set_body(body);
+      conn->request(std::move(f), [&](const v1::Frame& r) {
+        ++answered;
+        refused += r.has_error() ? 1 : 0;
+      });
+      while (conn->pending() >= 1000) io.run_one();
+    }
+    while (answered < o.orphans) io.run_one();
+    if (refused > 0) throw failure(std::to_string(refused) + " Prepares refused");
+  }
+  // Wait until the broker has found no producer for each (their next checks are seconds to
+  // minutes away on the default schedule).
+  const auto give_up = clock::now() + 120s;
+  while (!all_checked_once(*admin.value())) {
+    if (clock::now() > give_up) throw failure("the broker did not check the orphans within 120 s");
+    std::this_thread::sleep_for(100ms);  // polling the broker's state
+  }
+  const auto started = clock::now();
+  producer::transactional_producer returning(
+      {.connection = {.address = o.broker, .client_id = "txmq-bench-returning", .producer_group = group},
+       .checker = [](const producer::tx_check&) { return producer::tx_decision::commit; }});
+  while (count_prepared(*admin.value()) > before) {
+    if (clock::now() - started > 300s) throw failure("orphans still prepared after 300 s");
+    std::this_thread::sleep_for(20ms);  // polling the broker's state
+  }
+  return {std::chrono::duration<double>(clock::now() - started).count(), o.orphans};
+}
+
+void print_throughput(const tx_bench_options& o, const std::vector<run_figures>& runs, std::optional<double> pgbench_tps) {
+  std::vector<double> rates, p50, p99, p999;
+  for (auto& r : runs) {
+    rates.push_back(r.tx_per_s);
+    p50.push_back(r.latency.p50_ms);
+    p99.push_back(r.latency.p99_ms);
+    p999.push_back(r.latency.p999_ms);
+  }
+  const auto usage = o.broker_pid > 0 ? process_tree_usage(o.broker_pid) : process_usage{};
+  if (o.json) {
+    boost::json::object j{{"workload", "tx"},         {"system", "txmq"},          {"mode", o.mode},
+                          {"message_bytes", o.message_bytes}, {"runs", runs.size()}, {"tx_per_s", median(rates)},
+                          {"p50_ms", median(p50)},    {"p99_ms", median(p99)},     {"p999_ms", median(p999)}};
+    j["in_flight"] = o.mode == "noop" ? o.in_flight : o.threads;
+    if (pgbench_tps) j["pgbench_tps"] = *pgbench_tps;
+    if (o.broker_pid > 0) {
+      j["broker_rss_mib"] = usage.rss_mib;
+      j["broker_cpu_s"] = usage.cpu_s;
+    }
+    std::cout << boost::json::serialize(j) << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(2) << "tx " << o.mode << ": "
+            << (o.mode == "noop" ? o.in_flight : o.threads) << " in flight, " << o.message_bytes << "-byte message, median of "
+            << runs.size() << " runs\n"
+            << "  tx/s " << std::setprecision(0) << median(rates) << std::setprecision(2) << "   p50 " << median(p50)
+            << " ms   p99 " << median(p99) << " ms   p99.9 " << median(p999) << " ms\n";
+  if (pgbench_tps) {
+    std::cout << "  pgbench, same two INSERTs per transaction, " << o.threads << " clients: " << std::setprecision(0)
+              << *pgbench_tps << " tps (txmq + PostgreSQL reach " << std::setprecision(0)
+              << 100.0 * median(rates) / *pgbench_tps << " % of it)\n";
+  }
+}
+
+}  // namespace
+
+int run_tx_bench(const tx_bench_options& o) {
+  try {
+    if (o.mode == "recovery") {
+      std::vector<double> secs;
+      for (int r = 0; r < o.runs; ++r) secs.push_back(run_recovery(o, r).seconds);
+      if (o.json) {
+        std::cout << boost::json::serialize(boost::json::object{
+                         {"workload", "tx"}, {"system", "txmq"}, {"mode", "recovery"}, {"orphans", o.orphans},
+                         {"runs", secs.size()}, {"seconds", median(secs)}})
+                  << "\n";
+      } else {
+        std::cout << std::fixed << std::setprecision(2) << "tx recovery: " << o.orphans
+                  << " orphaned transactions settled by a returning producer in " << median(secs) << " s (median of "
+                  << secs.size() << " runs; " << std::setprecision(0) << o.orphans / median(secs) << " tx/s)\n";
+      }
+      return 0;
+    }
+    std::vector<run_figures> runs;
+    std::vector<double> pgbench;
+    for (int r = 0; r < o.runs; ++r) {
+      if (o.mode == "noop") {
+        noop_driver d(o, r);
+        runs.push_back(d.run());
+      } else if (o.mode == "pg") {
+        runs.push_back(run_pg(o, r));
+        pgbench.push_back(run_pgbench(o));  // alternating with txmq, same database
+      } else {
+        std::cerr << "txmq-bench tx: --mode wants noop, pg or recovery\n";
+        return 2;
+      }
+    }
+    print_throughput(o, runs, pgbench.empty() ? std::nullopt : std::optional<double>(median(pgbench)));
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "txmq-bench tx: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int tx_command(int argc, char** argv) {
+  namespace po = boost::program_options;
+  tx_bench_options o;
+  std::string seconds = "5", warmup = "1";
+  po::options_description desc(
+      "txmq-bench tx [options]\n\n"
+      "Transactional messages against a running broker. --mode noop: Prepare + EndTx COMMIT, --in-flight at a\n"
+      "time; pg: with a PostgreSQL local transaction and the barrier row per tx, beside pgbench doing the same\n"
+      "inserts (--pg required); recovery: --orphans prepared transactions of a dead producer, time until a\n"
+      "returning producer of the group has had them all settled.\n\nOptions");
+  desc.add_options()("help,h", "this help")
+    ("mode", po::value(&o.mode)->default_value(o.mode), "noop | pg | recovery")
+    ("broker", po::value(&o.broker)->default_value(o.broker), "txmq broker HOST:PORT")
+    ("pg", po::value(&o.pg), "pg: libpq connection string")
+    ("pgbench", po::value(&o.pgbench)->default_value(o.pgbench), "pg: path of pgbench")
+    ("message-bytes", po::value(&o.message_bytes)->default_value(o.message_bytes), "message body size")
+    ("in-flight", po::value(&o.in_flight)->default_value(o.in_flight), "noop: transactions in flight")
+    ("connections", po::value(&o.connections)->default_value(o.connections), "noop: connections")
+    ("threads", po::value(&o.threads)->default_value(o.threads), "pg: transactions in flight (threads, and pgbench clients)")
+    ("orphans", po::value(&o.orphans)->default_value(o.orphans), "recovery: orphaned transactions")
+    ("seconds", po::value(&seconds)->default_value(seconds), "measured time per run")
+    ("warmup", po::value(&warmup)->default_value(warmup), "unmeasured time before each run")
+    ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
+    ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's memory and CPU time")
+    ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, desc), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (o.mode == "pg" && o.pg.empty()) {
+    std::cerr << "txmq-bench tx: --mode pg needs --pg CONN\n";
+    return 2;
+  }
+  o.seconds = std::chrono::duration<double>(parse_seconds(seconds)).count();
+  o.warmup = std::chrono::duration<double>(parse_seconds(warmup)).count();
+  return run_tx_bench(o);
+}
+
+}  // namespace txmq::bench
