@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
       "           e2e (publish + consume latency), consume (backlog with acks), fill (store a backlog),\n"
       "           report (tables from JSON lines); --system picks txmq or a peer\n"
       "           relay (outbox relay vs. straight to the broker: backlog rows/s, commit-to-consume latency)\n"
-      "           webhook (signed webhooks to a local receiver: deliveries/s, commit-to-first-attempt)\n";
+      "           webhook (signed webhooks to a local receiver: deliveries/s, commit-to-first-attempt)\n"
+      "           tx (transactional messages: noop / with PostgreSQL beside pgbench / recovery of orphans)\n";
   if (argc < 2) {
     std::cerr << usage;
     return 2;
