@@ -205,7 +205,7 @@ double run_pgbench(const tx_bench_options& o) {
            "INSERT INTO txmq_tx_barrier (txid, outcome) VALUES (gen_random_uuid(), 'commit');\n"
            "COMMIT;\n";
   }
-  const std::string command = o.pgbench + " -n -q -c " + std::to_string(o.threads) + " -j 2 -T " +
+  const std::string command = o.pgbench + " -n -c " + std::to_string(o.threads) + " -j 2 -T " +
                               std::to_string(static_cast<int>(std::max(1.0, o.seconds))) + " -f " + script.string() + " '" +
                               o.pg + "' 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
