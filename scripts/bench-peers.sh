@@ -86,11 +86,31 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
 }
 
 declare -A addr pid
-# txmq: the broker under test, default settings (acknowledge after fsync).
+# txmq: the broker under test, default settings (acknowledge after fsync). txmq has no way to
+# delete a topic, so where the peers drop their queue, stream or table after each run, txmq is
+# restarted on an empty data directory before each run: every system starts each run empty,
+# none carries the previous runs' data into its compactions or checkpoints.
 port=$(free_port); http=$(free_port)
-"$bin/txmq-broker" --data-dir "$dir/txmq" --listen "127.0.0.1:$port" --http "127.0.0.1:$http" > "$dir/txmq.log" 2>&1 &
-pids+=($!); pid[txmq]=$!; addr[txmq]=127.0.0.1:$port
-wait_for 30 txmq-broker curl -sf "127.0.0.1:$http/healthz"
+fresh_txmq() {
+  local old=${pid[txmq]:-} p keep=()
+  if [[ -n $old ]]; then
+    kill "$old" 2>/dev/null
+    for _ in $(seq 300); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
+    for p in "${pids[@]}"; do [[ $p == "$old" ]] || keep+=("$p"); done
+    pids=("${keep[@]}")
+    rm -rf "$dir/txmq"
+  fi
+  txmq_used=0
+  "$bin/txmq-broker" --data-dir "$dir/txmq" --listen "127.0.0.1:$port" --http "127.0.0.1:$http" >> "$dir/txmq.log" 2>&1 &
+  pids+=($!); pid[txmq]=$!; addr[txmq]=127.0.0.1:$port
+  wait_for 30 txmq-broker curl -sf "127.0.0.1:$http/healthz"
+}
+# Before each workload on txmq: a fresh broker unless the current one has not served any yet.
+use_fresh_txmq() {
+  if [[ $txmq_used == 1 ]]; then fresh_txmq; fi
+  txmq_used=1
+}
+fresh_txmq
 
 if has rabbitmq; then
   # As shared/notes/peers.md: the real server script (the /usr/sbin wrapper switches users and
@@ -159,6 +179,7 @@ run() {  # run SYSTEM WORKLOAD [extra flags]
   # RabbitMQ and NATS publish one message per frame and confirm each; a batch there only groups
   # completions, so they publish singly (their latency is then per message, never per batch).
   [[ $s == rabbitmq* || $s == nats ]] && batch=1
+  if [[ $s == txmq ]]; then use_fresh_txmq; fi
   local out
   if out=$("$bin/txmq-bench" "$w" --system "$s" --broker "${addr[$key]}" --broker-pid "${pid[$key]}" --json --runs 1 \
       --seconds "$seconds" --warmup 1 --message-bytes 256 --in-flight 1000 --batch "$batch" --topic peers "$@" 2>> "$dir/bench.err"); then :; else
@@ -196,9 +217,11 @@ for round in $(seq "$rounds"); do
     done
   done
   if [[ $have_tx == yes ]]; then
+    use_fresh_txmq
     optional tx --broker="${addr[txmq]}" --broker-pid="${pid[txmq]}" --json --runs=1 --seconds="$seconds" --message-bytes=256
   fi
   if [[ $have_relay == yes && -n $pg_data ]]; then
+    use_fresh_txmq
     optional relay --pg="${addr[pgqueue]}" --broker="${addr[txmq]}" --broker-pid="${pid[txmq]}" --json --runs=1 \
       --seconds="$seconds" --message-bytes=256 --rows="$backlog"
   fi
