@@ -109,12 +109,18 @@ struct backlog_figures {
 backlog_figures relay_backlog(const relay_bench_options& o, PGconn* c, const std::string& topic, int run) {
   must(pg::exec(c, "TRUNCATE txmq_outbox"), "empty the outbox");
   const std::size_t chunk = 100'000;
+  // Ids shaped like UUIDv7 (a millisecond count, then a counter), as outbox_writer and the
+  // producer make them: the broker's dedupe index is kept in id order, and random ids
+  // (gen_random_uuid, the column default) would cost it more than the direct route pays.
+  const auto base_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch()).count();
   for (std::size_t done = 0; done < o.rows; done += chunk) {
     const auto n = std::min(chunk, o.rows - done);
     must(pg::exec(c,
-                  "INSERT INTO txmq_outbox (topic, key, payload) SELECT $1, 'k' || (i % 1000), "
-                  "decode(repeat('ab', $2::int), 'hex') FROM generate_series(1, $3::int) i",
-                  {topic, std::to_string(o.message_bytes), std::to_string(n)}),
+                  "INSERT INTO txmq_outbox (id, topic, key, payload) SELECT (lpad(to_hex($4::bigint + i / 1000), 12, '0') "
+                  "|| '7000' || '8' || lpad(to_hex(i), 15, '0'))::uuid, $1, 'k' || (i % 1000), "
+                  "decode(repeat('ab', $2::int), 'hex') FROM generate_series($5::bigint, $5::bigint + $3::int - 1) i",
+                  {topic, std::to_string(o.message_bytes), std::to_string(n), std::to_string(base_ms), std::to_string(done)}),
          "fill the outbox");
   }
   must(pg::exec(c, "VACUUM ANALYZE txmq_outbox"), "vacuum the outbox");
