@@ -201,11 +201,14 @@ class relay::impl {
     if (auto r = pg::exec(pc, "SELECT pg_advisory_lock_shared($1::int, 0)", {std::to_string(member_lock_class)}); !r) {
       return r.error();
     }
-    shards_ = options_.shards;
-    if (shards_ <= 0) {
-      auto schema = producer::read_schema(pc);
-      if (!schema) return schema.error();
-      shards_ = schema.value().shards;
+    auto schema = producer::read_schema(pc);
+    if (!schema) return schema.error();
+    shards_ = options_.shards > 0 ? options_.shards : schema.value().shards;
+    if (shards_ != schema.value().shards) {
+      // Rows are routed by the trigger's count; a different count leaves shards unread or empty.
+      log(log_level::warn, "--shards " + std::to_string(shards_) + " differs from the " +
+                               std::to_string(schema.value().shards) +
+                               " shards the outbox trigger routes to (txmq_schema.shards); rows may go unpublished");
     }
     conn_ = std::move(c).value();
     owned_.clear();
