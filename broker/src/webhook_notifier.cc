@@ -101,6 +101,7 @@ result<void> webhook_notifier::start() {
 }
 
 void webhook_notifier::stop() {
+  flush();
   stopped_ = true;
   tick_.cancel();
   for (auto& [id, s] : subs_) s->endpoint->close_idle();
@@ -148,11 +149,46 @@ void webhook_notifier::wake(const std::string& topic) {
 
 void webhook_notifier::persist(storage::group_update update) {
   if (is_empty(update)) return;
-  const std::string group = update.group;
-  store_.update_group(std::move(update), [group](result<storage::group_update_result> r) {
-    // A lost write only means one more attempt after a restart.
-    if (!r) log::error("webhooks: storing the state of '", group, "' failed: ", r.error().message());
-  });
+  // Merging keeps each list in order; the store applies cursors, then delivery records, then
+  // acks and dead letters, so a record followed by its ack still ends acked.
+  auto& p = pending_updates_[update.group];
+  p.group = update.group;
+  const auto append = [](auto& to, auto& from) { to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end())); };
+  append(p.dispatched, update.dispatched);
+  append(p.deliveries, update.deliveries);
+  append(p.acks, update.acks);
+  append(p.dead, update.dead);
+  append(p.redrive, update.redrive);
+  schedule_flush();
+}
+
+void webhook_notifier::log_attempt(v1::WebhookAttempt line) {
+  pending_attempts_.push_back(std::move(line));
+  schedule_flush();
+}
+
+void webhook_notifier::schedule_flush() {
+  if (flush_posted_) return;
+  flush_posted_ = true;
+  asio::post(io_, [this] { flush(); });
+}
+
+void webhook_notifier::flush() {
+  flush_posted_ = false;
+  for (auto& [group, u] : pending_updates_) {
+    store_.update_group(std::move(u), [group](result<storage::group_update_result> r) {
+      // A lost write only means one more attempt after a restart.
+      if (!r) log::error("webhooks: storing the state of '", group, "' failed: ", r.error().message());
+    });
+  }
+  pending_updates_.clear();
+  if (!pending_attempts_.empty()) {
+    // After the group writes, so a logged attempt's outcome is always stored too.
+    store_.record_webhook_attempts(std::move(pending_attempts_), [](result<void> r) {
+      if (!r) log::error("webhooks: logging attempts failed: ", r.error().message());
+    });
+    pending_attempts_.clear();
+  }
 }
 
 // ---- delivery -------------------------------------------------------------------------------
@@ -278,7 +314,16 @@ asio::awaitable<void> webhook_notifier::attempt(std::shared_ptr<subscription> s,
   }
   finish_attempt(*s, msg, replay, std::move(log_line), retry_after_ms);
   --s->in_flight;
-  pump(s);
+  pump_soon(s);
+}
+
+void webhook_notifier::pump_soon(const std::shared_ptr<subscription>& s) {
+  if (s->pump_posted) return;
+  s->pump_posted = true;
+  asio::post(io_, [this, s] {
+    s->pump_posted = false;
+    pump(s);
+  });
 }
 
 void webhook_notifier::finish_attempt(subscription& s, const v1::Message& msg, bool replay, v1::WebhookAttempt line,
@@ -316,9 +361,7 @@ void webhook_notifier::finish_attempt(subscription& s, const v1::Message& msg, b
   if (line.outcome() == v1::WEBHOOK_GONE && !s.deleted) {
     disable(s, "the endpoint answered 410 Gone at " + std::to_string(now));
   }
-  store_.record_webhook_attempts({std::move(line)}, [](result<void> r) {
-    if (!r) log::error("webhooks: logging an attempt failed: ", r.error().message());
-  });
+  log_attempt(std::move(line));
 }
 
 void webhook_notifier::disable(subscription& s, std::string why) {

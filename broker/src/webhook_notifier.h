@@ -91,11 +91,19 @@ class webhook_notifier {
 
   result<std::shared_ptr<subscription>> make_subscription(v1::Webhook rec, const storage::group_state& state);
   void pump(const std::shared_ptr<subscription>& s);
+  // Pumps once the io thread is done with what is queued: completions arriving together share
+  // one fetch from the group instead of one each.
+  void pump_soon(const std::shared_ptr<subscription>& s);
   boost::asio::awaitable<void> attempt(std::shared_ptr<subscription> s, v1::Message msg, bool replay);
   void finish_attempt(subscription& s, const v1::Message& msg, bool replay, v1::WebhookAttempt log,
                       std::uint32_t retry_after_ms);
   void disable(subscription& s, std::string why);
+  // Group writes and attempt log lines are merged per io-loop turn and written together: at
+  // thousands of attempts per second, one store request per ack would dominate.
   void persist(storage::group_update update);
+  void log_attempt(v1::WebhookAttempt line);
+  void schedule_flush();
+  void flush();
   void on_tick();
   [[nodiscard]] std::int64_t now_ms() const;
   [[nodiscard]] v1::Webhook public_view(const subscription& s) const;
@@ -113,6 +121,9 @@ class webhook_notifier {
   boost::asio::steady_timer tick_;
   std::map<std::string, std::shared_ptr<subscription>> subs_;
   std::int64_t next_expiry_ms_ = 0;
+  std::map<std::string, storage::group_update> pending_updates_;
+  std::vector<v1::WebhookAttempt> pending_attempts_;
+  bool flush_posted_ = false;
   bool stopped_ = false;
 };
 

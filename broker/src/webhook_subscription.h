@@ -27,6 +27,7 @@ struct webhook_notifier::subscription {
   std::chrono::steady_clock::time_point refilled;
   std::deque<v1::Message> replays;
   bool deleted = false;
+  bool pump_posted = false;  // a pump is queued on the io thread
 
   // The key and header filter: messages that fail it are settled without an attempt.
   [[nodiscard]] bool matches(const v1::Message& m) const {
