@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "broker_process.h"
+#include "child_process.h"
 #include "pg_cluster.h"
 #include "tx_support.h"
 #include "txmq/client/pg.h"
@@ -212,6 +213,28 @@ TEST(pg_checker, settles_transactions_whose_producer_vanished) {
   auto got = bodies(drain_topic(b.address(), "transfers", "g"));
   EXPECT_EQ(std::set<std::string>(got.begin(), got.end()), expected);
   EXPECT_EQ(got.size(), expected.size());
+}
+
+TEST(transfer_example, publishes_the_transfer_iff_the_money_moved) {
+  broker_process b;
+  b.start();
+  auto db = database("transfer_example");
+  const std::string conninfo = shared_pg_cluster().conninfo("transfer_example");
+  auto run = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv{binary_path("txmq_transfer_example"), conninfo, b.address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    child_process p(argv, b.dir() / "example.log");
+    return p.wait();
+  };
+  EXPECT_EQ(run({"alice", "bob", "30"}), 0);
+  EXPECT_EQ(run({"alice", "bob", "500"}), 1);  // not enough money: rolled back
+  auto balances = pg::exec(db.get(), "SELECT string_agg(name || '=' || balance, ',' ORDER BY name) FROM accounts");
+  ASSERT_TRUE(balances) << balances.error();
+  EXPECT_STREQ(PQgetvalue(balances.value().get(), 0, 0), "alice=70,bob=130");
+  auto events = drain_topic(b.address(), "transfers", "g");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].body(), R"({"from":"alice","to":"bob","amount":30})");
+  EXPECT_TRUE(list_txs(b.address()).empty());
 }
 
 }  // namespace

@@ -47,6 +47,11 @@ int child_process::stop() {
   return reap(0);
 }
 
+int child_process::wait() {
+  if (pid_ <= 0) return status_;
+  return reap(0);
+}
+
 bool child_process::running() {
   if (pid_ <= 0) return false;
   reap(WNOHANG);

@@ -23,6 +23,8 @@ class child_process {
   void kill();
   // SIGTERM and wait; the exit status (128 + signal when killed by one).
   int stop();
+  // Waits for it to exit by itself; its exit status.
+  int wait();
   // True while it runs; reaps it (and records its status) when it has exited.
   [[nodiscard]] bool running();
   [[nodiscard]] int exit_status() const noexcept { return status_; }
