@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
       "pg", po::value(&o.conninfo), "libpq connection string or URI of the database with the outbox (required)")(
       "broker", po::value(&o.broker)->default_value(o.broker), "txmq broker HOST:PORT")(
       "shards", po::value(&o.shards)->default_value(0), "outbox shards (0 = txmq_schema.shards, as `txmq outbox init` set)")(
-      "batch", po::value(&o.batch)->default_value(o.batch), "rows per read, publish and delete")(
+      "batch", po::value(&o.batch)->default_value(o.batch), "rows per shard per round (read, publish, delete)")(
+      "publishers", po::value(&o.publishers)->default_value(o.publishers),
+      "broker connections publishing at once (a shard always uses the same one)")(
       "poll-interval", po::value(&poll)->default_value(poll), "read owned shards at least this often (NOTIFY wakes sooner)")(
       "publish-timeout", po::value(&publish_timeout)->default_value(publish_timeout),
       "how long a batch waits for the broker's acks before it is retried")(
@@ -75,6 +77,7 @@ int main(int argc, char** argv) {
     o.rebalance_interval = std::min(o.poll_interval, std::chrono::milliseconds(1000));
     o.publish_timeout = parse_duration(publish_timeout);
     if (o.batch < 1 || o.batch > 100000) throw std::invalid_argument("--batch must be between 1 and 100000");
+    if (o.publishers < 1 || o.publishers > 64) throw std::invalid_argument("--publishers must be between 1 and 64");
     if (o.shards < 0 || o.shards > 1024) throw std::invalid_argument("--shards must be between 0 and 1024");
   } catch (const std::exception& e) {
     std::cerr << "txmq-relay: " << e.what() << "\n(txmq-relay --help lists the flags)\n";

@@ -124,7 +124,12 @@ class relay::impl {
     if (auto addr = client::broker_address::parse(options_.broker); !addr) {
       return client::error(client::errc::bad_address, "--broker: " + addr.error().message);
     }
-    producer_ = std::make_unique<producer::producer>(po);
+    // Shard s always goes through publisher s % n (one connection each), so each shard's rows
+    // stay in one ordered stream while several shards' batches are in flight at once and share
+    // the broker's fsyncs.
+    for (int i = 0; i < std::max(1, options_.publishers); ++i) {
+      producers_.push_back(std::make_unique<producer::producer>(po));
+    }
     log(log_level::info, "relay " + options_.relay_id + " starting: broker " + options_.broker + ", batch " +
                              std::to_string(options_.batch) + ", poll every " +
                              std::to_string(options_.poll_interval.count()) + " ms");
@@ -369,6 +374,7 @@ class relay::impl {
     std::map<int, int> rows;               // per shard read (0 for a shard with nothing)
     std::map<int, std::int64_t> last_seq;  // per shard, the highest seq read
     std::vector<producer::outgoing_message> messages;
+    std::vector<int> shards;  // per message
     std::vector<std::string> ids;
     std::vector<std::chrono::system_clock::time_point> created;
     std::vector<std::future<client::result<producer::send_result>>> acks;
@@ -426,13 +432,17 @@ class relay::impl {
       out.ids.emplace_back(text.id);
       out.created.push_back(row.value().created_at);
       out.messages.push_back(std::move(row.value().message));
+      out.shards.push_back(shard);
     }
     return out;
   }
 
   void send_round(round& r) {
     r.acks.reserve(r.messages.size());
-    for (auto& m : r.messages) r.acks.push_back(producer_->async_send(std::move(m)));
+    for (std::size_t i = 0; i < r.messages.size(); ++i) {
+      auto& p = *producers_[static_cast<std::size_t>(r.shards[i]) % producers_.size()];
+      r.acks.push_back(p.async_send(std::move(r.messages[i])));
+    }
     r.messages.clear();
   }
 
@@ -541,7 +551,7 @@ class relay::impl {
       conn_.reset();
     }
     owned_.clear();
-    if (producer_) producer_->close();
+    for (auto& p : producers_) p->close();
     log(log_level::info, "stopped");
   }
 
@@ -551,7 +561,7 @@ class relay::impl {
   int wake_[2] = {-1, -1};
 
   pg::connection_ptr conn_;
-  std::unique_ptr<producer::producer> producer_;
+  std::vector<std::unique_ptr<producer::producer>> producers_;
   int shards_ = 0;
   std::set<int> owned_;
   std::set<int> pending_;
