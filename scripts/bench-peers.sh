@@ -69,11 +69,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A free loopback port: bind-test by connecting (refused = nobody listens there).
+# A free loopback port, below the kernel's ephemeral range (so no outgoing connection holds it),
+# that no socket uses, whether listening or connected.
 free_port() {
-  local p
+  local p low
+  low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
   while :; do
-    p=$((20000 + RANDOM % 40000))
+    p=$((20000 + RANDOM % (low - 20000)))
+    [[ -z $(ss -Htan "( sport = :$p )" 2>/dev/null) ]] || continue
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
 }

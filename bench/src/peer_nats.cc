@@ -68,7 +68,7 @@ class nats_publisher final : public publisher {
   }
 
   void send(std::vector<std::string> bodies, completion done) override {
-    auto b = std::make_shared<batch>(batch{bodies.size(), true, std::move(done)});
+    auto b = std::make_shared<message_batch>(message_batch{bodies.size(), true, std::move(done)});
     ++outstanding_;
     for (const auto& body : bodies) {
       natsMsg* m = nullptr;
@@ -92,27 +92,18 @@ class nats_publisher final : public publisher {
   }
 
   void poll(std::chrono::nanoseconds max_wait) override {
-    std::vector<std::shared_ptr<batch>> finished;
+    std::vector<std::shared_ptr<message_batch>> finished;
     {
       std::unique_lock lock(mutex_);
       cv_.wait_for(lock, max_wait, [&] { return !ready_.empty(); });
       finished.swap(ready_);
     }
-    for (auto& b : finished) {
-      --outstanding_;
-      b->done(b->ok);
-    }
+    run_completions(finished, outstanding_);
   }
 
   [[nodiscard]] std::size_t outstanding() const override { return outstanding_; }
 
  private:
-  struct batch {
-    std::size_t remaining;
-    bool ok;
-    completion done;
-  };
-
   // Runs on a libnats thread.
   static void on_ack(jsCtx*, natsMsg* msg, jsPubAck*, jsPubAckErr* pae, void* closure) {
     auto* self = static_cast<nats_publisher*>(closure);
@@ -122,8 +113,7 @@ class nats_publisher final : public publisher {
       if (it != self->in_flight_.end()) {
         auto b = it->second;
         self->in_flight_.erase(it);
-        b->ok = b->ok && pae == nullptr;
-        if (--b->remaining == 0) self->ready_.push_back(std::move(b));
+        if (b->settle(pae == nullptr)) self->ready_.push_back(std::move(b));
       }
     }
     self->cv_.notify_one();
@@ -134,8 +124,8 @@ class nats_publisher final : public publisher {
   std::string subject_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::unordered_map<natsMsg*, std::shared_ptr<batch>> in_flight_;
-  std::vector<std::shared_ptr<batch>> ready_;
+  std::unordered_map<natsMsg*, std::shared_ptr<message_batch>> in_flight_;
+  std::vector<std::shared_ptr<message_batch>> ready_;
   std::size_t outstanding_ = 0;
 };
 

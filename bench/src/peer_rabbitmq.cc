@@ -90,7 +90,7 @@ class rabbitmq_publisher final : public publisher {
   }
 
   void send(std::vector<std::string> bodies, completion done) override {
-    auto b = std::make_shared<batch>(batch{bodies.size(), true, std::move(done)});
+    auto b = std::make_shared<message_batch>(message_batch{bodies.size(), true, std::move(done)});
     amqp_basic_properties_t props{};
     props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
     props.delivery_mode = 2;  // persistent
@@ -105,7 +105,7 @@ class rabbitmq_publisher final : public publisher {
 
   void poll(std::chrono::nanoseconds max_wait) override {
     auto tv = to_timeval(max_wait);
-    std::vector<std::shared_ptr<batch>> finished;
+    std::vector<std::shared_ptr<message_batch>> finished;
     for (;;) {
       amqp_frame_t frame;
       const int rc = amqp_simple_wait_frame_noblock(link_.get(), &frame, &tv);
@@ -123,31 +123,20 @@ class rabbitmq_publisher final : public publisher {
       tv = timeval{0, 0};  // after the first frame, take only what is already there
     }
     amqp_maybe_release_buffers(link_.get());
-    // Completions run last: they may publish again.
-    for (auto& b : finished) {
-      --outstanding_;
-      b->done(b->ok);
-    }
+    run_completions(finished, outstanding_);
   }
 
   [[nodiscard]] std::size_t outstanding() const override { return outstanding_; }
 
  private:
-  struct batch {
-    std::size_t remaining;
-    bool ok;
-    completion done;
-  };
-
   // Delivery tags count from 1 on the channel; tags_[0] is tag base_.
-  void settle(std::uint64_t tag, bool multiple, bool ok, std::vector<std::shared_ptr<batch>>& finished) {
+  void settle(std::uint64_t tag, bool multiple, bool ok, std::vector<std::shared_ptr<message_batch>>& finished) {
     const std::uint64_t first = multiple ? base_ : tag;
     for (std::uint64_t t = first; t <= tag && t - base_ < tags_.size(); ++t) {
       auto& [b, settled] = tags_[t - base_];
       if (settled) continue;
       settled = true;
-      b->ok = b->ok && ok;
-      if (--b->remaining == 0) finished.push_back(b);
+      if (b->settle(ok)) finished.push_back(b);
     }
     while (!tags_.empty() && tags_.front().second) {
       tags_.pop_front();
@@ -157,7 +146,7 @@ class rabbitmq_publisher final : public publisher {
 
   amqp_link link_;
   std::string queue_;
-  std::deque<std::pair<std::shared_ptr<batch>, bool>> tags_;
+  std::deque<std::pair<std::shared_ptr<message_batch>, bool>> tags_;
   std::uint64_t base_ = 1;
   std::size_t outstanding_ = 0;
 };

@@ -132,6 +132,7 @@ class report {
     for (const auto& [w, by] : data_) {
       for (const auto& [sys, s] : by) {
         for (double l : s.load) {
+          if (l <= 0) continue;  // lines of relay and tx carry no load figure
           lo = std::min(lo, l);
           hi = std::max(hi, l);
         }

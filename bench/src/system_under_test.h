@@ -78,6 +78,27 @@ class system_under_test {
 [[nodiscard]] const std::vector<std::string>& known_systems();
 
 namespace detail {
+// A send() batch of a system that confirms message by message (RabbitMQ, NATS).
+struct message_batch {
+  std::size_t remaining;
+  bool ok;
+  publisher::completion done;
+  // Settles one of its messages; true when that was the last.
+  bool settle(bool message_ok) {
+    ok = ok && message_ok;
+    return --remaining == 0;
+  }
+};
+
+// Runs the completions of finished batches. Called last in poll(), once the driver's own state
+// is settled, because a completion may publish again.
+inline void run_completions(std::vector<std::shared_ptr<message_batch>>& finished, std::size_t& outstanding) {
+  for (auto& b : finished) {
+    --outstanding;
+    b->done(b->ok);
+  }
+}
+
 std::unique_ptr<system_under_test> open_txmq(const system_options& options);
 std::unique_ptr<system_under_test> open_rabbitmq(const system_options& options, bool quorum);
 std::unique_ptr<system_under_test> open_nats(const system_options& options);
