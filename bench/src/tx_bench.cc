@@ -227,8 +227,9 @@ struct recovery_figures {
   std::size_t orphans = 0;
 };
 
-std::size_t count_prepared(client::connection& conn) {
-  std::size_t n = 0;
+// Calls fn with every PREPARED transaction of the broker, page by page.
+template <class Fn>
+void for_each_prepared(client::connection& conn, Fn&& fn) {
   std::string after;
   do {
     v1::Frame f;
@@ -237,27 +238,21 @@ std::size_t count_prepared(client::connection& conn) {
     f.mutable_tx_list()->set_after_txid(after);
     auto r = conn.request(f);
     if (!r) throw failure("TxList: " + r.error().to_string());
-    n += static_cast<std::size_t>(r.value().tx_list_response().txs_size());
+    for (auto& t : r.value().tx_list_response().txs()) fn(t);
     after = r.value().tx_list_response().next_after_txid();
   } while (!after.empty());
+}
+
+std::size_t count_prepared(client::connection& conn) {
+  std::size_t n = 0;
+  for_each_prepared(conn, [&](const v1::TxInfo&) { ++n; });
   return n;
 }
 
 bool all_checked_once(client::connection& conn) {
-  std::string after;
-  do {
-    v1::Frame f;
-    f.mutable_tx_list()->set_state(v1::PREPARED);
-    f.mutable_tx_list()->set_limit(10'000);
-    f.mutable_tx_list()->set_after_txid(after);
-    auto r = conn.request(f);
-    if (!r) throw failure("TxList: " + r.error().to_string());
-    for (auto& t : r.value().tx_list_response().txs()) {
-      if (t.check_count() == 0) return false;
-    }
-    after = r.value().tx_list_response().next_after_txid();
-  } while (!after.empty());
-  return true;
+  bool all = true;
+  for_each_prepared(conn, [&](const v1::TxInfo& t) { all = all && t.check_count() > 0; });
+  return all;
 }
 
 recovery_figures run_recovery(const tx_bench_options& o, int run) {

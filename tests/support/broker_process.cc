@@ -43,7 +43,7 @@ broker_process::broker_process(std::vector<std::string> extra_args) : args_(std:
 }
 
 broker_process::~broker_process() {
-  if (pid_ > 0) kill();
+  if (proc_) kill();
   std::error_code ec;
   fs::remove_all(dir_, ec);
 }
@@ -58,31 +58,19 @@ std::string broker_process::log() const {
 }
 
 void broker_process::start(std::chrono::milliseconds deadline) {
-  if (pid_ > 0) throw std::runtime_error("broker already running");
+  if (proc_) throw std::runtime_error("broker already running");
   const fs::path log_path = dir_ / ("broker-" + std::to_string(run_++) + ".log");
   std::vector<std::string> argv = {binary_path("txmq-broker"),
                                    "--data-dir", data_.string(),
                                    "--listen", "127.0.0.1:" + std::to_string(port_),
                                    "--http", "127.0.0.1:" + std::to_string(http_port_)};
   argv.insert(argv.end(), args_.begin(), args_.end());
-  pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed");
-  if (pid_ == 0) {
-    const int fd = ::open(log_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    ::dup2(fd, 2);
-    ::dup2(fd, 1);
-    std::vector<char*> raw;
-    for (auto& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    ::execv(raw[0], raw.data());
-    ::_exit(127);
-  }
+  proc_ = std::make_unique<child_process>(argv, log_path);
   // Ready = it accepts connections. Poll with a deadline (the broker logs before accepting).
   const auto until = std::chrono::steady_clock::now() + deadline;
   while (std::chrono::steady_clock::now() < until) {
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
+    if (!proc_->running()) {
+      proc_.reset();
       std::ifstream in(log_path);
       std::stringstream s;
       s << in.rdbuf();
@@ -103,20 +91,16 @@ void broker_process::start(std::chrono::milliseconds deadline) {
 }
 
 int broker_process::stop() {
-  if (pid_ <= 0) return -1;
-  ::kill(pid_, SIGTERM);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (!proc_) return -1;
+  const int status = proc_->stop();
+  proc_.reset();
+  return status;
 }
 
 void broker_process::kill() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
+  if (!proc_) return;
+  proc_->kill();
+  proc_.reset();
 }
 
 }  // namespace txmq::test

@@ -7,8 +7,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "child_process.h"
 
 namespace txmq::test {
 
@@ -28,7 +31,7 @@ class broker_process {
   int stop();
   // SIGKILL, no goodbye.
   void kill();
-  [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
+  [[nodiscard]] bool running() const noexcept { return proc_ != nullptr; }
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   [[nodiscard]] std::uint16_t http_port() const noexcept { return http_port_; }
@@ -42,7 +45,7 @@ class broker_process {
   std::vector<std::string> args_;
   std::filesystem::path dir_;
   std::filesystem::path data_;
-  pid_t pid_ = -1;
+  std::unique_ptr<child_process> proc_;
   std::uint16_t port_ = 0;
   std::uint16_t http_port_ = 0;
   int run_ = 0;
