@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "broker_process.h"
+#include "cli_runner.h"
 #include "pg_cluster.h"
 #include "relay_process.h"
 #include "txmq/client/admin.h"
@@ -131,6 +132,32 @@ TEST(outbox_relay, rows_from_a_plain_sql_insert_are_published_and_deleted) {
   }
   EXPECT_EQ(seen, ids) << relay.log();
   EXPECT_TRUE(eventually([&] { return scalar(db, "SELECT count(*) FROM txmq_outbox") == "0"; }, 10s));
+
+  // `txmq outbox status`: every shard empty and held by this relay, which says it is connected.
+  EXPECT_EQ(txmq(b, {"outbox", "init", "--pg", db, "--shards", "4"}).status, 0);  // again: idempotent
+  ASSERT_TRUE(eventually([&] { return scalar(db, "SELECT count(*) FROM txmq_relay") == "1"; }, 10s));
+  auto status = run_txmq({"outbox", "status", "--pg", db, "--json"});
+  ASSERT_EQ(status.status, 0) << status;
+  int shard_lines = 0, relay_lines = 0;
+  std::istringstream lines(status.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto o = json::parse(line).as_object();
+    if (o.contains("shard")) {
+      ++shard_lines;
+      EXPECT_EQ(o.at("waiting").as_int64(), 0) << line;
+      EXPECT_EQ(o.at("relay").as_string(), "plain-1") << line;
+    } else {
+      ++relay_lines;
+      EXPECT_EQ(o.at("relay").as_string(), "plain-1") << line;
+      EXPECT_TRUE(o.at("connected").as_bool()) << line;
+      EXPECT_EQ(o.at("shards").as_int64(), 4) << line;
+    }
+  }
+  EXPECT_EQ(shard_lines, 4) << status;
+  EXPECT_EQ(relay_lines, 1) << status;
+  const auto table = txmq(b, {"outbox", "status", "--pg", db});
+  EXPECT_EQ(fields(table.out.substr(0, table.out.find('\n'))), (std::vector<std::string>{"SHARD", "WAITING", "OLDEST", "RELAY"}))
+      << table;
 
   // SIGTERM: exit 0, shards released, its txmq_relay row gone.
   EXPECT_EQ(relay.stop(), 0) << relay.log();
