@@ -178,18 +178,21 @@ uptimes=()
 run() {  # run SYSTEM WORKLOAD [extra flags]
   local s=$1 w=$2; shift 2
   local key=${s%%-*}  # rabbitmq-quorum and rabbitmq-classic share one server
-  local batch=100
+  local batch=100 label=$s
   # RabbitMQ and NATS publish one message per frame and confirm each; a batch there only groups
   # completions, so they publish singly (their latency is then per message, never per batch).
   [[ $s == rabbitmq* || $s == nats ]] && batch=1
-  if [[ $s == txmq ]]; then use_fresh_txmq; fi
+  # txmq-single: txmq with one message per produce request, as RabbitMQ and NATS publish, to
+  # show what txmq's figures owe to its multi-message requests.
+  [[ $s == txmq-single ]] && { batch=1; s=txmq; }
+  if [[ $key == txmq ]]; then use_fresh_txmq; fi
   local out
   if out=$("$bin/txmq-bench" "$w" --system "$s" --broker "${addr[$key]}" --broker-pid "${pid[$key]}" --json --runs 1 \
-      --seconds "$seconds" --warmup 1 --message-bytes 256 --in-flight 1000 --batch "$batch" --topic peers "$@" 2>> "$dir/bench.err"); then :; else
+      --seconds "$seconds" --warmup 1 --message-bytes 256 --in-flight 1000 --batch "$batch" --topic peers --label "$label" "$@" 2>> "$dir/bench.err"); then :; else
     say "$s $w reported errors (see the errors column)"
   fi
   [[ -n $out ]] && echo "$out" >> "$results"
-  say "round $round $w $s: $(echo "$out" | sed -n 's/.*"messages_per_s":\([0-9.E+-]*\).*"p99_ms":\([0-9.E+-]*\).*/\1 msg\/s p99 \2 ms/p')"
+  say "round $round $w $label: $(echo "$out" | sed -n 's/.*"messages_per_s":\([0-9.E+-]*\).*"p99_ms":\([0-9.E+-]*\).*/\1 msg\/s p99 \2 ms/p')"
 }
 # Workloads that other parts of txmq bring along, run when this txmq-bench has them.
 optional() {  # optional WORKLOAD [flags...]: passes only the flags its --help names
@@ -217,6 +220,7 @@ for round in $(seq "$rounds"); do
   for w in publish rate e2e consume; do
     for s in "${order[@]}"; do
       if [[ $w == consume ]]; then run "$s" consume --backlog "$backlog"; else run "$s" "$w" --rate 10000; fi
+      if [[ $w == publish && $s == txmq ]]; then run txmq-single publish; fi
     done
   done
   if [[ $have_tx == yes ]]; then

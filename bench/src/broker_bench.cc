@@ -304,8 +304,9 @@ int run_broker_bench(const broker_bench_options& o) {
     cpu_s += f.broker_cpu_s;
   }
   const double cpu_us_per_msg = messages ? cpu_s * 1e6 / static_cast<double>(messages) : 0;
+  const std::string name = o.label.empty() ? o.system : o.label;
   if (o.json) {
-    boost::json::object line{{"system", o.system}, {"workload", o.workload}, {"message_bytes", o.message_bytes},
+    boost::json::object line{{"system", name}, {"workload", o.workload}, {"message_bytes", o.message_bytes},
                              {"runs", o.runs}, {"in_flight", o.in_flight}, {"batch", o.batch}, {"rate", o.rate},
                              {"messages_per_s", median(tput)}, {"p50_ms", median(p50)}, {"p90_ms", median(p90)},
                              {"p99_ms", median(p99)}, {"p999_ms", median(p999)}, {"errors", errors},
@@ -324,7 +325,7 @@ int run_broker_bench(const broker_bench_options& o) {
     std::printf("%-16s %-8s %12s %10s %10s %10s %10s %8s", "system", "workload", "msg/s", "p50 ms", "p90 ms", "p99 ms",
                 "p99.9 ms", "errors");
     if (o.broker_pid) std::printf(" %10s %10s %12s", "rss MiB", "cpu s", "cpu us/msg");
-    std::printf("\n%-16s %-8s %12.0f %10.3f %10.3f %10.3f %10.3f %8llu", o.system.c_str(), o.workload.c_str(), median(tput),
+    std::printf("\n%-16s %-8s %12.0f %10.3f %10.3f %10.3f %10.3f %8llu", name.c_str(), o.workload.c_str(), median(tput),
                 median(p50), median(p90), median(p99), median(p999), static_cast<unsigned long long>(errors));
     if (o.broker_pid) {
       std::printf(" %10.1f %10.2f %12.1f", *std::max_element(rss.begin(), rss.end()), cpu_s, cpu_us_per_msg);

@@ -13,6 +13,7 @@ namespace txmq::bench {
 struct broker_bench_options {
   std::string workload;  // publish | rate | e2e | consume | fill
   std::string system = "txmq";  // see known_systems()
+  std::string label;             // printed instead of `system` when set
   // txmq, RabbitMQ, NATS: HOST:PORT; pgqueue: a libpq connection string.
   std::string address = "127.0.0.1:7878";
   std::string topic = "bench";  // prefix of the topic/queue/stream/table made for each run

@@ -63,6 +63,7 @@ int broker_command(const std::string& workload, int argc, char** argv) {
   po::options_description desc("txmq-bench " + workload + " [options]");
   desc.add_options()("help,h", "this help")
     ("system", po::value(&o.system)->default_value(o.system), ("system under test: " + systems).c_str())
+    ("label", po::value(&o.label), "name printed for the system (default: --system), to tell variants apart")
     ("broker", po::value(&o.address)->default_value(o.address),
      "HOST:PORT of the broker (txmq, RabbitMQ, NATS), or a libpq connection string (pgqueue)")
     ("topic", po::value(&o.topic)->default_value(o.topic), "prefix of the topic/queue/stream/table made for each run")

@@ -17,7 +17,7 @@ namespace {
 namespace json = boost::json;
 
 // The order systems appear in, txmq first; others (relay, tx) follow in input order.
-const std::vector<std::string> k_system_order{"txmq", "rabbitmq-quorum", "rabbitmq-classic", "nats", "pgqueue"};
+const std::vector<std::string> k_system_order{"txmq", "txmq-single", "rabbitmq-quorum", "rabbitmq-classic", "nats", "pgqueue"};
 
 struct samples {
   std::vector<double> tput, p50, p90, p99, p999, rss, cpu_us, load;
