@@ -243,6 +243,30 @@ TEST_F(webhook_test, signature_verifies_with_openssl) {
   const std::string old_mac = shell("openssl dgst -sha256 -mac HMAC -macopt hexkey:" + key_hex + " -binary " +
                                     (dir / "content.txt").string() + " | openssl base64 -A");
   EXPECT_EQ(second.signature.substr(space + 1), "v1," + old_mac);
+
+  // Replay sends both messages once more, outside the schedule, and logs it.
+  auto replay = txmq({"--json", "webhook", "replay", w.id, "--since", "1h"});
+  ASSERT_EQ(replay.status, 0) << replay;
+  EXPECT_EQ(replay.objects().at(0).at("queued").as_int64(), 2);
+  ASSERT_TRUE(rx.wait_for(4, std::chrono::seconds(10)));
+  EXPECT_EQ(rx.requests().at(2).id, ids.at(0));
+  auto log = attempts(w.id, 4);
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_TRUE(log[2].at("replay").as_bool());
+  EXPECT_TRUE(log[3].at("replay").as_bool());
+}
+
+TEST_F(webhook_test, a_hanging_endpoint_does_not_delay_another_subscription) {
+  receiver slow([](const seen&, std::size_t) { return reply{200, {}, true}; });
+  receiver fast([](const seen&, std::size_t) { return reply{}; });
+  create("shared", slow.url(), {"--timeout", "5s", "--concurrency", "2"});
+  // The topic exists now; the second subscription only needs the webhook.
+  auto second = txmq({"--json", "webhook", "create", "shared", "--url", fast.url()});
+  ASSERT_EQ(second.status, 0) << second;
+  produce("shared", {"1", "2", "3", "4", "5"});
+  ASSERT_TRUE(fast.wait_for(5, std::chrono::seconds(2))) << "the fast endpoint waited for the slow one";
+  ASSERT_TRUE(slow.wait_for(2, std::chrono::seconds(2)));
+  EXPECT_FALSE(slow.wait_for(3, milliseconds(300))) << "more than concurrency 2 requests in flight";
 }
 
 TEST_F(webhook_test, failing_receiver_gets_the_message_on_schedule_and_every_try_is_logged) {
@@ -350,6 +374,13 @@ TEST_F(webhook_test, exhausted_after_last_attempt_and_reconciliation_returns_it)
   EXPECT_EQ(http_get(broker_.http_port(), "/v1/messages/" + ids[0], "whtok_wrong").first, 401u);
   EXPECT_EQ(http_get(broker_.http_port(), "/v1/topics/other/messages", w.token).first, 403u);
   EXPECT_EQ(http_get(broker_.http_port(), "/v1/messages/not-an-id", w.token).first, 400u);
+
+  // Metrics: attempts by outcome, exhausted, backlog per subscription.
+  std::tie(status, body) = http_get(broker_.http_port(), "/metrics", "");
+  ASSERT_EQ(status, 200u);
+  EXPECT_NE(body.find("txmq_webhook_exhausted_total 1"), std::string::npos) << body;
+  EXPECT_NE(body.find("txmq_webhook_attempts_total{outcome=\"failed\"} 2"), std::string::npos) << body;
+  EXPECT_NE(body.find("txmq_webhook_backlog{webhook=\"" + w.id + "\"} 0"), std::string::npos) << body;
 
   // Unknown subscriptions and bad URLs are typed errors.
   auto del = txmq({"webhook", "delete", "wh_0000000000000000"});

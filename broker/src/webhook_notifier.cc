@@ -27,16 +27,11 @@ constexpr std::size_t k_max_replay = 10'000;
 constexpr std::size_t k_expiry_batch = 10'000;
 constexpr std::uint32_t k_max_retry_after_ms = 24u * 3600 * 1000;
 
-const char* outcome_name(v1::WebhookOutcome o) {
-  switch (o) {
-    case v1::WEBHOOK_DELIVERED: return "delivered";
-    case v1::WEBHOOK_FAILED: return "failed";
-    case v1::WEBHOOK_TIMED_OUT: return "timed_out";
-    case v1::WEBHOOK_THROTTLED: return "throttled";
-    case v1::WEBHOOK_GONE: return "gone";
-    case v1::WEBHOOK_EXHAUSTED: return "exhausted";
-    default: return "unknown";
-  }
+// "WEBHOOK_TIMED_OUT" -> "timed_out": the metric label (the CLI prints the same words).
+std::string outcome_name(v1::WebhookOutcome o) {
+  std::string name = v1::WebhookOutcome_Name(o).substr(std::string_view("WEBHOOK_").size());
+  for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return name;
 }
 
 bool is_empty(const storage::group_update& u) {

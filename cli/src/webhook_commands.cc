@@ -79,16 +79,11 @@ std::string schedule_text(const v1::Webhook& w) {
   return out;
 }
 
+// "WEBHOOK_TIMED_OUT" -> "timed_out", the words of the broker's metric labels.
 std::string outcome_text(v1::WebhookOutcome o) {
-  switch (o) {
-    case v1::WEBHOOK_DELIVERED: return "delivered";
-    case v1::WEBHOOK_FAILED: return "failed";
-    case v1::WEBHOOK_TIMED_OUT: return "timed_out";
-    case v1::WEBHOOK_THROTTLED: return "throttled";
-    case v1::WEBHOOK_GONE: return "gone";
-    case v1::WEBHOOK_EXHAUSTED: return "exhausted";
-    default: return "unknown";
-  }
+  std::string name = v1::WebhookOutcome_Name(o).substr(std::string_view("WEBHOOK_").size());
+  for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return name;
 }
 
 json::object webhook_json(const v1::Webhook& w) {
