@@ -13,8 +13,10 @@
 #include <vector>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
@@ -49,7 +51,9 @@ class receiver {
  public:
   using decide_fn = std::function<reply(const seen&, std::size_t index)>;
 
-  explicit receiver(decide_fn decide) : decide_(std::move(decide)), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+  // With `tls`, the receiver speaks HTTPS with that context's certificate.
+  explicit receiver(decide_fn decide, asio::ssl::context* tls = nullptr)
+      : decide_(std::move(decide)), tls_(tls), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
     asio::co_spawn(io_, accept(), asio::detached);
     thread_ = std::thread([this] { io_.run(); });
   }
@@ -58,7 +62,7 @@ class receiver {
     thread_.join();
   }
 
-  [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()) + "/hook"; }
+  [[nodiscard]] std::string url() const { return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()) + "/hook"; }
 
   // Waits until `n` requests arrived; false at the deadline.
   bool wait_for(std::size_t n, milliseconds deadline) {
@@ -79,7 +83,31 @@ class receiver {
   }
 
   asio::awaitable<void> session(tcp::socket socket) {
-    beast::tcp_stream stream(std::move(socket));
+    if (!tls_) {
+      beast::tcp_stream stream(std::move(socket));
+      co_await serve(stream);
+      co_return;
+    }
+    beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *tls_);
+    auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      std::lock_guard lk(mu_);
+      ++failed_handshakes_;
+      cv_.notify_all();
+      co_return;
+    }
+    co_await serve(stream);
+  }
+
+ public:
+  bool wait_for_failed_handshake(milliseconds deadline) {
+    std::unique_lock lk(mu_);
+    return cv_.wait_for(lk, deadline, [&] { return failed_handshakes_ > 0; });
+  }
+
+ private:
+  template <class Stream>
+  asio::awaitable<void> serve(Stream& stream) {
     beast::flat_buffer buffer;
     for (;;) {
       http::request<http::string_body> req;
@@ -110,6 +138,8 @@ class receiver {
   }
 
   decide_fn decide_;
+  asio::ssl::context* tls_;
+  int failed_handshakes_ = 0;
   asio::io_context io_;
   tcp::acceptor acceptor_;
   std::thread thread_;
@@ -414,6 +444,41 @@ TEST_F(webhook_test, sigkill_mid_schedule_resumes_without_skipping_or_repeating)
     EXPECT_GE(seconds_between(tries[0].at, tries[1].at), 1.47);
     EXPECT_GE(seconds_between(killed_at, tries[1].at), 0.0);
   }
+}
+
+TEST_F(webhook_test, https_verifies_the_certificate) {
+  // A self-signed certificate for 127.0.0.1, made by the openssl binary.
+  const auto dir = broker_.dir();
+  const auto cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
+  shell("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
+        "-keyout " + key + " -out " + cert + " 2>/dev/null");
+  ASSERT_TRUE(std::filesystem::exists(cert));
+  asio::ssl::context tls(asio::ssl::context::tls_server);
+  tls.use_certificate_chain_file(cert);
+  tls.use_private_key_file(key, asio::ssl::context::pem);
+  receiver rx([](const seen&, std::size_t) { return reply{}; }, &tls);
+
+  // Not trusted by the broker of the fixture: the handshake fails, the attempt is logged.
+  auto untrusted = create("tls", rx.url(), {"--schedule", "1h"});
+  produce("tls", {"secret-stuff"});
+  ASSERT_TRUE(rx.wait_for_failed_handshake(std::chrono::seconds(10)));
+  auto log = attempts(untrusted.id, 1);
+  EXPECT_EQ(std::string(log.at(0).at("outcome").as_string()), "failed");
+  EXPECT_NE(std::string(log.at(0).at("error").as_string()).find("TLS"), std::string::npos) << log.at(0);
+  EXPECT_TRUE(rx.requests().empty());
+  broker_.stop();
+
+  // A broker that trusts it (webhook_ca_file) delivers.
+  broker_process trusting({"--webhook-ca-file", cert});
+  trusting.start();
+  auto c = test::txmq(trusting, {"topic", "create", "tls2"});
+  ASSERT_EQ(c.status, 0) << c;
+  auto w = test::txmq(trusting, {"--json", "webhook", "create", "tls2", "--url", rx.url()});
+  ASSERT_EQ(w.status, 0) << w;
+  auto p = test::txmq(trusting, {"produce", "tls2", "over-tls"});
+  ASSERT_EQ(p.status, 0) << p;
+  ASSERT_TRUE(rx.wait_for(1, std::chrono::seconds(10)));
+  EXPECT_EQ(rx.requests().at(0).body, "over-tls");
 }
 
 }  // namespace
