@@ -59,7 +59,8 @@ class relay_child {
  public:
   relay_child(const relay_bench_options& o, const std::string& id) {
     const std::string bin = relay_binary(o);
-    log_ = (std::filesystem::temp_directory_path() / ("txmq-bench-" + id + ".log")).string();
+    // The bench's pid in the name: two benches on one machine keep their relays' logs apart.
+    log_ = (std::filesystem::temp_directory_path() / ("txmq-bench-" + std::to_string(::getpid()) + "-" + id + ".log")).string();
     std::vector<std::string> args{bin, "--pg", o.pg, "--broker", o.broker, "--batch", std::to_string(o.batch),
                                   "--relay-id", id, "--http", "127.0.0.1:0"};
     std::vector<char*> argv;
