@@ -446,6 +446,16 @@ TEST_F(webhook_test, sigkill_mid_schedule_resumes_without_skipping_or_repeating)
   }
 }
 
+TEST_F(webhook_test, rate_limit_spaces_the_attempts) {
+  receiver rx([](const seen&, std::size_t) { return reply{}; });
+  create("rated", rx.url(), {"--rate", "5"});
+  produce("rated", {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"});
+  ASSERT_TRUE(rx.wait_for(10, std::chrono::seconds(10)));
+  // A bucket of 5 goes at once, the other 5 at 5 per second.
+  const auto reqs = rx.requests();
+  EXPECT_GE(seconds_between(reqs.front().at, reqs.back().at), 0.9);
+}
+
 TEST_F(webhook_test, https_verifies_the_certificate) {
   // A self-signed certificate for 127.0.0.1, made by the openssl binary.
   const auto dir = broker_.dir();

@@ -379,15 +379,24 @@ void webhook_notifier::on_tick() {
   }
   if (now >= next_expiry_ms_) {
     next_expiry_ms_ = now + 60'000;
-    store_.expire_webhook_attempts(now - settings_.attempt_retention.count(), k_expiry_batch,
-                                   [](result<std::uint64_t> r) {
-      if (!r) log::error("webhooks: expiring old attempts failed: ", r.error().message());
-    });
+    expire_attempts(now - settings_.attempt_retention.count());
   }
   tick_.expires_after(settings_.tick);
   tick_.async_wait([this](boost::system::error_code ec) {
     if (!ec) on_tick();
   });
+}
+
+void webhook_notifier::expire_attempts(std::int64_t before_ms) {
+  // Bounded passes, so the writer thread serves other requests in between; a full pass means
+  // there is more to delete (thousands of attempts a second outgrow one pass a minute).
+  store_.expire_webhook_attempts(before_ms, k_expiry_batch, on_io<std::uint64_t>([this, before_ms](result<std::uint64_t> r) {
+    if (!r) {
+      log::error("webhooks: expiring old attempts failed: ", r.error().message());
+    } else if (r.value() == k_expiry_batch && !stopped_) {
+      expire_attempts(before_ms);
+    }
+  }));
 }
 
 std::uint64_t webhook_notifier::backlog(const subscription& s) const {

@@ -105,6 +105,7 @@ class webhook_notifier {
   void schedule_flush();
   void flush();
   void on_tick();
+  void expire_attempts(std::int64_t before_ms);
   [[nodiscard]] std::int64_t now_ms() const;
   [[nodiscard]] v1::Webhook public_view(const subscription& s) const;
   [[nodiscard]] std::uint64_t backlog(const subscription& s) const;
