@@ -188,9 +188,11 @@ run() {  # run SYSTEM WORKLOAD [extra flags]
   if [[ $key == txmq ]]; then use_fresh_txmq; fi
   local out
   if out=$("$bin/txmq-bench" "$w" --system "$s" --broker "${addr[$key]}" --broker-pid "${pid[$key]}" --json --runs 1 \
-      --seconds "$seconds" --warmup 1 --message-bytes 256 --in-flight 1000 --batch "$batch" --topic peers --label "$label" "$@" 2>> "$dir/bench.err"); then :; else
-    say "$s $w reported errors (see the errors column)"
+      --seconds "$seconds" --warmup 1 --message-bytes 256 --in-flight 1000 --batch "$batch" --topic peers --label "$label" "$@" 2> "$dir/run.err"); then :; else
+    # A failed run prints no line (or one with errors); its reason must reach the person.
+    say "$label $w failed or reported errors: $(tail -3 "$dir/run.err" | tr '\n' ' ')"
   fi
+  cat "$dir/run.err" >> "$dir/bench.err"
   [[ -n $out ]] && echo "$out" >> "$results"
   say "round $round $w $label: $(echo "$out" | sed -n 's/.*"messages_per_s":\([0-9.E+-]*\).*"p99_ms":\([0-9.E+-]*\).*/\1 msg\/s p99 \2 ms/p')"
 }
@@ -263,7 +265,7 @@ EOF
 section=$dir/section.md
 {
   echo "<!-- peers:begin -->"
-  echo "<!-- Written by scripts/bench-peers.sh; a rerun replaces everything up to peers:end. -->"
+  echo "<!-- Written by scripts/bench-peers.sh; a rerun replaces this whole section, up to the end marker. -->"
   echo
   echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC'): \`scripts/bench-peers.sh $rounds $seconds\` (backlog $backlog)."
   echo "Machine: $(nproc) cores ($cpu_model), $(free -g | awk '/^Mem:/{print $2}') GiB; raw append+fdatasync of the"

@@ -31,6 +31,9 @@ class js_link {
     check(natsConnection_ConnectTo(&nc_, url.c_str()), "connect to " + url + " (is nats-server -js running there?)");
     jsOptions o;
     jsOptions_Init(&o);
+    // Stream and consumer creation normally answer in milliseconds; on a loaded two-core
+    // machine the default 5 s may not be enough, and a timeout loses the whole run.
+    o.Wait = 30'000;
     if (ack_handler) {
       o.PublishAsync.AckHandler = ack_handler;
       o.PublishAsync.AckHandlerClosure = closure;
