@@ -561,12 +561,19 @@ void tx_coordinator::on_tick() {
 
 void tx_coordinator::scan(std::int64_t now, std::vector<undecided_check>& undecided) {
   const auto started = std::chrono::steady_clock::now();
-  auto due = store_.due_checks(now, settings_.scan_limit);
+  const bool full = started >= next_full_scan_;
+  auto due = store_.due_checks(now, settings_.scan_limit, full ? 0 : scan_from_ms_);
   if (!due) {
     log::error("reading the due transaction checks failed: ", due.error().message());
     next_scan_ = started + std::chrono::seconds(1);
     return;
   }
+  // What was returned stays in the index until it is resolved or re-scheduled; everything
+  // written from now on is due after now.
+  std::int64_t earliest = now;
+  for (const auto& rec : due.value()) earliest = std::min(earliest, rec.next_check_ms);
+  scan_from_ms_ = earliest - 1000;
+  if (full) next_full_scan_ = started + std::chrono::minutes(1);
   // The backlog is rebuilt from each scan: what was resolved or recorded meanwhile drops out.
   // Transactions of returning producers go first: they have waited longest.
   backlog_.clear();

@@ -159,6 +159,12 @@ class tx_coordinator {
   producer_pool pool_;
   boost::asio::steady_timer timer_;
   std::chrono::steady_clock::time_point next_scan_{};
+  // Scans start at the earliest due time still pending (less a margin for clock steps), not at
+  // the beginning of the due index, so that they do not walk again over the deleted entries of
+  // every transaction resolved since the last compaction; a full scan now and then is the net
+  // for anything written below it.
+  std::int64_t scan_from_ms_ = 0;
+  std::chrono::steady_clock::time_point next_full_scan_{};
   bool stopped_ = false;
   std::uint64_t next_request_id_ = 0;
   // By correlation id.

@@ -254,7 +254,7 @@ class rocksdb_store final : public store {
   void resolve(resolve_request request, completion<resolve_result> done) override;
   void record_checks(std::vector<check_update> updates, completion<void> done) override;
   result<std::optional<tx_record>> find_tx(const txid& id) const override;
-  result<std::vector<tx_record>> due_checks(std::int64_t until_ms, std::size_t limit) const override;
+  result<std::vector<tx_record>> due_checks(std::int64_t until_ms, std::size_t limit, std::int64_t from_ms) const override;
   result<std::vector<tx_record>> list_txs(std::optional<tx_state> state, std::size_t limit,
                                           std::optional<txid> after) const override;
   void ensure_group(group_info info, group_start start, completion<group_state> done) override;
@@ -1193,11 +1193,14 @@ result<void> rocksdb_store::scan(cf_index cf, const std::string& from, const std
   return outcome::success();
 }
 
-result<std::vector<tx_record>> rocksdb_store::due_checks(std::int64_t until_ms, std::size_t limit) const {
+result<std::vector<tx_record>> rocksdb_store::due_checks(std::int64_t until_ms, std::size_t limit,
+                                                         std::int64_t from_ms) const {
   std::vector<tx_record> out;
+  std::string lower(1, 't');
+  put_u64(lower, time_key(from_ms));
   std::string upper(1, 't');
   put_u64(upper, time_key(until_ms) + 1);
-  auto r = scan(cf_index_, "t", upper, [&](std::string_view k, std::string_view) -> result<bool> {
+  auto r = scan(cf_index_, lower, upper, [&](std::string_view k, std::string_view) -> result<bool> {
     if (k.size() != 1 + 8 + 16) return errc::corruption;
     auto id = protocol::uuid::from_bytes(k.substr(9));
     if (!id) return errc::corruption;

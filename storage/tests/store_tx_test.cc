@@ -423,5 +423,22 @@ TEST_F(store_tx_test, a_prepare_without_a_first_check_is_never_due) {
   EXPECT_TRUE(due.value().empty());
 }
 
+TEST_F(store_tx_test, due_checks_start_at_from_ms) {
+  const auto early = protocol::uuid::make_v4();
+  const auto late = protocol::uuid::make_v4();
+  prepare(early, {make_message("a", std::nullopt, "pay")}, 1'000);
+  prepare(late, {make_message("b", std::nullopt, "pay")}, 2'000);
+  auto all = store_->due_checks(5'000, 10);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all.value().size(), 2u);
+  auto from = store_->due_checks(5'000, 10, 1'001);
+  ASSERT_TRUE(from);
+  ASSERT_EQ(from.value().size(), 1u);
+  EXPECT_EQ(from.value()[0].id, late);
+  auto inclusive = store_->due_checks(5'000, 10, 1'000);
+  ASSERT_TRUE(inclusive);
+  EXPECT_EQ(inclusive.value().size(), 2u);
+}
+
 }  // namespace
 }  // namespace txmq::storage::test

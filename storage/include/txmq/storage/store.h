@@ -330,8 +330,12 @@ class store {
   // Records check attempts; entries whose transaction is no longer PREPARED are ignored.
   virtual void record_checks(std::vector<check_update> updates, completion<void> done) = 0;
   [[nodiscard]] virtual result<std::optional<tx_record>> find_tx(const txid& id) const = 0;
-  // PREPARED transactions whose next check is due at or before until_ms, earliest first.
-  [[nodiscard]] virtual result<std::vector<tx_record>> due_checks(std::int64_t until_ms, std::size_t limit) const = 0;
+  // PREPARED transactions whose next check is due in [from_ms, until_ms], earliest first. A
+  // caller that scans often passes the earliest due time it still knows of as from_ms, so the
+  // scan does not walk again over the deleted index entries of every transaction resolved
+  // since the last compaction.
+  [[nodiscard]] virtual result<std::vector<tx_record>> due_checks(std::int64_t until_ms, std::size_t limit,
+                                                                  std::int64_t from_ms = 0) const = 0;
   // Transactions in a state (all states when nullopt), in txid order after `after`.
   [[nodiscard]] virtual result<std::vector<tx_record>> list_txs(std::optional<tx_state> state, std::size_t limit,
                                                               std::optional<txid> after = std::nullopt) const = 0;
