@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "options.h"
 #include "broker_bench.h"
 #include "latency.h"
 #include "relay_bench.h"
@@ -42,12 +43,7 @@ int storage_command(int argc, char** argv) {
     ("dir", po::value(&dir)->default_value(dir), "where the stores are made (the disk under test)")
     ("json", po::bool_switch(&o.json), "JSON lines instead of a table");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (!txmq::bench::parse_options(argc, argv, desc, vm)) return 0;
   o.writers = parse_list(writers);
   o.seconds = std::chrono::duration<double>(txmq::bench::parse_seconds(seconds)).count();
   o.warmup = std::chrono::duration<double>(txmq::bench::parse_seconds(warmup)).count();
@@ -79,12 +75,7 @@ int broker_command(const std::string& workload, int argc, char** argv) {
     ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's (and its children's) memory and CPU time")
     ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (!txmq::bench::parse_options(argc, argv, desc, vm)) return 0;
   o.seconds = std::chrono::duration<double>(txmq::bench::parse_seconds(seconds)).count();
   o.warmup = std::chrono::duration<double>(txmq::bench::parse_seconds(warmup)).count();
   return txmq::bench::run_broker_bench(o);

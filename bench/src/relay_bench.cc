@@ -18,6 +18,7 @@
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
 
+#include "options.h"
 #include "latency.h"
 #include "process_usage.h"
 #include "txmq/client/admin.h"
@@ -380,12 +381,7 @@ int relay_command(int argc, char** argv) {
     ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's (and its children's) CPU time per backlog row")
     ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (!parse_options(argc, argv, desc, vm)) return 0;
   if (o.pg.empty()) {
     std::cerr << "txmq-bench relay: --pg is required\n" << desc << "\n";
     return 2;

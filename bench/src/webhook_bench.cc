@@ -14,6 +14,7 @@
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
 
+#include "options.h"
 #include "latency.h"
 #include "txmq/client/connection.h"
 #include "txmq/protocol/message_id.h"
@@ -277,12 +278,7 @@ int webhook_command(int argc, char** argv) {
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
     ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (!parse_options(argc, argv, desc, vm)) return 0;
   if (o.messages == 0 || o.batch == 0 || o.in_flight == 0 || o.rate <= 0 || o.seconds <= 0 || o.runs < 1) {
     std::cerr << "txmq-bench webhook: counts, rate and seconds must be positive\n";
     return 2;
