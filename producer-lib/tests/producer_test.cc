@@ -345,10 +345,18 @@ TEST(producer, waiting_for_room_is_bounded_by_the_delivery_timeout) {
   o.linger = 0ms;
   producer p(o);
   auto first = p.async_send(msg("t", "1"));
+  const auto started = std::chrono::steady_clock::now();
   auto second = p.send(msg("t", "2"));
+  const auto waited = std::chrono::steady_clock::now() - started;
   ASSERT_FALSE(second);
   EXPECT_TRUE(second.error().is(client::errc::delivery_timeout)) << second.error();
-  EXPECT_NE(second.error().message.find("no room"), std::string::npos) << second.error();
+  // Usually it never got room ("no room ..."); when the first message's own timeout frees the
+  // room a moment before the second's runs out, it is sent and expires unanswered instead.
+  // Either way the wait ends with its delivery timeout.
+  const bool no_room = second.error().message.find("no room") != std::string::npos;
+  const bool unanswered = second.error().message.find("was not acknowledged") != std::string::npos;
+  EXPECT_TRUE(no_room || unanswered) << second.error();
+  EXPECT_LT(waited, 2s);
   EXPECT_FALSE(first.get());
 }
 
