@@ -64,6 +64,29 @@ void prepare(raw_client& c, const std::string& txid, const std::string& group, s
   ASSERT_FALSE(r.prepare_response().duplicate());
 }
 
+// Prepares n one-message transactions of `group` on topic "t", pipelined under the broker's
+// 1,024 requests in flight per connection. Returns txid -> message id.
+std::map<std::string, std::string> prepare_many(raw_client& c, int n, const std::string& group) {
+  std::map<std::string, std::string> message_of;
+  std::set<std::uint64_t> pending;
+  for (int i = 0; i < n || !pending.empty();) {
+    if (i < n && pending.size() < 1000) {
+      auto tx = new_txid();
+      auto m = tx_message("t", "m" + std::to_string(i++));
+      message_of[tx] = m.id();
+      pending.insert(c.send(prepare_frame(tx, group, {m})));
+      continue;
+    }
+    auto f = c.receive(30s);
+    if (!f || !f->has_prepare_response()) {
+      ADD_FAILURE() << "Prepare " << i << " of " << n << " answered " << (f ? f->ShortDebugString() : "nothing");
+      return message_of;
+    }
+    pending.erase(f->correlation_id());
+  }
+  return message_of;
+}
+
 v1::TxInfo show(raw_client& c, const std::string& txid) {
   v1::Frame f;
   f.mutable_tx_show()->set_txid(txid);
@@ -436,20 +459,8 @@ TEST(broker_tx_test, a_returning_producer_never_has_more_than_tx_checks_in_fligh
   raw_client other(b.port());
   other.hello("other", "other-group");
   std::set<std::string> txids;
-  std::set<std::uint64_t> pending;
-  for (int i = 0; i < n || !pending.empty();) {
-    // Pipelined, under the broker's 1,024 requests in flight per connection.
-    if (i < n && pending.size() < 1000) {
-      auto tx = new_txid();
-      txids.insert(tx);
-      pending.insert(c.send(prepare_frame(tx, "pg", {tx_message("t", "m" + std::to_string(i++))})));
-      continue;
-    }
-    auto f = c.receive(30s);
-    ASSERT_TRUE(f);
-    ASSERT_TRUE(f->has_prepare_response()) << f->ShortDebugString();
-    pending.erase(f->correlation_id());
-  }
+  for (auto& [tx, id] : prepare_many(c, n, "pg")) txids.insert(tx);
+  ASSERT_EQ(txids.size(), static_cast<std::size_t>(n));
   // Their producer is away: every first check finds nobody. When it returns, the broker asks
   // about all 10,000 at once, and must not flood it.
   ASSERT_TRUE(eventually([&] {
@@ -511,21 +522,8 @@ TEST(broker_tx_test, checks_resume_after_a_sigkill_and_resolve_per_the_producers
   {
     raw_client c(b.port());
     c.hello();
-    std::set<std::uint64_t> pending;
-    for (int i = 0; i < n || !pending.empty();) {
-      // Pipelined, under the broker's 1,024 requests in flight per connection.
-      if (i < n && pending.size() < 1000) {
-        auto tx = new_txid();
-        auto m = tx_message("t", "m" + std::to_string(i++));
-        message_of[tx] = m.id();
-        pending.insert(c.send(prepare_frame(tx, "pg", {m})));
-        continue;
-      }
-      auto f = c.receive(30s);
-      ASSERT_TRUE(f);
-      ASSERT_TRUE(f->has_prepare_response()) << f->ShortDebugString();
-      pending.erase(f->correlation_id());
-    }
+    message_of = prepare_many(c, n, "pg");
+    ASSERT_EQ(message_of.size(), static_cast<std::size_t>(n));
     // A producer holds some checks open when the broker dies.
     raw_client producer(b.port());
     producer.hello("before", "pg");
