@@ -115,7 +115,7 @@ TEST(tx_producer, unknown_local_outcome_is_settled_by_the_checker) {
   EXPECT_EQ(bodies(drain_topic(b.address(), "t", "g")), (std::multiset<std::string>{"commit-me"}));
 }
 
-TEST(tx_producer, a_producer_without_group_is_refused_before_sending) {
+TEST(tx_producer, bad_transactions_are_refused_before_sending) {
   broker_process b;
   b.start();
   auto o = tx_options(b);
@@ -126,6 +126,14 @@ TEST(tx_producer, a_producer_without_group_is_refused_before_sending) {
   auto r = tx.prepare();
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error().is(client::errc::invalid_argument)) << r.error();
+
+  producer::transactional_producer grouped(tx_options(b));
+  auto mixed = grouped.begin();
+  mixed.add({.topic = "t", .body = "x"}).add_ack("g1", {"in", 0, 0}).add_ack("g2", {"in", 0, 1});
+  auto refused = mixed.prepare();
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(refused.error().is(client::errc::invalid_argument)) << refused.error();
+  EXPECT_NE(refused.error().message.find("more than one consumer group"), std::string::npos) << refused.error();
 }
 
 TEST(pg_checker, answers_from_the_barrier_row) {

@@ -94,6 +94,7 @@ struct transaction::data {
   std::vector<outgoing_message> messages;
   std::vector<protocol::message_id> ids;
   std::string ack_group;
+  bool mixed_ack_groups = false;
   std::vector<consumed_ref> acks;
 
   client::result<v1::EndTxResponse> end(tx_decision decision) {
@@ -135,7 +136,11 @@ transaction& transaction::add(outgoing_message message) {
 }
 
 transaction& transaction::add_ack(const std::string& group, consumed_ref ref) {
-  d_->ack_group = group;
+  if (d_->acks.empty()) {
+    d_->ack_group = group;
+  } else if (group != d_->ack_group) {
+    d_->mixed_ack_groups = true;  // refused at prepare(): the wire carries one group
+  }
   d_->acks.push_back(std::move(ref));
   return *this;
 }
@@ -147,6 +152,9 @@ client::result<void> transaction::prepare() {
   }
   if (d.messages.empty()) {
     return error(errc::invalid_argument, "transaction " + d.id.to_string() + " has no messages to prepare");
+  }
+  if (d.mixed_ack_groups) {
+    return error(errc::invalid_argument, "transaction " + d.id.to_string() + " acks deliveries of more than one consumer group");
   }
   const auto& options = d.producer->options;
   if (options.connection.producer_group.empty()) {

@@ -104,8 +104,9 @@ class transaction {
   // Before prepare(). Messages may go to several topics; all become visible together.
   transaction& add(outgoing_message message);
   // Before prepare(): acknowledge these deliveries of `group` with the commit. All acks of a
-  // transaction belong to one group. Errors at prepare(): the broker's UNKNOWN_DELIVERY when a
-  // delivery is not in flight for the group.
+  // transaction belong to one group (acks of two groups: client::errc::invalid_argument at
+  // prepare()). Errors at prepare(): the broker's UNKNOWN_DELIVERY when a delivery is not in
+  // flight for the group.
   transaction& add_ack(const std::string& group, consumed_ref ref);
 
   // Stores the messages on the broker as PREPARED (durable, invisible). Retries retriable
