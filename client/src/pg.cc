@@ -54,6 +54,32 @@ client::result<result_ptr> exec(PGconn* conn, std::string_view sql, std::span<co
   return checked(conn, std::move(res));
 }
 
+connection_pool::connection_pool(std::string conninfo, std::function<client::result<void>(PGconn*)> setup)
+    : conninfo_(std::move(conninfo)), setup_(std::move(setup)) {}
+
+client::result<connection_ptr> connection_pool::take() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!idle_.empty()) {
+      auto c = std::move(idle_.back());
+      idle_.pop_back();
+      return c;
+    }
+  }
+  auto c = connect(conninfo_);
+  if (!c) return c.error();
+  if (setup_) {
+    if (auto r = setup_(c.value().get()); !r) return r.error();
+  }
+  return c;
+}
+
+void connection_pool::give_back(connection_ptr c) {
+  if (!c || PQstatus(c.get()) != CONNECTION_OK || PQtransactionStatus(c.get()) != PQTRANS_IDLE) return;
+  std::lock_guard lock(mutex_);
+  idle_.push_back(std::move(c));
+}
+
 std::string sqlstate(const client::error& e) {
   if (!e.is(client::errc::database) || !e.message.starts_with(sqlstate_prefix)) return {};
   return e.message.substr(sqlstate_prefix.size(), 5);

@@ -9,27 +9,10 @@ namespace txmq::consumer {
 
 class pg_inbox::impl {
  public:
-  impl(std::string conninfo, pg_inbox_options options) : conninfo_(std::move(conninfo)), options_(std::move(options)) {}
+  impl(std::string conninfo, pg_inbox_options options) : pool_(std::move(conninfo)), options_(std::move(options)) {}
 
-  client::result<pg::connection_ptr> take() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!idle_.empty()) {
-        auto c = std::move(idle_.back());
-        idle_.pop_back();
-        return c;
-      }
-    }
-    return pg::connect(conninfo_);
-  }
-
-  void give_back(pg::connection_ptr c) {
-    // A broken connection (server restarted, backend terminated) is not worth keeping: the next
-    // call makes a new one. One left inside a transaction would leak its state to the next use.
-    if (PQstatus(c.get()) != CONNECTION_OK || PQtransactionStatus(c.get()) != PQTRANS_IDLE) return;
-    std::lock_guard lock(mutex_);
-    idle_.push_back(std::move(c));
-  }
+  client::result<pg::connection_ptr> take() { return pool_.take(); }
+  void give_back(pg::connection_ptr c) { pool_.give_back(std::move(c)); }
 
   bool cleanup_due() {
     if (options_.cleanup_interval.count() == 0) return false;
@@ -40,10 +23,9 @@ class pg_inbox::impl {
     return true;
   }
 
-  const std::string conninfo_;
+  pg::connection_pool pool_;
   const pg_inbox_options options_;
-  std::mutex mutex_;
-  std::vector<pg::connection_ptr> idle_;
+  std::mutex mutex_;  // next_cleanup_
   std::chrono::steady_clock::time_point next_cleanup_{};
 };
 

@@ -1,8 +1,5 @@
 #include "txmq/producer/pg_checker.h"
 
-#include <mutex>
-#include <vector>
-
 #include "txmq/client/pg.h"
 
 namespace txmq::producer {
@@ -20,45 +17,28 @@ client::result<void> record_commit(PGconn* conn, const protocol::txid& txid) {
 }
 
 struct pg_transaction_checker::impl {
-  pg_checker_options options;
-  std::mutex mutex;
-  std::vector<pg::connection_ptr> idle;
+  explicit impl(pg_checker_options o)
+      : options(std::move(o)), pool(options.conninfo, [timeout = options.lock_timeout](PGconn* c) -> client::result<void> {
+          if (auto r = pg::exec(c, "SET lock_timeout = " + std::to_string(timeout.count())); !r) return r.error();
+          if (auto r = pg::exec(c, "SET application_name = 'txmq-tx-checker'"); !r) return r.error();
+          return outcome::success();
+        }) {}
 
   void log(const std::string& text) const {
     if (options.log) options.log(text);
   }
 
-  client::result<pg::connection_ptr> take() {
-    {
-      std::lock_guard lock(mutex);
-      if (!idle.empty()) {
-        auto c = std::move(idle.back());
-        idle.pop_back();
-        if (PQstatus(c.get()) == CONNECTION_OK) return c;
-      }
-    }
-    auto c = pg::connect(options.conninfo);
-    if (!c) return c.error();
-    const std::string timeout = "SET lock_timeout = " + std::to_string(options.lock_timeout.count());
-    if (auto r = pg::exec(c.value().get(), timeout); !r) return r.error();
-    if (auto r = pg::exec(c.value().get(), "SET application_name = 'txmq-tx-checker'"); !r) return r.error();
-    return c;
-  }
-
-  void give_back(pg::connection_ptr c) {
-    std::lock_guard lock(mutex);
-    idle.push_back(std::move(c));
-  }
+  pg_checker_options options;
+  pg::connection_pool pool;
 };
 
-pg_transaction_checker::pg_transaction_checker(pg_checker_options options) : impl_(std::make_unique<impl>()) {
-  impl_->options = std::move(options);
-}
+pg_transaction_checker::pg_transaction_checker(pg_checker_options options)
+    : impl_(std::make_unique<impl>(std::move(options))) {}
 
 pg_transaction_checker::~pg_transaction_checker() = default;
 
 tx_decision pg_transaction_checker::check(const protocol::txid& txid) {
-  auto conn = impl_->take();
+  auto conn = impl_->pool.take();
   if (!conn) {
     impl_->log("transaction checker: " + conn.error().to_string());
     return tx_decision::unknown;
@@ -72,28 +52,28 @@ tx_decision pg_transaction_checker::check(const protocol::txid& txid) {
   if (!inserted) {
     // lock_timeout (55P03): the business transaction is still open.
     impl_->log("transaction checker for " + id + ": " + inserted.error().to_string());
-    if (PQstatus(c) == CONNECTION_OK) impl_->give_back(std::move(conn).value());
+    impl_->pool.give_back(std::move(conn).value());
     return tx_decision::unknown;
   }
   auto row = pg::exec(c, "SELECT outcome FROM txmq_tx_barrier WHERE txid = $1", {id});
   if (!row || PQntuples(row.value().get()) != 1) {
     if (!row) impl_->log("transaction checker for " + id + ": " + row.error().to_string());
-    if (PQstatus(c) == CONNECTION_OK) impl_->give_back(std::move(conn).value());
+    impl_->pool.give_back(std::move(conn).value());
     return tx_decision::unknown;
   }
   const std::string outcome = PQgetvalue(row.value().get(), 0, 0);
-  impl_->give_back(std::move(conn).value());
+  impl_->pool.give_back(std::move(conn).value());
   return outcome == "commit" ? tx_decision::commit : tx_decision::rollback;
 }
 
 client::result<std::uint64_t> pg_transaction_checker::cleanup(std::chrono::seconds age) {
-  auto conn = impl_->take();
+  auto conn = impl_->pool.take();
   if (!conn) return conn.error();
   auto r = pg::exec(conn.value().get(), "DELETE FROM txmq_tx_barrier WHERE created_at < now() - make_interval(secs => $1)",
                     {std::to_string(age.count())});
   if (!r) return r.error();
   const std::uint64_t n = std::stoull(PQcmdTuples(r.value().get()));
-  impl_->give_back(std::move(conn).value());
+  impl_->pool.give_back(std::move(conn).value());
   return n;
 }
 

@@ -9,12 +9,15 @@
 
 #include <libpq-fe.h>
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "txmq/client/error.h"
 
@@ -54,6 +57,28 @@ inline constexpr std::string_view deadlock_detected = "40P01";
 [[nodiscard]] std::string bytea_literal(std::string_view bytes);
 // Decodes a bytea column received in text form ("\x" + hex). Errors: client::errc::database.
 [[nodiscard]] client::result<std::string> bytea_value(std::string_view text);
+
+// Idle connections to one database, for a library that serves several threads (one
+// connection per concurrent call). Thread-safe.
+class connection_pool {
+ public:
+  // setup runs once on each new connection (session settings); its error fails take().
+  explicit connection_pool(std::string conninfo, std::function<client::result<void>(PGconn*)> setup = {});
+
+  // An idle connection, or a new one. Errors: pg::connect's, setup's.
+  [[nodiscard]] client::result<connection_ptr> take();
+  // Keeps c for the next take() unless it broke (server restarted, backend terminated) or is
+  // still inside a transaction, whose state would leak into the next use.
+  void give_back(connection_ptr c);
+
+  [[nodiscard]] const std::string& conninfo() const noexcept { return conninfo_; }
+
+ private:
+  const std::string conninfo_;
+  const std::function<client::result<void>(PGconn*)> setup_;
+  std::mutex mutex_;
+  std::vector<connection_ptr> idle_;
+};
 
 // Runs fn between BEGIN and COMMIT; a failing fn (an error value or an exception) rolls back.
 // The result of COMMIT decides: a commit that fails (e.g. serialization) returns its error.
