@@ -133,11 +133,8 @@ void tx_coordinator::connection_opened(const std::shared_ptr<connection>& c) {
   producers_[c->id()] = c;
   pool_.join(c->producer_group(), c->id());
   if (auto o = orphaned_.find(c->producer_group()); o != orphaned_.end()) {
-    auto& queue = backlog_[c->producer_group()];
-    for (const auto& id : o->second) {
-      ask_now_.emplace(id, c->producer_group());
-      queue.push_back(id);
-    }
+    auto& queue = returning_[c->producer_group()];
+    queue.insert(queue.end(), o->second.begin(), o->second.end());
     log::info("producer group '", c->producer_group(), "' is back: asking about ", o->second.size(),
               " transactions whose checks found no producer");
     orphaned_.erase(o);
@@ -575,9 +572,7 @@ void tx_coordinator::scan(std::int64_t now, std::vector<undecided_check>& undeci
   scan_from_ms_ = earliest - 1000;
   if (full) next_full_scan_ = started + std::chrono::minutes(1);
   // The backlog is rebuilt from each scan: what was resolved or recorded meanwhile drops out.
-  // Transactions of returning producers go first: they have waited longest.
   backlog_.clear();
-  for (const auto& [id, group] : ask_now_) backlog_[group].push_back(id);
   for (auto& rec : due.value()) {
     if (busy_.count(rec.id)) continue;
     if (!pool_.has_producer(rec.producer_group)) {
@@ -590,6 +585,9 @@ void tx_coordinator::scan(std::int64_t now, std::vector<undecided_check>& undeci
   }
   std::vector<std::string> groups;
   for (auto& [g, q] : backlog_) groups.push_back(g);
+  for (auto& [g, q] : returning_) {
+    if (!backlog_.contains(g)) groups.push_back(g);
+  }
   for (auto& g : groups) pump(g);
   const auto took = std::chrono::steady_clock::now() - started;
   next_scan_ = std::chrono::steady_clock::now() +
@@ -598,44 +596,55 @@ void tx_coordinator::scan(std::int64_t now, std::vector<undecided_check>& undeci
 
 void tx_coordinator::pump(const std::string& group) {
   if (stopped_) return;
-  auto it = backlog_.find(group);
-  if (it == backlog_.end()) return;
-  auto& queue = it->second;
   const auto now = now_ms();
-  while (!queue.empty() && pool_.has_producer(group) && pool_.open(group) < pool_.cap()) {
-    const auto id = queue.front();
-    queue.pop_front();
-    if (busy_.count(id)) continue;
-    // The backlog may be older than the last EndTx: ask only what is still due (or, for a
-    // returning producer, still prepared).
-    auto wanted = ask_now_.find(id);
-    const bool now_wanted = wanted != ask_now_.end();
-    if (now_wanted) ask_now_.erase(wanted);
-    auto rec = store_.find_tx(id);
-    if (!rec || !rec.value() || rec.value()->state != tx_state::prepared || rec.value()->next_check_ms == 0 ||
-        (rec.value()->next_check_ms > now && !now_wanted)) {
-      continue;
+  // A returning producer's orphans first (they have waited longest), then the due backlog.
+  for (auto* queues : {&returning_, &backlog_}) {
+    auto it = queues->find(group);
+    if (it == queues->end()) continue;
+    const bool only_due = queues == &backlog_;
+    auto& queue = it->second;
+    bool no_room = false;
+    std::size_t busy_in_a_row = 0;
+    while (!queue.empty() && pool_.has_producer(group) && pool_.open(group) < pool_.cap()) {
+      const auto id = queue.front();
+      queue.pop_front();
+      if (busy_.count(id)) {
+        // A due one is in the next scan again; an orphan is not, so it waits its turn here
+        // (its "no producer" record may still be on its way to the store).
+        if (only_due) continue;
+        queue.push_back(id);
+        if (++busy_in_a_row >= queue.size()) break;  // all of them busy: later
+        continue;
+      }
+      busy_in_a_row = 0;
+      // The queue may be older than the last EndTx: ask only what is still prepared (and, from
+      // the backlog, due).
+      auto rec = store_.find_tx(id);
+      if (!rec || !rec.value() || rec.value()->state != tx_state::prepared || rec.value()->next_check_ms == 0 ||
+          (only_due && rec.value()->next_check_ms > now)) {
+        continue;
+      }
+      auto pick = pool_.pick(group);
+      if (!pick.connection) {
+        queue.push_front(id);
+        no_room = true;
+        break;
+      }
+      auto p = producers_.find(*pick.connection);
+      auto conn = p == producers_.end() ? nullptr : p->second.lock();
+      if (!conn || !conn->is_open()) {
+        // Closed without telling us yet: forget it and try the next one.
+        pool_.release(group);
+        pool_.leave(group, *pick.connection);
+        producers_.erase(*pick.connection);
+        queue.push_front(id);
+        continue;
+      }
+      send_check(*conn, *rec.value());
     }
-    auto pick = pool_.pick(group);
-    if (!pick.connection) {
-      queue.push_front(id);
-      if (now_wanted) ask_now_.emplace(id, group);
-      break;
-    }
-    auto p = producers_.find(*pick.connection);
-    auto conn = p == producers_.end() ? nullptr : p->second.lock();
-    if (!conn || !conn->is_open()) {
-      // Closed without telling us yet: forget it and try the next one.
-      pool_.release(group);
-      pool_.leave(group, *pick.connection);
-      producers_.erase(*pick.connection);
-      queue.push_front(id);
-      if (now_wanted) ask_now_.emplace(id, group);
-      continue;
-    }
-    send_check(*conn, *rec.value());
+    if (queue.empty()) queues->erase(it);
+    if (no_room || !pool_.has_producer(group) || pool_.open(group) >= pool_.cap()) return;
   }
-  if (queue.empty()) backlog_.erase(group);
 }
 
 void tx_coordinator::send_check(connection& c, const storage::tx_record& rec) {

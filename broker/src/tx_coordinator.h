@@ -180,8 +180,9 @@ class tx_coordinator {
   // within seconds, still at most tx_checks_in_flight at a time. In memory only: after a broker
   // restart the schedule applies. Bounded per group; beyond it, the schedule applies too.
   std::map<std::string, std::unordered_set<storage::txid, protocol::uuid_hash>> orphaned_;
-  // Asked now although not due (from orphaned_ when their producer came back) → their group.
-  std::unordered_map<storage::txid, std::string, protocol::uuid_hash> ask_now_;
+  // Orphans of a group whose producer came back, asked before the due backlog and although
+  // not due; unlike backlog_, not rebuilt by each scan.
+  std::map<std::string, std::deque<storage::txid>> returning_;
   static constexpr std::size_t k_max_orphans_per_group = 200'000;
   // Connections that declared a producer group, by connection id.
   std::unordered_map<std::uint64_t, std::weak_ptr<connection>> producers_;
