@@ -92,7 +92,6 @@ struct transaction::data {
   protocol::txid id;
   state current = state::open;
   std::vector<outgoing_message> messages;
-  std::vector<protocol::message_id> ids;
   std::string ack_group;
   bool mixed_ack_groups = false;
   std::vector<consumed_ref> acks;
@@ -130,7 +129,8 @@ transaction::state transaction::current_state() const noexcept { return d_->curr
 const std::vector<outgoing_message>& transaction::messages() const noexcept { return d_->messages; }
 
 transaction& transaction::add(outgoing_message message) {
-  d_->ids.push_back(message.id.value_or(protocol::uuid::make_v7()));
+  // The id is fixed now, so that a retried Prepare carries the same ids.
+  if (!message.id) message.id = protocol::uuid::make_v7();
   d_->messages.push_back(std::move(message));
   return *this;
 }
@@ -170,7 +170,7 @@ client::result<void> transaction::prepare() {
     if (d.messages[i].topic.empty()) {
       return error(errc::invalid_argument, "message " + std::to_string(i) + " of transaction " + d.id.to_string() + " has no topic");
     }
-    *prepare->add_messages() = detail::to_wire(outgoing_message(d.messages[i]), d.ids[i]);
+    *prepare->add_messages() = detail::to_wire(outgoing_message(d.messages[i]), *d.messages[i].id);
   }
   if (options.tx_timeout.count() > 0) prepare->set_tx_timeout_ms(static_cast<std::uint32_t>(options.tx_timeout.count()));
   if (!d.acks.empty()) {
@@ -199,7 +199,8 @@ client::result<commit_result> transaction::commit() {
   result.already_resolved = answer.value().already_resolved();
   for (int i = 0; i < answer.value().positions_size(); ++i) {
     const auto& p = answer.value().positions(i);
-    const auto& id = static_cast<std::size_t>(i) < d_->ids.size() ? d_->ids[static_cast<std::size_t>(i)] : protocol::message_id{};
+    const auto& id = static_cast<std::size_t>(i) < d_->messages.size() ? *d_->messages[static_cast<std::size_t>(i)].id
+                                                                       : protocol::message_id{};
     result.positions.push_back(send_result{id, p.partition(), p.offset(), p.duplicate()});
   }
   return result;

@@ -99,6 +99,7 @@ class transaction {
 
   [[nodiscard]] const protocol::txid& id() const noexcept;
   [[nodiscard]] state current_state() const noexcept;
+  // As added, each with its id (a UUIDv7 made by add() when it had none).
   [[nodiscard]] const std::vector<outgoing_message>& messages() const noexcept;
 
   // Before prepare(). Messages may go to several topics; all become visible together.
