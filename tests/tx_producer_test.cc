@@ -67,7 +67,8 @@ TEST(tx_producer, commit_publishes_every_message_and_rollback_none) {
   EXPECT_EQ(bodies(drain_topic(b.address(), "transfers", "g")), (std::multiset<std::string>{"t1-a"}));
   EXPECT_EQ(bodies(drain_topic(b.address(), "audit", "g")), (std::multiset<std::string>{"t1-audit"}));
 
-  // A contrary end of a resolved transaction is refused with the recorded outcome.
+  // The library refuses a second end of a transaction it already ended (the broker's own
+  // TX_ALREADY_RESOLVED for a contrary EndTx is covered in broker_tx_test).
   auto contrary = dropped.commit();
   ASSERT_FALSE(contrary);
   EXPECT_NE(contrary.error().message.find("not prepared"), std::string::npos) << contrary.error();
