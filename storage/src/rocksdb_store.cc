@@ -242,7 +242,7 @@ class rocksdb_store final : public store {
     if (db_) db_->Close().PermitUncheckedError();
   }
 
-  result<void> open(const fs::path& path, bool fresh, std::string* why);
+  result<void> open(const fs::path& path, bool fresh);
 
   void create_topic(topic_config config, completion<topic_info> done) override;
   std::optional<topic_info> topic(std::string_view name) const override;
@@ -354,12 +354,9 @@ class rocksdb_store final : public store {
 // ------------------------------------------------------------------------------------------
 // Open
 
-result<void> rocksdb_store::open(const fs::path& path, bool fresh, std::string* why) {
+result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   path_ = path;
-  auto fail = [&](std::error_code ec, const std::string& text) -> result<void> {
-    if (why) *why = text;
-    return ec;
-  };
+  auto fail = [](std::error_code ec, std::string text) -> result<void> { return error(ec, std::move(text)); };
 
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = fresh;
@@ -1653,7 +1650,7 @@ void rocksdb_store::expire_webhook_attempts(std::int64_t before_ms, std::size_t 
   });
 }
 
-result<std::unique_ptr<store>> open_store(store_options options, std::string* why) {
+result<std::unique_ptr<store>> open_store(store_options options) {
   if (!options.clock) options.clock = system_now_ms;
   std::unique_ptr<rocksdb::Env> env;
   fs::path path = options.dir;
@@ -1667,23 +1664,20 @@ result<std::unique_ptr<store>> open_store(store_options options, std::string* wh
     if (!fs::exists(path, ec)) {
       fs::create_directories(path, ec);
       if (ec) {
-        if (why) *why = "cannot create the data directory " + path.string() + ": " + ec.message();
-        return make_error_code(errc::io_error);
+        return error(errc::io_error, "cannot create the data directory " + path.string() + ": " + ec.message());
       }
       fresh = true;
     } else if (!fs::is_directory(path, ec)) {
-      if (why) *why = path.string() + " is not a directory";
-      return make_error_code(errc::not_a_store);
+      return error(errc::not_a_store, path.string() + " is not a directory");
     } else if (fs::is_empty(path, ec)) {
       fresh = true;
     } else if (!fs::exists(path / "CURRENT", ec)) {
       // Creating a new store here would hide whatever was lost behind an empty one.
-      if (why) {
-        *why = "the data directory " + path.string() +
-               " is not empty but has no RocksDB CURRENT file: either it is not a txmq store or the store's files "
-               "are missing. Refusing to start with an empty store; restore the files or point --data-dir elsewhere";
-      }
-      return make_error_code(errc::not_a_store);
+      return error(errc::not_a_store,
+                   "the data directory " + path.string() +
+                       " is not empty but has no RocksDB CURRENT file: either it is not a txmq store or the store's "
+                       "files are missing. Refusing to start with an empty store; restore the files or point "
+                       "--data-dir elsewhere");
     }
   }
   auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
@@ -1693,7 +1687,7 @@ result<std::unique_ptr<store>> open_store(store_options options, std::string* wh
   filters.push_back(std::make_unique<expiry_filter>(expiry_filter::kind::tx, options.clock,
                                                     options.dedupe_window.count()));
   auto s = std::make_unique<rocksdb_store>(options, std::move(env), std::move(cache), std::move(filters));
-  TXMQ_TRY(s->open(path, fresh, why));
+  TXMQ_TRY(s->open(path, fresh));
   return std::unique_ptr<store>(std::move(s));
 }
 
