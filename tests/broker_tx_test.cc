@@ -5,11 +5,11 @@
 
 #include <map>
 #include <set>
-#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "broker_process.h"
+#include "eventually.h"
 #include "raw_client.h"
 #include "txmq/protocol/message_id.h"
 
@@ -119,17 +119,6 @@ std::vector<v1::Message> fetch(raw_client& c, const std::string& group, const st
   std::vector<v1::Message> out;
   for (auto& d : r.fetch_response().deliveries()) out.push_back(d.message());
   return out;
-}
-
-// Polls `done` until it holds or the deadline passes.
-template <class F>
-bool eventually(F&& done, std::chrono::milliseconds deadline = 20s) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(10ms);  // between polls of a condition, not ordering events
-  }
-  return done();
 }
 
 // Answers a CheckTx frame.
