@@ -1,4 +1,4 @@
-#include "storage_bench.h"
+#include "workloads/storage_bench.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include <boost/json.hpp>
 
-#include "latency.h"
+#include "support/latency.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::bench {
