@@ -9,8 +9,8 @@
 
 #include "broker_metrics.h"
 #include "connection.h"
-#include "txmq/broker/admin_http.h"
-#include "log.h"
+#include "txmq/common/admin_http.h"
+#include "txmq/common/log.h"
 #include "service.h"
 #include "txmq/storage/store.h"
 
@@ -28,14 +28,14 @@ struct broker::impl {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
       if (ec) {
         // Out of file descriptors and the like: say so, back off a little, keep serving.
-        log::warn("accept failed: ", ec.message());
+        common::log::warn("accept failed: ", ec.message());
         asio::steady_timer pause(io, std::chrono::milliseconds(50));
         co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
         continue;
       }
       auto c = std::make_shared<connection>(std::move(socket), *svc, limits, ++next_connection_id);
       if (svc->connections() >= config.max_connections) {
-        log::warn("refusing connection from ", c->peer(), ": max_connections (", config.max_connections, ") reached");
+        common::log::warn("refusing connection from ", c->peer(), ": max_connections (", config.max_connections, ") reached");
         v1::Frame f;
         f.mutable_error()->set_code(v1::LIMIT_EXCEEDED);
         f.mutable_error()->set_message("the broker has max_connections (" + std::to_string(config.max_connections) +
@@ -54,8 +54,8 @@ struct broker::impl {
     retention_timer.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
       store->enforce_retention([](result<storage::retention_result> r) {
-        if (!r) log::error("retention pass failed: ", r.error().message);
-        else if (r.value().messages_removed) log::info("retention removed ", r.value().messages_removed, " messages");
+        if (!r) common::log::error("retention pass failed: ", r.error().message);
+        else if (r.value().messages_removed) common::log::info("retention removed ", r.value().messages_removed, " messages");
       });
       schedule_retention();
     });
@@ -63,9 +63,9 @@ struct broker::impl {
 
   broker_config config;
   asio::io_context io;
-  metrics_registry registry;
+  common::metrics_registry registry;
   std::unique_ptr<broker_metrics> metrics;
-  std::unique_ptr<admin_http_server> http;
+  std::unique_ptr<common::admin_http_server> http;
   tcp::acceptor acceptor;
   asio::steady_timer retention_timer{io};
   std::unique_ptr<storage::store> store;
@@ -169,9 +169,9 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   if (!http_ep) {
     return error(http_ep.error().code, "cannot serve HTTP on " + config.http.to_string() + ": not an IP address");
   }
-  admin_http_options hopts;
-  hopts.log_error = [](std::string_view text) { log::warn("admin http: ", text); };
-  m.http = std::make_unique<admin_http_server>(m.io, m.registry, hopts);
+  common::admin_http_options hopts;
+  hopts.log_error = [](std::string_view text) { common::log::warn("admin http: ", text); };
+  m.http = std::make_unique<common::admin_http_server>(m.io, m.registry, hopts);
   auto http_bound = m.http->start(http_ep.value());
   if (!http_bound) return http_bound.error();
   m.http_bound = http_bound.value();
@@ -182,7 +182,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     try {
       std::rethrow_exception(e);
     } catch (const std::exception& ex) {
-      log::error("accept loop failed: ", ex.what());
+      common::log::error("accept loop failed: ", ex.what());
     }
   });
   m.schedule_retention();
@@ -191,11 +191,11 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     m.io.run();
   });
 
-  log::info("txmq broker listening on ", m.bound.address().to_string(), ":", m.bound.port(), " (admin HTTP on ",
+  common::log::info("txmq broker listening on ", m.bound.address().to_string(), ":", m.bound.port(), " (admin HTTP on ",
             m.http_bound.address().to_string(), ":", m.http_bound.port(), "), data in ", config.data_dir,
             ", durability ", to_string(config.durability));
   if (config.durability == durability_mode::async) {
-    log::warn("durability = async: produce is acknowledged before fsync; a power loss can lose acknowledged "
+    common::log::warn("durability = async: produce is acknowledged before fsync; a power loss can lose acknowledged "
               "messages");
   }
   return std::unique_ptr<broker>(new broker(std::move(p)));
@@ -241,7 +241,7 @@ void broker::stop() {
   }
   m.io.stop();
   if (m.io_thread.joinable()) m.io_thread.join();
-  log::info("txmq broker stopped");
+  common::log::info("txmq broker stopped");
   {
     std::lock_guard lk(m.mu);
     m.stopped = true;

@@ -3,7 +3,7 @@
 // The broker's metric families (GET /metrics). Counters are bumped on the io thread; callback
 // gauges are read at scrape time, also on the io thread (the admin server runs there).
 
-#include "txmq/broker/metrics.h"
+#include "txmq/common/metrics.h"
 
 namespace txmq::broker {
 
@@ -12,7 +12,7 @@ inline constexpr std::array<double, 16> k_tx_resolution_buckets_seconds = {
     0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0};
 
 struct broker_metrics {
-  explicit broker_metrics(metrics_registry& r)
+  explicit broker_metrics(common::metrics_registry& r)
       : registry(r),
         messages_in(r.add_counter("txmq_messages_in_total", "Messages stored by produce requests")),
         bytes_in(r.add_counter("txmq_bytes_in_total", "Body bytes stored by produce requests")),
@@ -37,26 +37,26 @@ struct broker_metrics {
                                               "Prepare to commit or rollback of a transaction",
                                               k_tx_resolution_buckets_seconds)) {}
 
-  metrics_registry& registry;
-  counter& messages_in;
-  counter& bytes_in;
-  counter& duplicates;
-  counter& produce_errors;
-  counter& messages_out;
-  counter& bytes_out;
-  counter& redeliveries;
-  counter& acks;
-  counter& nacks;
-  counter& dead_letters;
-  histogram& produce_latency;
-  histogram& end_to_end_latency;
+  common::metrics_registry& registry;
+  common::counter& messages_in;
+  common::counter& bytes_in;
+  common::counter& duplicates;
+  common::counter& produce_errors;
+  common::counter& messages_out;
+  common::counter& bytes_out;
+  common::counter& redeliveries;
+  common::counter& acks;
+  common::counter& nacks;
+  common::counter& dead_letters;
+  common::histogram& produce_latency;
+  common::histogram& end_to_end_latency;
   // Transactions; the labelled families (txmq_tx_committed_total{by}, txmq_tx_rolled_back_total{by},
   // txmq_tx_checks_total{result}) are looked up by tx_coordinator when first used.
-  gauge& tx_prepared;
-  gauge& tx_abandoned_now;
-  counter& tx_prepares;
-  counter& tx_abandoned;
-  histogram& tx_resolution_latency;
+  common::gauge& tx_prepared;
+  common::gauge& tx_abandoned_now;
+  common::counter& tx_prepares;
+  common::counter& tx_abandoned;
+  common::histogram& tx_resolution_latency;
 };
 
 }  // namespace txmq::broker

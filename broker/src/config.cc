@@ -14,6 +14,8 @@
 #include <boost/program_options.hpp>
 #include <toml++/toml.h>
 
+#include "txmq/common/log.h"
+
 #ifndef TXMQ_VERSION
 #define TXMQ_VERSION "unknown"
 #endif
@@ -61,8 +63,6 @@ constexpr std::uint64_t k_gib = 1024 * k_mib;
 constexpr std::uint64_t k_max_frame_limit = k_gib;
 constexpr std::uint32_t k_max_partitions = 4096;
 
-constexpr std::array<std::string_view, 5> k_log_levels = {"trace", "debug", "info", "warn",
-                                                          "error"};
 
 // --- the settings table: one row per setting, used by flags, the file, describe and --help.
 
@@ -264,9 +264,7 @@ bool set_from_text(broker_config& config, const setting& s, std::string_view raw
       }
       return true;
     case kind::level:
-      if (std::find(k_log_levels.begin(), k_log_levels.end(), text) == k_log_levels.end()) {
-        return false;
-      }
+      if (!common::log::parse_level(text)) return false;
       config.*std::get<std::string broker_config::*>(s.field) = std::string(text);
       return true;
   }
@@ -767,7 +765,7 @@ result<void> validate(const broker_config& c) {
     return fail("default_partitions is " + std::to_string(c.default_partitions) + ": at most " +
                 std::to_string(k_max_partitions) + " partitions per topic are supported");
   }
-  if (std::find(k_log_levels.begin(), k_log_levels.end(), c.log_level) == k_log_levels.end()) {
+  if (auto level = common::log::parse_level(c.log_level); !level) {
     return fail("log_level '" + c.log_level + "': expected trace, debug, info, warn or error");
   }
   return outcome::success();

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "log.h"
+#include "txmq/common/log.h"
 #include "service.h"
 #include "txmq/protocol/frame_codec.h"
 
@@ -31,7 +31,7 @@ void connection::start() {
       try {
         std::rethrow_exception(e);
       } catch (const std::exception& ex) {
-        log::error("connection ", self->id_, " (", self->peer_, ") ", what, " failed: ", ex.what());
+        common::log::error("connection ", self->id_, " (", self->peer_, ") ", what, " failed: ", ex.what());
       }
       self->shutdown();
     };
@@ -147,7 +147,7 @@ void connection::enqueue(const v1::Frame& frame) {
   std::string bytes;
   if (auto r = protocol::encode_frame(frame, bytes, limits_.max_frame_bytes); !r) {
     // Only a response we built can be this large (a fetch is bounded by max_frame_bytes).
-    log::error("connection ", id_, ": response of ", frame.ByteSizeLong(), " bytes exceeds max_frame_bytes");
+    common::log::error("connection ", id_, ": response of ", frame.ByteSizeLong(), " bytes exceeds max_frame_bytes");
     v1::Frame err;
     err.set_correlation_id(frame.correlation_id());
     err.mutable_error()->set_code(v1::INTERNAL);
@@ -158,7 +158,7 @@ void connection::enqueue(const v1::Frame& frame) {
   queued_bytes_ += bytes.size();
   queue_.push_back(std::move(bytes));
   if (queued_bytes_ > limits_.max_queued_bytes) {
-    log::warn("connection ", id_, " (", peer_, ") does not read its answers (", queued_bytes_,
+    common::log::warn("connection ", id_, " (", peer_, ") does not read its answers (", queued_bytes_,
               " bytes queued); closing it");
     shutdown();
     return;
@@ -182,7 +182,7 @@ void connection::respond_error(std::uint64_t correlation_id, v1::ErrorCode code,
 }
 
 void connection::fail(v1::ErrorCode code, std::string text, std::uint64_t correlation_id) {
-  log::info("connection ", id_, " (", peer_, ") closed: ", text);
+  common::log::info("connection ", id_, " (", peer_, ") closed: ", text);
   v1::Frame f;
   f.set_correlation_id(correlation_id);
   f.mutable_error()->set_code(code);

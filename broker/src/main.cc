@@ -4,7 +4,7 @@
 
 #include <iostream>
 
-#include "log.h"
+#include "txmq/common/log.h"
 #include "txmq/broker/broker.h"
 #include "txmq/broker/config.h"
 
@@ -20,11 +20,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto& config = parsed.value().config;
-  const std::string& lvl = config.log_level;
-  log::set_level(lvl == "debug" || lvl == "trace" ? log::level::debug
-                 : lvl == "warn"                  ? log::level::warn
-                 : lvl == "error"                 ? log::level::error
-                                                  : log::level::info);
+  // validate() accepted the name, so parsing it cannot fail here.
+  txmq::common::log::set_level(txmq::common::log::parse_level(config.log_level).value());
 
   // Signals are taken by sigwait below, never delivered to a thread that happens to run.
   sigset_t signals;
@@ -34,15 +31,15 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  log::info("starting with settings:\n", describe(config));
+  txmq::common::log::info("starting with settings:\n", describe(config));
   auto b = broker::start(config);
   if (!b) {
-    log::error("cannot start: ", b.error().message);
+    txmq::common::log::error("cannot start: ", b.error().message);
     return 1;
   }
   int sig = 0;
   sigwait(&signals, &sig);
-  log::info("received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ", shutting down");
+  txmq::common::log::info("received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ", shutting down");
   b.value()->stop();
   return 0;
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "broker_metrics.h"
-#include "log.h"
+#include "txmq/common/log.h"
 #include "request_checks.h"
 
 namespace txmq::broker {
@@ -458,7 +458,7 @@ void service::persist(storage::group_update update, bool sync) {
   const std::string group = update.group;
   store_.update_group(std::move(update), [group](result<storage::group_update_result> r) {
     // A lost group write only means a redelivery; the store refuses all later writes anyway.
-    if (!r) log::error("storing the state of group '", group, "' failed: ", r.error().message);
+    if (!r) common::log::error("storing the state of group '", group, "' failed: ", r.error().message);
   });
 }
 

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "broker_metrics.h"
-#include "log.h"
+#include "txmq/common/log.h"
 #include "request_checks.h"
 
 namespace txmq::broker {
@@ -135,7 +135,7 @@ void tx_coordinator::connection_opened(const std::shared_ptr<connection>& c) {
   if (auto o = orphaned_.find(c->producer_group()); o != orphaned_.end()) {
     auto& queue = returning_[c->producer_group()];
     queue.insert(queue.end(), o->second.begin(), o->second.end());
-    log::info("producer group '", c->producer_group(), "' is back: asking about ", o->second.size(),
+    common::log::info("producer group '", c->producer_group(), "' is back: asking about ", o->second.size(),
               " transactions whose checks found no producer");
     orphaned_.erase(o);
   }
@@ -344,7 +344,7 @@ void tx_coordinator::resolve(const std::shared_ptr<connection>& c, std::uint64_t
     auto c = weak.lock();
     if (!c) return;
     if (r && stale && r.value().status == storage::resolve_status::applied) {
-      log::info("tx ", tx_text, " rolled back instead of committed: ", *stale);
+      common::log::info("tx ", tx_text, " rolled back instead of committed: ", *stale);
       return c->respond_error(corr, v1::UNKNOWN_DELIVERY, "transaction " + tx_text + " was rolled back: " + *stale);
     }
     if (!r) {
@@ -395,10 +395,10 @@ void tx_coordinator::resolved(const storage::tx_record& before, const storage::r
         std::chrono::milliseconds(std::max<std::int64_t>(0, now_ms() - before.prepared_ms)));
   }
   if (by == resolver::operator_) {
-    log::info("operator ", committed ? "committed" : "rolled back", " tx ", tx_text, " (producer group '",
+    common::log::info("operator ", committed ? "committed" : "rolled back", " tx ", tx_text, " (producer group '",
               before.producer_group, "', ", before.messages.size(), " messages, was ", state_text(before.state), ")");
   } else if (by == resolver::check) {
-    log::debug("check-back ", committed ? "committed" : "rolled back", " tx ", tx_text, " of producer group '",
+    common::log::debug("check-back ", committed ? "committed" : "rolled back", " tx ", tx_text, " of producer group '",
               before.producer_group, "'");
   }
   if (!committed) return;
@@ -537,7 +537,7 @@ void tx_coordinator::on_tick() {
       ++it;
       continue;
     }
-    log::debug("no answer to the check of tx ", it->second.id.to_string(), " within ",
+    common::log::debug("no answer to the check of tx ", it->second.id.to_string(), " within ",
                settings_.answer_timeout.count(), " ms");
     undecided.push_back({it->second.id, it->second.checks_before, "timeout"});
     pool_.release(it->second.group);
@@ -561,7 +561,7 @@ void tx_coordinator::scan(std::int64_t now, std::vector<undecided_check>& undeci
   const bool full = started >= next_full_scan_;
   auto due = store_.due_checks(now, settings_.scan_limit, full ? 0 : scan_from_ms_);
   if (!due) {
-    log::error("reading the due transaction checks failed: ", due.error().message);
+    common::log::error("reading the due transaction checks failed: ", due.error().message);
     next_scan_ = started + std::chrono::seconds(1);
     return;
   }
@@ -669,10 +669,10 @@ void tx_coordinator::handle_answer(const std::shared_ptr<connection>& c, v1::Fra
   auto it = open_.find(frame.correlation_id());
   if (it == open_.end() || it->second.connection != c->id()) {
     if (frame.has_error()) {
-      log::info("connection ", c->id(), " (", c->peer(), ") sent an error that answers no open check (id ",
+      common::log::info("connection ", c->id(), " (", c->peer(), ") sent an error that answers no open check (id ",
                 frame.correlation_id(), "): ", frame.error().message());
     } else {
-      log::debug("connection ", c->id(), " answered check ", frame.correlation_id(),
+      common::log::debug("connection ", c->id(), " answered check ", frame.correlation_id(),
                  " after its answer timeout, or a check it was never sent; ignored");
     }
     return;
@@ -685,11 +685,11 @@ void tx_coordinator::handle_answer(const std::shared_ptr<connection>& c, v1::Fra
     return;
   }
   if (frame.has_error()) {
-    log::warn("producer ", c->client_id(), " (", c->peer(), ") of group '", check.group,
+    common::log::warn("producer ", c->client_id(), " (", c->peer(), ") of group '", check.group,
               "' answered the check of tx ", check.id.to_string(), " with an error: ", frame.error().message());
     record({{check.id, check.checks_before, "error"}});
   } else if (frame.check_tx_result().txid() != check.id.raw()) {
-    log::warn("producer ", c->client_id(), " (", c->peer(), ") answered the check of tx ", check.id.to_string(),
+    common::log::warn("producer ", c->client_id(), " (", c->peer(), ") answered the check of tx ", check.id.to_string(),
               " naming another txid; counted as undecided");
     record({{check.id, check.checks_before, "error"}});
   } else {
@@ -717,7 +717,7 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
   bool claimed = false;
   if (outcome == tx_outcome::commit) {
     if (auto stale = claim_acks(*found.value())) {
-      log::info("tx ", check.id.to_string(), " rolled back instead of committed by its check-back: ", *stale);
+      common::log::info("tx ", check.id.to_string(), " rolled back instead of committed by its check-back: ", *stale);
       rr.outcome = tx_outcome::rollback;
     } else {
       claimed = true;
@@ -729,7 +729,7 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
     busy_.erase(before.id);
     if (!r) {
       // Still PREPARED and due: the next scan asks again.
-      log::error("resolving tx ", before.id.to_string(), " after its check-back failed: ", r.error().message);
+      common::log::error("resolving tx ", before.id.to_string(), " after its check-back failed: ", r.error().message);
       return;
     }
     if (r.value().status == storage::resolve_status::applied) resolved(before, r.value(), resolver::check);
@@ -778,7 +778,7 @@ void tx_coordinator::record(std::vector<undecided_check> undecided) {
                                                         abandoned = std::move(abandoned)](result<void> r) {
     for (auto& id : ids) busy_.erase(id);
     if (!r) {
-      log::error("recording ", ids.size(), " undecided transaction checks failed: ", r.error().message);
+      common::log::error("recording ", ids.size(), " undecided transaction checks failed: ", r.error().message);
       return;
     }
     for (auto& [id, checks] : abandoned) {
@@ -787,7 +787,7 @@ void tx_coordinator::record(std::vector<undecided_check> undecided) {
       if (!rec || !rec.value() || rec.value()->state != tx_state::abandoned || rec.value()->check_count != checks) {
         continue;
       }
-      log::warn("tx ", id.to_string(), " of producer group '", rec.value()->producer_group, "' abandoned after ",
+      common::log::warn("tx ", id.to_string(), " of producer group '", rec.value()->producer_group, "' abandoned after ",
                 checks, " undecided checks; its messages are kept: commit or roll it back with 'txmq tx commit|rollback ",
                 id.to_string(), "'");
       if (metrics_) {

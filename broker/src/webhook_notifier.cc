@@ -5,7 +5,7 @@
 #include <boost/beast/http.hpp>
 
 #include "broker_metrics.h"
-#include "log.h"
+#include "txmq/common/log.h"
 #include "request_checks.h"
 #include "webhook_subscription.h"
 
@@ -67,7 +67,7 @@ result<void> webhook_notifier::start() {
   tls_.set_default_verify_paths(ec);
   if (!ec && !settings_.ca_file.empty()) tls_.load_verify_file(settings_.ca_file, ec);
   if (ec) {
-    log::error("webhooks: cannot load trusted certificates", settings_.ca_file.empty() ? "" : " from ",
+    common::log::error("webhooks: cannot load trusted certificates", settings_.ca_file.empty() ? "" : " from ",
                settings_.ca_file, ": ", ec.message());
     return std::make_error_code(std::errc::invalid_argument);
   }
@@ -87,7 +87,7 @@ result<void> webhook_notifier::start() {
     auto s = make_subscription(std::move(rec), state.value());
     if (!s) return s.error();
   }
-  if (!subs_.empty()) log::info("webhooks: ", subs_.size(), " subscriptions loaded");
+  if (!subs_.empty()) common::log::info("webhooks: ", subs_.size(), " subscriptions loaded");
   tick_.expires_after(settings_.tick);
   tick_.async_wait([this](boost::system::error_code e) {
     if (!e) on_tick();
@@ -106,7 +106,7 @@ result<std::shared_ptr<webhook_notifier::subscription>> webhook_notifier::make_s
     v1::Webhook rec, const storage::group_state& state) {
   auto url = parse_webhook_url(rec.url());
   if (!url) {
-    log::error("webhooks: subscription ", rec.id(), " has a bad URL: ", url.error().message);
+    common::log::error("webhooks: subscription ", rec.id(), " has a bad URL: ", url.error().message);
     return url.error();
   }
   auto s = std::make_shared<subscription>();
@@ -172,14 +172,14 @@ void webhook_notifier::flush() {
   for (auto& [group, u] : pending_updates_) {
     store_.update_group(std::move(u), [group](result<storage::group_update_result> r) {
       // A lost write only means one more attempt after a restart.
-      if (!r) log::error("webhooks: storing the state of '", group, "' failed: ", r.error().message);
+      if (!r) common::log::error("webhooks: storing the state of '", group, "' failed: ", r.error().message);
     });
   }
   pending_updates_.clear();
   if (!pending_attempts_.empty()) {
     // After the group writes, so a logged attempt's outcome is always stored too.
     store_.record_webhook_attempts(std::move(pending_attempts_), [](result<void> r) {
-      if (!r) log::error("webhooks: logging attempts failed: ", r.error().message);
+      if (!r) common::log::error("webhooks: logging attempts failed: ", r.error().message);
     });
     pending_attempts_.clear();
   }
@@ -212,7 +212,7 @@ void webhook_notifier::pump(const std::shared_ptr<subscription>& s) {
       const std::size_t max_bytes = settings_.max_frame_bytes;
       auto r = s->tracker->fetch(1, {s->rec.topic()}, room, max_bytes, s->delivery.ack_deadline, now_ms());
       if (!r) {
-        log::error("webhooks: reading messages for ", s->rec.id(), " failed: ", r.error().message);
+        common::log::error("webhooks: reading messages for ", s->rec.id(), " failed: ", r.error().message);
         return;
       }
       persist(std::move(r.value().update));
@@ -235,7 +235,7 @@ void webhook_notifier::pump(const std::shared_ptr<subscription>& s) {
         try {
           std::rethrow_exception(e);
         } catch (const std::exception& ex) {
-          log::error("webhooks: an attempt for ", id, " failed: ", ex.what());
+          common::log::error("webhooks: an attempt for ", id, " failed: ", ex.what());
         }
       });
     }
@@ -360,12 +360,12 @@ void webhook_notifier::finish_attempt(subscription& s, const v1::Message& msg, b
 
 void webhook_notifier::disable(subscription& s, std::string why) {
   if (s.rec.disabled()) return;
-  log::warn("webhooks: subscription ", s.rec.id(), " (", s.rec.url(), ") disabled: ", why);
+  common::log::warn("webhooks: subscription ", s.rec.id(), " (", s.rec.url(), ") disabled: ", why);
   s.rec.set_disabled(true);
   s.rec.set_disabled_reason(std::move(why));
   s.rec.set_disabled_ms(now_ms());
   store_.put_webhook(s.rec, [id = s.rec.id()](result<void> r) {
-    if (!r) log::error("webhooks: storing that ", id, " is disabled failed: ", r.error().message);
+    if (!r) common::log::error("webhooks: storing that ", id, " is disabled failed: ", r.error().message);
   });
 }
 
@@ -391,7 +391,7 @@ void webhook_notifier::expire_attempts(std::int64_t before_ms) {
   // there is more to delete (thousands of attempts a second outgrow one pass a minute).
   store_.expire_webhook_attempts(before_ms, k_expiry_batch, on_io<std::uint64_t>([this, before_ms](result<std::uint64_t> r) {
     if (!r) {
-      log::error("webhooks: expiring old attempts failed: ", r.error().message);
+      common::log::error("webhooks: expiring old attempts failed: ", r.error().message);
     } else if (r.value() == k_expiry_batch && !stopped_) {
       expire_attempts(before_ms);
     }
@@ -506,7 +506,7 @@ void webhook_notifier::create(const std::shared_ptr<connection>& c, std::uint64_
         if (c) c->respond_error(corr, v1::INTERNAL, "starting the webhook failed: " + s.error().message);
         return;
       }
-      log::info("webhooks: created ", answer.id(), " for topic '", answer.topic(), "' -> ", answer.url());
+      common::log::info("webhooks: created ", answer.id(), " for topic '", answer.topic(), "' -> ", answer.url());
       pump(s.value());
       if (!c) return;
       v1::Frame out;
@@ -537,7 +537,7 @@ void webhook_notifier::remove(const std::shared_ptr<connection>& c, std::uint64_
     auto c = weak.lock();
     if (!c) return;
     if (!r) return c->respond_error(corr, wire_code(r.error()), "deleting webhook '" + id + "' failed: " + r.error().message);
-    log::info("webhooks: deleted ", id);
+    common::log::info("webhooks: deleted ", id);
     v1::Frame out;
     out.set_correlation_id(corr);
     out.mutable_webhook_delete_response();

@@ -34,10 +34,13 @@
 #include "connection.h"
 #include "txmq/storage/store.h"
 
+namespace txmq::common {
+class admin_http_server;
+}  // namespace txmq::common
+
 namespace txmq::broker {
 
 struct broker_metrics;
-class admin_http_server;
 
 inline constexpr std::string_view k_webhook_group_prefix = "webhook:";
 
@@ -78,7 +81,7 @@ class webhook_notifier {
   // A webhook admin request (Frame fields 70-89); answers exactly once.
   void handle(const std::shared_ptr<connection>& c, v1::Frame& frame);
   // GET /v1/topics/{topic}/messages and GET /v1/messages/{id}, bearer token per subscription.
-  void register_routes(admin_http_server& http);
+  void register_routes(common::admin_http_server& http);
 
  private:
   struct subscription;

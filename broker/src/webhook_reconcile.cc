@@ -19,7 +19,7 @@
 #include <boost/url/parse_query.hpp>
 #include <openssl/crypto.h>
 
-#include "txmq/broker/admin_http.h"
+#include "txmq/common/admin_http.h"
 #include "webhook_subscription.h"
 
 namespace txmq::broker {
@@ -32,11 +32,11 @@ namespace {
 constexpr std::size_t k_default_limit = 100;
 constexpr std::size_t k_max_limit = 1000;
 
-http_response json_response(unsigned status, const json::value& v) {
-  return http_response{status, "application/json", json::serialize(v) + "\n", {}};
+common::http_response json_response(unsigned status, const json::value& v) {
+  return common::http_response{status, "application/json", json::serialize(v) + "\n", {}};
 }
 
-http_response json_error(unsigned status, std::string code, std::string text) {
+common::http_response json_error(unsigned status, std::string code, std::string text) {
   return json_response(status, json::object{{"error", std::move(code)}, {"message", std::move(text)}});
 }
 
@@ -64,12 +64,12 @@ std::string id_text(std::string_view raw) {
 
 struct webhook_notifier::http_auth {
   std::shared_ptr<subscription> sub;
-  std::optional<http_response> error;
+  std::optional<common::http_response> error;
 };
 
-void webhook_notifier::register_routes(admin_http_server& server) {
+void webhook_notifier::register_routes(common::admin_http_server& server) {
   // Finds the subscription of the bearer token, comparing in constant time.
-  auto authorise = [this](const http_request& req) -> http_auth {
+  auto authorise = [this](const common::http_request& req) -> http_auth {
     auto it = req.headers.find(http::field::authorization);
     std::string_view value = it == req.headers.end() ? std::string_view() : std::string_view(it->value());
     if (!value.starts_with("Bearer ")) {
@@ -152,7 +152,7 @@ void webhook_notifier::register_routes(admin_http_server& server) {
     return out;
   };
 
-  server.add_route(http::verb::get, "/v1/topics/", [this, authorise, describe, dead_set](const http_request& req) {
+  server.add_route(http::verb::get, "/v1/topics/", [this, authorise, describe, dead_set](const common::http_request& req) {
     auto auth = authorise(req);
     if (auth.error) return *auth.error;
     auto& s = *auth.sub;
@@ -242,7 +242,7 @@ void webhook_notifier::register_routes(admin_http_server& server) {
     return json_response(200, body);
   });
 
-  server.add_route(http::verb::get, "/v1/messages", [this, authorise, describe, dead_set](const http_request& req) {
+  server.add_route(http::verb::get, "/v1/messages", [this, authorise, describe, dead_set](const common::http_request& req) {
     auto auth = authorise(req);
     if (auth.error) return *auth.error;
     auto& s = *auth.sub;

@@ -12,6 +12,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "txmq/common/log.h"
+
 namespace txmq::broker {
 namespace {
 
@@ -342,6 +344,21 @@ TEST(broker_config, boolean_flags_take_every_form) {
   EXPECT_FALSE(parse_ok({"--insecure", "false"}).insecure);
   EXPECT_FALSE(parse_ok({"--insecure=false"}).insecure);
   EXPECT_THAT(parse_error({"--auto-create-topics", "yes"}), HasSubstr("--auto-create-topics"));
+}
+
+// txmq-broker used to start `log_level = trace` at the debug level; the name it sets the logger
+// from must give the trace level, and every accepted name a level of its own.
+TEST(broker_config, every_log_level_name_gives_its_own_logger_level) {
+  EXPECT_EQ(common::log::parse_level(parse_ok({"--log-level", "trace"}).log_level).value(),
+            common::log::level::trace);
+  EXPECT_EQ(common::log::parse_level(parse_ok({"--log-level", "debug"}).log_level).value(),
+            common::log::level::debug);
+  EXPECT_EQ(common::log::parse_level(parse_ok({}).log_level).value(), common::log::level::info);
+  EXPECT_EQ(common::log::parse_level(parse_ok({"--log-level", "warn"}).log_level).value(),
+            common::log::level::warn);
+  EXPECT_EQ(common::log::parse_level(parse_ok({"--log-level", "error"}).log_level).value(),
+            common::log::level::error);
+  EXPECT_THAT(parse_error({"--log-level", "verbose"}), HasSubstr("trace, debug, info, warn or error"));
 }
 
 TEST(broker_config, help_and_version_ask_to_exit) {

@@ -13,7 +13,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/program_options.hpp>
 
-#include "txmq/broker/admin_http.h"
+#include "txmq/common/admin_http.h"
 #include "txmq/relay/relay.h"
 
 namespace po = boost::program_options;
@@ -92,18 +92,18 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  txmq::broker::metrics_registry metrics;
+  txmq::common::metrics_registry metrics;
   o.metrics = &metrics;
   o.log = log_line;
   txmq::relay::relay relay(o);
 
   boost::asio::io_context io;
-  txmq::broker::admin_http_server server(io, metrics);
+  txmq::common::admin_http_server server(io, metrics);
   server.set_health_check([&relay] {
     const auto st = relay.status();
-    if (!st.database_up) return txmq::broker::health_status{false, "PostgreSQL unavailable: " + st.last_error};
-    if (!st.broker_up) return txmq::broker::health_status{false, "broker unavailable: " + st.last_error};
-    return txmq::broker::health_status{};
+    if (!st.database_up) return txmq::common::health_status{false, "PostgreSQL unavailable: " + st.last_error};
+    if (!st.broker_up) return txmq::common::health_status{false, "broker unavailable: " + st.last_error};
+    return txmq::common::health_status{};
   });
   const auto colon = http.rfind(':');
   boost::system::error_code ec;

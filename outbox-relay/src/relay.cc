@@ -68,7 +68,7 @@ class relay::impl {
     if (options_.batch < 1) options_.batch = 1;
     if (pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
     if (!options_.metrics) {
-      own_metrics_ = std::make_unique<broker::metrics_registry>();
+      own_metrics_ = std::make_unique<common::metrics_registry>();
       options_.metrics = own_metrics_.get();
     }
     auto& m = *options_.metrics;
@@ -556,7 +556,7 @@ class relay::impl {
   }
 
   relay_options options_;
-  std::unique_ptr<broker::metrics_registry> own_metrics_;
+  std::unique_ptr<common::metrics_registry> own_metrics_;
   std::atomic<bool> stopping_{false};
   int wake_[2] = {-1, -1};
 
@@ -576,17 +576,17 @@ class relay::impl {
   mutable std::mutex status_mutex_;
   relay_status status_;
 
-  broker::counter* published_;
-  broker::counter* batches_;
-  broker::counter* publish_failures_;
-  broker::counter* db_errors_;
-  broker::counter* acquired_;
-  broker::counter* released_;
-  broker::gauge* db_up_;
-  broker::gauge* broker_up_;
-  broker::gauge* owned_gauge_;
-  broker::gauge* live_gauge_;
-  broker::histogram* row_age_;
+  common::counter* published_;
+  common::counter* batches_;
+  common::counter* publish_failures_;
+  common::counter* db_errors_;
+  common::counter* acquired_;
+  common::counter* released_;
+  common::gauge* db_up_;
+  common::gauge* broker_up_;
+  common::gauge* owned_gauge_;
+  common::gauge* live_gauge_;
+  common::histogram* row_age_;
 };
 
 relay::relay(relay_options options) : impl_(std::make_unique<impl>(std::move(options))) {}

@@ -25,7 +25,7 @@
 #include <string>
 #include <string_view>
 
-#include "txmq/broker/metrics.h"
+#include "txmq/common/metrics.h"
 #include "txmq/client/error.h"
 
 namespace txmq::relay {
@@ -49,7 +49,7 @@ struct relay_options {
   // published again after a back-off).
   std::chrono::milliseconds publish_timeout{10000};
   // Metrics (txmq_relay_*) go here when set; must outlive the relay.
-  broker::metrics_registry* metrics = nullptr;
+  common::metrics_registry* metrics = nullptr;
   // Where log lines go. Default: none.
   std::function<void(log_level, std::string_view)> log;
 };

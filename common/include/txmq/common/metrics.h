@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-namespace txmq::broker {
+namespace txmq::common {
 
 // Label name/value pairs; the order does not matter (the registry sorts them by name).
 using label_set = std::vector<std::pair<std::string, std::string>>;
@@ -151,4 +151,4 @@ class metrics_registry {
 inline constexpr std::string_view k_metrics_content_type =
     "text/plain; version=0.0.4; charset=utf-8";
 
-}  // namespace txmq::broker
+}  // namespace txmq::common

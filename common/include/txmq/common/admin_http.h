@@ -1,7 +1,8 @@
 #pragma once
 
-// The broker's admin HTTP/1.1 server (DESIGN §6): GET /healthz, GET /metrics and routes that
-// other parts of the broker register (the reconciliation endpoints of DESIGN §5).
+// A small admin HTTP/1.1 server, the broker's and the relay's: GET /healthz, GET /metrics and
+// routes that its owner registers (the broker's webhook reconciliation API, docs/protocol.md
+// §11).
 //
 // Runs on a caller-owned io_context: one acceptor coroutine and one coroutine per connection,
 // all on one strand of that io_context, so handlers never run concurrently with each other.
@@ -34,10 +35,10 @@
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/verb.hpp>
 
-#include "txmq/broker/metrics.h"
+#include "txmq/common/metrics.h"
 #include "txmq/protocol/result.h"
 
-namespace txmq::broker {
+namespace txmq::common {
 
 // What a route handler sees of a request; valid for the duration of the handler call (for an
 // async handler, until its awaitable completes).
@@ -133,4 +134,4 @@ class admin_http_server {
   std::shared_ptr<detail::admin_http_state> state_;
 };
 
-}  // namespace txmq::broker
+}  // namespace txmq::common

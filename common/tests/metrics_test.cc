@@ -1,4 +1,4 @@
-#include "txmq/broker/metrics.h"
+#include "txmq/common/metrics.h"
 
 #include <array>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace txmq::broker {
+namespace txmq::common {
 namespace {
 
 using testing::HasSubstr;
@@ -217,4 +217,4 @@ TEST(metrics, concurrent_updates_are_all_counted) {
 }
 
 }  // namespace
-}  // namespace txmq::broker
+}  // namespace txmq::common

@@ -1,4 +1,4 @@
-#include "txmq/broker/admin_http.h"
+#include "txmq/common/admin_http.h"
 
 #include <exception>
 #include <future>
@@ -17,7 +17,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
-namespace txmq::broker {
+namespace txmq::common {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -338,7 +338,7 @@ result<tcp::endpoint> admin_http_server::start(const tcp::endpoint& where) {
   const auto fail = [&](std::string_view step) -> result<tcp::endpoint> {
     std::string advice;
     if (ec == asio::error::address_in_use) {
-      advice = "; another process (perhaps another txmq-broker) uses this port: stop it or "
+      advice = "; another process (perhaps another txmq-broker or txmq-relay) uses this port: stop it or "
                "choose another address with --http HOST:PORT";
     } else if (ec == asio::error::access_denied) {
       advice = "; ports below 1024 need privileges: choose a port above 1024 with --http";
@@ -393,4 +393,4 @@ void admin_http_server::stop() {
 
 std::optional<tcp::endpoint> admin_http_server::local_endpoint() const { return state_->local_; }
 
-}  // namespace txmq::broker
+}  // namespace txmq::common

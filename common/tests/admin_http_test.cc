@@ -1,4 +1,4 @@
-#include "txmq/broker/admin_http.h"
+#include "txmq/common/admin_http.h"
 
 #include <memory>
 #include <optional>
@@ -14,7 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace txmq::broker {
+namespace txmq::common {
 namespace {
 
 namespace asio = boost::asio;
@@ -303,4 +303,4 @@ TEST_F(admin_http_limits_test, an_idle_connection_is_closed_after_the_read_timeo
 }
 
 }  // namespace
-}  // namespace txmq::broker
+}  // namespace txmq::common

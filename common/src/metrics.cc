@@ -1,4 +1,4 @@
-#include "txmq/broker/metrics.h"
+#include "txmq/common/metrics.h"
 
 #include <algorithm>
 #include <charconv>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <variant>
 
-namespace txmq::broker {
+namespace txmq::common {
 
 using callback = std::function<double()>;
 // shared_ptr so that render() can work on a snapshot outside the lock while a series is
@@ -396,4 +396,4 @@ std::string metrics_registry::render() const {
   return out;
 }
 
-}  // namespace txmq::broker
+}  // namespace txmq::common
