@@ -148,7 +148,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     return error(r.error().code, "cannot load the consumer groups from " + config.data_dir + ": " + r.error().message);
   }
 
-  auto ep = to_endpoint(config.listen);
+  auto ep = common::to_endpoint(config.listen);
   if (!ep) {
     return error(ep.error().code, "cannot listen on " + config.listen.to_string() + ": not an IP address");
   }
@@ -165,7 +165,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   }
   m.bound = m.acceptor.local_endpoint();
 
-  auto http_ep = to_endpoint(config.http);
+  auto http_ep = common::to_endpoint(config.http);
   if (!http_ep) {
     return error(http_ep.error().code, "cannot serve HTTP on " + config.http.to_string() + ": not an IP address");
   }

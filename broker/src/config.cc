@@ -9,12 +9,13 @@
 #include <system_error>
 #include <variant>
 
-#include <boost/asio/ip/address.hpp>
 #include <boost/make_shared.hpp>
 #include <boost/program_options.hpp>
 #include <toml++/toml.h>
 
+#include "txmq/common/address.h"
 #include "txmq/common/log.h"
+#include "txmq/common/units.h"
 
 #ifndef TXMQ_VERSION
 #define TXMQ_VERSION "unknown"
@@ -26,7 +27,6 @@ namespace {
 using std::chrono::milliseconds;
 namespace po = boost::program_options;
 
-error invalid() { return std::make_error_code(std::errc::invalid_argument); }
 error invalid(std::string text) { return {std::make_error_code(std::errc::invalid_argument), std::move(text)}; }
 
 std::string_view trim(std::string_view s) {
@@ -45,30 +45,14 @@ std::optional<std::uint64_t> parse_unsigned(std::string_view digits) {
   return value;
 }
 
-// The leading digits of `text` and what follows them.
-std::pair<std::string_view, std::string_view> split_number(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-  return {text.substr(0, i), text.substr(i)};
-}
-
-constexpr std::int64_t k_ms_per_second = 1000;
-constexpr std::int64_t k_ms_per_minute = 60 * k_ms_per_second;
-constexpr std::int64_t k_ms_per_hour = 60 * k_ms_per_minute;
-constexpr std::int64_t k_ms_per_day = 24 * k_ms_per_hour;
-
-constexpr std::uint64_t k_kib = 1024;
-constexpr std::uint64_t k_mib = 1024 * k_kib;
-constexpr std::uint64_t k_gib = 1024 * k_mib;
-constexpr std::uint64_t k_max_frame_limit = k_gib;
+constexpr std::uint64_t k_max_frame_limit = 1024ull * 1024 * 1024;  // 1GiB
 constexpr std::uint32_t k_max_partitions = 4096;
-
 
 // --- the settings table: one row per setting, used by flags, the file, describe and --help.
 
 enum class kind { address, path, optional_path, duration, duration_list, count, size, boolean, durability, level };
 
-using member = std::variant<host_port broker_config::*, std::string broker_config::*,
+using member = std::variant<common::host_port broker_config::*, std::string broker_config::*,
                             milliseconds broker_config::*,
                             std::vector<milliseconds> broker_config::*,
                             std::uint32_t broker_config::*, std::uint64_t broker_config::*,
@@ -213,9 +197,9 @@ bool set_from_text(broker_config& config, const setting& s, std::string_view raw
   const std::string_view text = trim(raw);
   switch (s.what) {
     case kind::address: {
-      auto v = parse_host_port(text);
+      auto v = common::parse_host_port(text);
       if (!v) return false;
-      config.*std::get<host_port broker_config::*>(s.field) = std::move(v).value();
+      config.*std::get<common::host_port broker_config::*>(s.field) = std::move(v).value();
       return true;
     }
     case kind::path:
@@ -224,13 +208,13 @@ bool set_from_text(broker_config& config, const setting& s, std::string_view raw
       config.*std::get<std::string broker_config::*>(s.field) = std::string(text);
       return true;
     case kind::duration: {
-      auto v = parse_duration(text);
+      auto v = common::parse_duration(text);
       if (!v) return false;
       config.*std::get<milliseconds broker_config::*>(s.field) = v.value();
       return true;
     }
     case kind::duration_list: {
-      auto v = parse_duration_list(text);
+      auto v = common::parse_duration_list(text);
       if (!v) return false;
       config.*std::get<std::vector<milliseconds> broker_config::*>(s.field) =
           std::move(v).value();
@@ -243,7 +227,7 @@ bool set_from_text(broker_config& config, const setting& s, std::string_view raw
       return true;
     }
     case kind::size: {
-      auto v = parse_size(text);
+      auto v = common::parse_size(text);
       if (!v) return false;
       config.*std::get<std::uint64_t broker_config::*>(s.field) = v.value();
       return true;
@@ -309,26 +293,26 @@ std::string toml_quote(std::string_view s) {
 std::string value_as_toml(const broker_config& config, const setting& s) {
   switch (s.what) {
     case kind::address:
-      return toml_quote((config.*std::get<host_port broker_config::*>(s.field)).to_string());
+      return toml_quote((config.*std::get<common::host_port broker_config::*>(s.field)).to_string());
     case kind::path:
     case kind::optional_path:
     case kind::level:
       return toml_quote(config.*std::get<std::string broker_config::*>(s.field));
     case kind::duration:
-      return toml_quote(format_duration(config.*std::get<milliseconds broker_config::*>(s.field)));
+      return toml_quote(common::format_duration(config.*std::get<milliseconds broker_config::*>(s.field)));
     case kind::duration_list: {
       std::string out = "[";
       const auto& list = config.*std::get<std::vector<milliseconds> broker_config::*>(s.field);
       for (std::size_t i = 0; i < list.size(); ++i) {
         if (i != 0) out += ", ";
-        out += toml_quote(format_duration(list[i]));
+        out += toml_quote(common::format_duration(list[i]));
       }
       return out + "]";
     }
     case kind::count:
       return std::to_string(config.*std::get<std::uint32_t broker_config::*>(s.field));
     case kind::size:
-      return toml_quote(format_size(config.*std::get<std::uint64_t broker_config::*>(s.field)));
+      return toml_quote(common::format_size(config.*std::get<std::uint64_t broker_config::*>(s.field)));
     case kind::boolean:
       return config.*std::get<bool broker_config::*>(s.field) ? "true" : "false";
     case kind::durability:
@@ -448,7 +432,7 @@ std::string set_from_toml(broker_config& config, const setting& s, const toml::n
     for (const auto& element : *array) {
       const auto* str = element.as_string();
       if (str == nullptr) return bad(" (each element a string such as \"5s\")");
-      auto d = parse_duration(trim(str->get()));
+      auto d = common::parse_duration(trim(str->get()));
       if (!d) {
         return "invalid element " + node_text(element) + " in " + node_text(node) +
                ": expected a duration such as 500ms, 6s, 3m, 1h or 7d";
@@ -459,12 +443,6 @@ std::string set_from_toml(broker_config& config, const setting& s, const toml::n
     return {};
   }
   return bad();
-}
-
-bool is_ip_literal(std::string_view host) {
-  boost::system::error_code ec;
-  (void)boost::asio::ip::make_address(std::string(host), ec);
-  return !ec;
 }
 
 // Flags of boolean settings may be written `--insecure`, `--insecure true` or
@@ -508,133 +486,8 @@ po::options_description make_options() {
 
 }  // namespace
 
-std::string host_port::to_string() const {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
-}
-
 std::string_view to_string(durability_mode mode) noexcept {
   return mode == durability_mode::sync ? "sync" : "async";
-}
-
-result<milliseconds> parse_duration(std::string_view raw) {
-  const std::string_view text = trim(raw);
-  const auto [digits, unit] = split_number(text);
-  const auto value = parse_unsigned(digits);
-  if (!value) return invalid();
-  std::int64_t factor = 0;
-  if (unit == "ms") {
-    factor = 1;
-  } else if (unit == "s") {
-    factor = k_ms_per_second;
-  } else if (unit == "m") {
-    factor = k_ms_per_minute;
-  } else if (unit == "h") {
-    factor = k_ms_per_hour;
-  } else if (unit == "d") {
-    factor = k_ms_per_day;
-  } else {
-    return invalid();
-  }
-  if (*value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / factor)) {
-    return invalid();
-  }
-  return milliseconds(static_cast<std::int64_t>(*value) * factor);
-}
-
-result<std::vector<milliseconds>> parse_duration_list(std::string_view text) {
-  std::vector<milliseconds> out;
-  if (trim(text).empty()) return invalid();
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    const std::string_view item =
-        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    auto d = parse_duration(item);
-    if (!d) return d.error();
-    out.push_back(d.value());
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-result<std::uint64_t> parse_size(std::string_view raw) {
-  const std::string_view text = trim(raw);
-  const auto [digits, suffix] = split_number(text);
-  const auto value = parse_unsigned(digits);
-  if (!value) return invalid();
-  std::uint64_t factor = 0;
-  if (suffix.empty()) {
-    factor = 1;
-  } else if (suffix == "KiB") {
-    factor = k_kib;
-  } else if (suffix == "MiB") {
-    factor = k_mib;
-  } else if (suffix == "GiB") {
-    factor = k_gib;
-  } else {
-    return invalid();
-  }
-  if (*value > std::numeric_limits<std::uint64_t>::max() / factor) return invalid();
-  return *value * factor;
-}
-
-result<host_port> parse_host_port(std::string_view raw) {
-  const std::string_view text = trim(raw);
-  std::string_view host;
-  std::string_view port_text;
-  if (text.starts_with('[')) {
-    const std::size_t close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      return invalid();
-    }
-    host = text.substr(1, close - 1);
-    port_text = text.substr(close + 2);
-  } else {
-    const std::size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos) return invalid();
-    host = text.substr(0, colon);
-    // An unbracketed IPv6 address is ambiguous ("::1:80"): require brackets.
-    if (host.find(':') != std::string_view::npos) return invalid();
-    port_text = text.substr(colon + 1);
-  }
-  const auto port = parse_unsigned(port_text);
-  if (host.empty() || !port || *port > 65535) return invalid();
-  return host_port{std::string(host), static_cast<std::uint16_t>(*port)};
-}
-
-std::string format_duration(milliseconds d) {
-  const std::int64_t ms = d.count();
-  if (ms == 0) return "0s";
-  if (ms % k_ms_per_day == 0) return std::to_string(ms / k_ms_per_day) + "d";
-  if (ms % k_ms_per_hour == 0) return std::to_string(ms / k_ms_per_hour) + "h";
-  if (ms % k_ms_per_minute == 0) return std::to_string(ms / k_ms_per_minute) + "m";
-  if (ms % k_ms_per_second == 0) return std::to_string(ms / k_ms_per_second) + "s";
-  return std::to_string(ms) + "ms";
-}
-
-std::string format_size(std::uint64_t bytes) {
-  if (bytes != 0 && bytes % k_gib == 0) return std::to_string(bytes / k_gib) + "GiB";
-  if (bytes != 0 && bytes % k_mib == 0) return std::to_string(bytes / k_mib) + "MiB";
-  if (bytes != 0 && bytes % k_kib == 0) return std::to_string(bytes / k_kib) + "KiB";
-  return std::to_string(bytes);
-}
-
-bool is_loopback_host(std::string_view host) {
-  if (host == "localhost") return true;
-  boost::system::error_code ec;
-  const auto address = boost::asio::ip::make_address(std::string(host), ec);
-  return !ec && address.is_loopback();
-}
-
-result<boost::asio::ip::tcp::endpoint> to_endpoint(const host_port& address) {
-  boost::system::error_code ec;
-  const auto ip = address.host == "localhost"
-                      ? boost::asio::ip::make_address_v4("127.0.0.1")
-                      : boost::asio::ip::make_address(address.host, ec);
-  if (ec) return invalid();
-  return boost::asio::ip::tcp::endpoint(ip, address.port);
 }
 
 result<void> apply_toml_config(std::string_view toml_text, std::string_view source_name,
@@ -682,7 +535,7 @@ result<void> validate(const broker_config& c) {
   const auto fail = [](std::string text) -> result<void> { return invalid(std::move(text)); };
   const auto check_positive = [&](std::string_view name, milliseconds d) {
     if (d.count() > 0) return true;
-    error_text = std::string(name) + " must be greater than zero, got " + format_duration(d);
+    error_text = std::string(name) + " must be greater than zero, got " + common::format_duration(d);
     return false;
   };
   const auto check_schedule = [&](std::string_view name, const std::vector<milliseconds>& list) {
@@ -693,7 +546,7 @@ result<void> validate(const broker_config& c) {
     for (const auto d : list) {
       if (d.count() <= 0) {
         error_text = std::string(name) + " must contain only durations greater than zero, got " +
-                     format_duration(d);
+                     common::format_duration(d);
         return false;
       }
     }
@@ -707,11 +560,11 @@ result<void> validate(const broker_config& c) {
 
   for (const auto* address : {&c.listen, &c.http}) {
     const char* name = address == &c.listen ? "listen" : "http";
-    if (address->host != "localhost" && !is_ip_literal(address->host)) {
+    if (address->host != "localhost" && !common::is_ip_literal(address->host)) {
       return fail(std::string(name) + " address '" + address->to_string() +
                   "': the host must be an IP address or localhost (names are not resolved)");
     }
-    if (!c.insecure && !is_loopback_host(address->host)) {
+    if (!c.insecure && !common::is_loopback_host(address->host)) {
       return fail(std::string(name) + " address " + address->to_string() +
                   " is not a loopback address: txmq has no authentication yet, so it serves "
                   "loopback only; pass --insecure (insecure = true in the config file) to accept "
@@ -749,17 +602,17 @@ result<void> validate(const broker_config& c) {
   if (c.webhook_schedule.size() > 100) return fail("webhook_schedule has at most 100 steps");
   if (c.webhook_concurrency > 1024) return fail("webhook_concurrency is at most 1024");
   if (c.max_frame_bytes > k_max_frame_limit) {
-    return fail("max_frame_bytes is " + format_size(c.max_frame_bytes) + ": at most " +
-                format_size(k_max_frame_limit) + " is supported");
+    return fail("max_frame_bytes is " + common::format_size(c.max_frame_bytes) + ": at most " +
+                common::format_size(k_max_frame_limit) + " is supported");
   }
   if (c.max_message_bytes > c.max_frame_bytes ||
       c.max_frame_bytes - c.max_message_bytes < k_frame_overhead_bytes) {
-    return fail("max_frame_bytes (" + format_size(c.max_frame_bytes) +
-                ") must be at least max_message_bytes (" + format_size(c.max_message_bytes) +
-                ") + " + format_size(k_frame_overhead_bytes) +
+    return fail("max_frame_bytes (" + common::format_size(c.max_frame_bytes) +
+                ") must be at least max_message_bytes (" + common::format_size(c.max_message_bytes) +
+                ") + " + common::format_size(k_frame_overhead_bytes) +
                 " for the envelope, so that a message of the largest allowed size fits in a "
                 "frame; raise max_frame_bytes to " +
-                format_size(c.max_message_bytes + k_frame_overhead_bytes) + " or more");
+                common::format_size(c.max_message_bytes + k_frame_overhead_bytes) + " or more");
   }
   if (c.default_partitions > k_max_partitions) {
     return fail("default_partitions is " + std::to_string(c.default_partitions) + ": at most " +

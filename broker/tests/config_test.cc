@@ -86,8 +86,8 @@ class config_file_test : public testing::Test {
 
 TEST(broker_config, defaults_are_those_of_the_design) {
   const broker_config c;
-  EXPECT_EQ(c.listen, (host_port{"127.0.0.1", 7878}));
-  EXPECT_EQ(c.http, (host_port{"127.0.0.1", 7879}));
+  EXPECT_EQ(c.listen, (common::host_port{"127.0.0.1", 7878}));
+  EXPECT_EQ(c.http, (common::host_port{"127.0.0.1", 7879}));
   EXPECT_EQ(c.data_dir, "./data");
   EXPECT_EQ(c.tx_timeout, 6s);
   EXPECT_EQ(c.tx_check_schedule, (std::vector<ms>{5s, 10s, 30s, 1min, 2min, 5min, 10min}));
@@ -257,84 +257,6 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   }
 }
 
-TEST(broker_config, durations) {
-  EXPECT_EQ(parse_duration("500ms").value(), 500ms);
-  EXPECT_EQ(parse_duration("6s").value(), 6s);
-  EXPECT_EQ(parse_duration("3m").value(), 3min);
-  EXPECT_EQ(parse_duration("1h").value(), 1h);
-  EXPECT_EQ(parse_duration("7d").value(), 7 * 24h);
-  EXPECT_EQ(parse_duration("0s").value(), 0ms);
-  EXPECT_EQ(parse_duration(" 2s ").value(), 2s);
-  EXPECT_EQ(parse_duration("0010s").value(), 10s);
-  for (const char* bad : {"", "6", "s", "6 s", "-1s", "+1s", "1.5s", "6S", "6sec", "1h30m",
-                          "ms", "99999999999999999999d", "106751991167301d"}) {
-    EXPECT_FALSE(parse_duration(bad)) << bad;
-  }
-  EXPECT_EQ(parse_duration("106751991167d").value().count(), 106751991167LL * 86400000LL);
-
-  EXPECT_EQ(format_duration(0ms), "0s");
-  EXPECT_EQ(format_duration(500ms), "500ms");
-  EXPECT_EQ(format_duration(1500ms), "1500ms");
-  EXPECT_EQ(format_duration(90s), "90s");
-  EXPECT_EQ(format_duration(2min), "2m");
-  EXPECT_EQ(format_duration(2h), "2h");
-  EXPECT_EQ(format_duration(48h), "2d");
-}
-
-TEST(broker_config, duration_lists) {
-  EXPECT_EQ(parse_duration_list("1s,2s").value(), (std::vector<ms>{1s, 2s}));
-  EXPECT_EQ(parse_duration_list(" 1s , 2m ").value(), (std::vector<ms>{1s, 2min}));
-  EXPECT_EQ(parse_duration_list("5s").value(), (std::vector<ms>{5s}));
-  for (const char* bad : {"", " ", "1s,", ",1s", "1s,,2s", "1s;2s", "1s 2s", "1s,x"}) {
-    EXPECT_FALSE(parse_duration_list(bad)) << bad;
-  }
-}
-
-TEST(broker_config, sizes) {
-  EXPECT_EQ(parse_size("0").value(), 0u);
-  EXPECT_EQ(parse_size("4194304").value(), 4194304u);
-  EXPECT_EQ(parse_size("64KiB").value(), 64u * 1024);
-  EXPECT_EQ(parse_size("4MiB").value(), 4u * 1024 * 1024);
-  EXPECT_EQ(parse_size("2GiB").value(), 2ull * 1024 * 1024 * 1024);
-  for (const char* bad : {"", "MiB", "4MB", "4mib", "4 MiB", "-1", "1.5MiB", "4M", "4KB",
-                          "18446744073709551616", "17179869184GiB"}) {
-    EXPECT_FALSE(parse_size(bad)) << bad;
-  }
-  EXPECT_EQ(format_size(0), "0");
-  EXPECT_EQ(format_size(1000), "1000");
-  EXPECT_EQ(format_size(64 * 1024), "64KiB");
-  EXPECT_EQ(format_size(4 * 1024 * 1024), "4MiB");
-  EXPECT_EQ(format_size(1024ull * 1024 * 1024), "1GiB");
-}
-
-TEST(broker_config, host_ports) {
-  EXPECT_EQ(parse_host_port("127.0.0.1:7878").value(), (host_port{"127.0.0.1", 7878}));
-  EXPECT_EQ(parse_host_port("[::1]:80").value(), (host_port{"::1", 80}));
-  EXPECT_EQ(parse_host_port("localhost:0").value(), (host_port{"localhost", 0}));
-  EXPECT_EQ(parse_host_port("0.0.0.0:65535").value(), (host_port{"0.0.0.0", 65535}));
-  for (const char* bad : {"", "127.0.0.1", ":80", "host:", "host:65536", "host:-1", "::1:80",
-                          "[::1]80", "[::1]:", "[::1", "host:8o"}) {
-    EXPECT_FALSE(parse_host_port(bad)) << bad;
-  }
-  EXPECT_EQ((host_port{"::1", 80}).to_string(), "[::1]:80");
-  EXPECT_EQ((host_port{"127.0.0.1", 80}).to_string(), "127.0.0.1:80");
-
-  EXPECT_TRUE(is_loopback_host("localhost"));
-  EXPECT_TRUE(is_loopback_host("127.0.0.1"));
-  EXPECT_TRUE(is_loopback_host("127.1.2.3"));
-  EXPECT_TRUE(is_loopback_host("::1"));
-  EXPECT_FALSE(is_loopback_host("0.0.0.0"));
-  EXPECT_FALSE(is_loopback_host("::"));
-  EXPECT_FALSE(is_loopback_host("10.1.2.3"));
-  EXPECT_FALSE(is_loopback_host("example.com"));
-
-  EXPECT_EQ(to_endpoint({"localhost", 80}).value(),
-            boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 80));
-  EXPECT_EQ(to_endpoint({"::1", 81}).value(),
-            boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("::1"), 81));
-  EXPECT_FALSE(to_endpoint({"example.com", 80}));
-}
-
 TEST(broker_config, boolean_flags_take_every_form) {
   EXPECT_FALSE(parse_ok({"--auto-create-topics", "false"}).auto_create_topics);
   EXPECT_FALSE(parse_ok({"--auto-create-topics=false"}).auto_create_topics);
@@ -457,9 +379,9 @@ TEST(broker_config, non_loopback_addresses_need_insecure) {
   EXPECT_THAT(parse_error({"--http", "10.1.2.3:80"}),
               AllOf(HasSubstr("http"), HasSubstr("10.1.2.3:80"), HasSubstr("--insecure")));
   EXPECT_EQ(parse_ok({"--listen", "0.0.0.0:7878", "--insecure"}).listen,
-            (host_port{"0.0.0.0", 7878}));
-  EXPECT_EQ(parse_ok({"--listen", "[::1]:7878"}).listen, (host_port{"::1", 7878}));
-  EXPECT_EQ(parse_ok({"--listen", "localhost:7000"}).listen, (host_port{"localhost", 7000}));
+            (common::host_port{"0.0.0.0", 7878}));
+  EXPECT_EQ(parse_ok({"--listen", "[::1]:7878"}).listen, (common::host_port{"::1", 7878}));
+  EXPECT_EQ(parse_ok({"--listen", "localhost:7000"}).listen, (common::host_port{"localhost", 7000}));
   EXPECT_THAT(parse_error({"--listen", "broker.example.com:7878", "--insecure"}),
               HasSubstr("IP address or localhost"));
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -29,6 +28,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include "txmq/common/address.h"
 #include "txmq/protocol/frame_codec.h"
 
 namespace txmq::client {
@@ -57,38 +57,17 @@ bool is_refusal(const error& e) {
 }  // namespace
 
 result<broker_address> broker_address::parse(std::string_view text) {
-  auto bad = [&](std::string_view why) {
-    return error(errc::bad_address, "'" + std::string(text) + "' is not HOST:PORT (" + std::string(why) + ")");
-  };
-  std::string_view host;
-  std::string_view port;
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      return bad("an IPv6 address is written [ADDR]:PORT");
-    }
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string_view::npos) return bad("no port");
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
-    if (host.find(':') != std::string_view::npos) return bad("an IPv6 address is written [ADDR]:PORT");
+  auto parsed = common::parse_host_port(text);
+  if (!parsed) return error(errc::bad_address, parsed.error().message);
+  // Port 0 means "any free port" to a listener; a client cannot connect to it.
+  if (parsed.value().port == 0) {
+    return error(errc::bad_address, "'" + std::string(text) + "' is not HOST:PORT (the port must be a number from 1 to 65535)");
   }
-  if (host.empty()) return bad("no host");
-  unsigned value = 0;
-  auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (ec != std::errc{} || ptr != port.data() + port.size() || value == 0 || value > 65535) {
-    return bad("the port must be a number from 1 to 65535");
-  }
-  return broker_address{std::string(host), static_cast<std::uint16_t>(value)};
+  auto& address = parsed.value();
+  return broker_address{std::move(address.host), address.port};
 }
 
-std::string broker_address::to_string() const {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
-}
+std::string broker_address::to_string() const { return common::host_port{host, port}.to_string(); }
 
 bool is_response(const v1::Frame& frame) noexcept {
   switch (frame.body_case()) {

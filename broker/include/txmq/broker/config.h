@@ -1,6 +1,6 @@
 #pragma once
 
-// The broker's settings (DESIGN.md §2, §3, §6, §7): one struct with every setting and its
+// The broker's settings (docs/configuration.md): one struct with every setting and its
 // default, and the parsers that fill it from the command line and a TOML config file.
 //
 // Precedence: defaults < config file (--config FILE) < command-line flags. Each setting has one
@@ -8,13 +8,13 @@
 // (`--tx-timeout`). docs/configuration.md lists them all.
 //
 // Value grammar shared by flags and the file:
-//   duration       an integer and a unit among ms, s, m, h, d: "500ms", "6s", "3m", "1h", "7d"
-//   duration list  durations separated by commas ("1s,2s,5s"); in TOML also an array of strings
-//   size           plain bytes ("4194304") or an integer with KiB, MiB or GiB ("4MiB");
-//                  in TOML also an integer
+//   duration, duration list, size   txmq/common/units.h ("500ms", "1s,2s,5s", "4MiB"); in TOML
+//                                   a duration list may also be an array of strings and a size
+//                                   an integer
 //   count          a non-negative integer; in TOML an integer
 //   bool           true or false
-//   HOST:PORT      an IPv4 address, "localhost" or "[IPv6]", then ':' and a port (0 = any free)
+//   HOST:PORT      txmq/common/address.h; the broker further requires an IPv4 address,
+//                  "localhost" or "[IPv6]" (validate()), and port 0 picks any free port
 //
 // Thread-safety: every function here is pure (no global state) and may be called from any
 // thread. Errors are values: std::errc::invalid_argument plus a message for a person that names
@@ -27,24 +27,12 @@
 #include <string_view>
 #include <vector>
 
-#include <boost/asio/ip/tcp.hpp>
-
+#include "txmq/common/address.h"
 #include "txmq/protocol/result.h"
 
 namespace txmq::broker {
 
-// A listen address as written by the user. The host is kept as text ("localhost", "127.0.0.1",
-// "::1") so that describe() prints what was configured.
-struct host_port {
-  std::string host;
-  std::uint16_t port = 0;
-
-  // "127.0.0.1:7878", "[::1]:7878".
-  [[nodiscard]] std::string to_string() const;
-  bool operator==(const host_port&) const = default;
-};
-
-// How produce/Prepare/EndTx acknowledgements relate to fsync (DESIGN §7).
+// How produce/Prepare/EndTx acknowledgements relate to fsync (docs/configuration.md, `durability`).
 enum class durability_mode {
   sync,   // acknowledged after the write is fsynced (group commit)
   async,  // acknowledged after the write reached the OS; opt-in, logged as a warning at start
@@ -59,12 +47,12 @@ inline constexpr std::uint64_t k_frame_overhead_bytes = 64 * 1024;
 struct broker_config {
   using duration = std::chrono::milliseconds;
 
-  // --- addresses and files (DESIGN §6)
-  host_port listen{"127.0.0.1", 7878};  // wire protocol
-  host_port http{"127.0.0.1", 7879};    // admin HTTP: /healthz, /metrics, reconciliation
+  // --- addresses and files
+  common::host_port listen{"127.0.0.1", 7878};  // wire protocol
+  common::host_port http{"127.0.0.1", 7879};    // admin HTTP: /healthz, /metrics, reconciliation
   std::string data_dir = "./data";
 
-  // --- transactions and check-back (DESIGN §3)
+  // --- transactions and check-back
   duration tx_timeout = std::chrono::seconds(6);  // Prepare -> first check
   std::vector<duration> tx_check_schedule = {
       std::chrono::seconds(5),  std::chrono::seconds(10), std::chrono::seconds(30),
@@ -74,7 +62,7 @@ struct broker_config {
   std::uint32_t tx_checks_in_flight = 32;  // open checks per producer group
   duration tx_check_answer_timeout = std::chrono::seconds(3);
 
-  // --- delivery (DESIGN §2)
+  // --- delivery
   duration ack_deadline = std::chrono::seconds(30);
   std::vector<duration> retry_schedule = {
       std::chrono::seconds(10), std::chrono::seconds(30), std::chrono::minutes(1),
@@ -86,20 +74,20 @@ struct broker_config {
   std::uint32_t max_attempts = 16;  // then the message goes to the group's dead-letter queue
   duration dedupe_window = std::chrono::hours(24);
 
-  // --- limits (DESIGN §7)
+  // --- limits
   std::uint64_t max_message_bytes = 4 * 1024 * 1024;  // body size
   std::uint64_t max_frame_bytes = 8 * 1024 * 1024;    // whole frame, checked before allocation
   std::uint32_t max_connections = 1024;
   std::uint32_t max_in_flight_per_connection = 1024;
   std::uint32_t max_topics = 10000;
 
-  // --- topics (DESIGN §2)
+  // --- topics
   bool auto_create_topics = true;
   std::uint32_t default_partitions = 4;
   duration retention = std::chrono::hours(24 * 7);  // 0 = keep regardless of age
   std::uint64_t retention_bytes = 0;                // per partition; 0 = no size limit
 
-  // --- webhooks (DESIGN §5): defaults of new subscriptions and notifier limits
+  // --- webhooks: defaults of new subscriptions and notifier limits
   std::vector<duration> webhook_schedule = {
       std::chrono::seconds(15), std::chrono::seconds(15), std::chrono::seconds(30),
       std::chrono::minutes(3),  std::chrono::minutes(10), std::chrono::minutes(20),
@@ -114,7 +102,7 @@ struct broker_config {
   std::string webhook_ca_file;  // extra trusted CA certificates (PEM) for https endpoints
   std::uint32_t webhook_max_subscriptions = 1000;
 
-  // --- durability, security, logging (DESIGN §7)
+  // --- durability, security, logging
   durability_mode durability = durability_mode::sync;
   bool insecure = false;  // allow non-loopback addresses although no auth is configured
   std::string log_level = "info";  // trace, debug, info, warn or error
@@ -157,30 +145,5 @@ struct parsed_config {
 
 // The usage text printed by --help.
 [[nodiscard]] std::string broker_usage();
-
-// --- value parsers, shared with other broker code (webhook schedules, admin API parameters).
-// Each returns std::errc::invalid_argument on malformed text or overflow.
-
-// "500ms", "6s", "3m", "1h", "7d" (an unsigned integer and a unit, no spaces).
-[[nodiscard]] result<std::chrono::milliseconds> parse_duration(std::string_view text);
-// "1s,2s,5s" (whitespace around items allowed, no empty items, at least one item).
-[[nodiscard]] result<std::vector<std::chrono::milliseconds>> parse_duration_list(
-    std::string_view text);
-// "4194304", "64KiB", "4MiB", "1GiB".
-[[nodiscard]] result<std::uint64_t> parse_size(std::string_view text);
-// "HOST:PORT" or "[IPv6]:PORT"; the host is not resolved here (validate() checks it).
-[[nodiscard]] result<host_port> parse_host_port(std::string_view text);
-
-// The largest unit that represents `d` exactly: 6000ms -> "6s", 90000ms -> "90s", 0 -> "0s".
-[[nodiscard]] std::string format_duration(std::chrono::milliseconds d);
-// "4MiB" when exact in KiB/MiB/GiB, else plain bytes.
-[[nodiscard]] std::string format_size(std::uint64_t bytes);
-
-// True for "localhost" and loopback IP addresses (127.0.0.0/8, ::1).
-[[nodiscard]] bool is_loopback_host(std::string_view host);
-
-// The endpoint to bind for `address`: "localhost" is 127.0.0.1, other hosts must be IP
-// literals (as validate() ensures). Returns std::errc::invalid_argument otherwise.
-[[nodiscard]] result<boost::asio::ip::tcp::endpoint> to_endpoint(const host_port& address);
 
 }  // namespace txmq::broker
