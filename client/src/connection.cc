@@ -6,7 +6,6 @@
 #include <deque>
 #include <future>
 #include <mutex>
-#include <random>
 #include <thread>
 #include <unordered_map>
 #include <variant>
@@ -29,6 +28,7 @@
 #include <boost/asio/write.hpp>
 
 #include "txmq/common/address.h"
+#include "txmq/common/backoff.h"
 #include "txmq/protocol/frame_codec.h"
 
 namespace txmq::client {
@@ -106,7 +106,6 @@ class connection::impl {
     } else {
       address_error_ = address.error();
     }
-    rng_.seed(std::random_device{}());
     thread_ = std::thread([this] {
       io_thread_id_.store(std::this_thread::get_id());
       io_.run();
@@ -336,11 +335,6 @@ class connection::impl {
     }
   }
 
-  std::chrono::milliseconds jittered(std::chrono::milliseconds base) {
-    std::uniform_real_distribution<double> d(0.8, 1.2);
-    return std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(base.count()) * d(rng_)));
-  }
-
   void set_last_error(const error& e) {
     last_error_io_ = e;
     std::lock_guard lock(mutex_);
@@ -348,13 +342,12 @@ class connection::impl {
   }
 
   awaitable<void> run() {
-    auto backoff = options_.reconnect_backoff_initial;
     while (!closing_) {
       auto attempt = co_await connect_once();
       if (closing_) break;
       if (attempt) {
         socket_.emplace(std::move(attempt).value());
-        backoff = options_.reconnect_backoff_initial;
+        reconnect_delay_.reset();
         on_connected();
         co_await (read_loop() || write_loop());
         boost::system::error_code ignored;
@@ -376,9 +369,8 @@ class connection::impl {
           fail_unsent(attempt.error());
         }
       }
-      backoff_timer_.expires_after(jittered(backoff));
+      backoff_timer_.expires_after(reconnect_delay_.next());
       co_await backoff_timer_.async_wait(use_nothrow);
-      backoff = std::min(backoff * 2, options_.reconnect_backoff_max);
     }
     fail_all(error(errc::closed, "the connection to " + options_.address + " was closed"));
   }
@@ -639,7 +631,8 @@ class connection::impl {
   std::optional<error> broker_notice_;
   std::optional<error> refusal_;
   std::optional<error> last_error_io_;
-  std::minstd_rand rng_;
+  // +-20% jitter, so that clients cut off together do not reconnect together.
+  common::backoff reconnect_delay_{options_.reconnect_backoff_initial, options_.reconnect_backoff_max, 0.2};
 
   // Shared with user threads, under mutex_.
   mutable std::mutex mutex_;

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "txmq/common/backoff.h"
+
 namespace txmq::consumer {
 namespace {
 
@@ -133,7 +135,7 @@ class consumer::impl {
     std::thread lease_keeper([&] { keep_leases(state); });
 
     client::result<void> outcome_of_run = outcome::success();
-    auto backoff = options_.retry_backoff_initial;
+    common::backoff retry_delay(options_.retry_backoff_initial, options_.retry_backoff_max);
     while (!stop.stop_requested()) {
       std::size_t want;
       {
@@ -149,11 +151,10 @@ class consumer::impl {
         }
         log("fetch for group '" + options_.group + "' failed, retrying: " + fetched.error().to_string());
         std::unique_lock lock(state.mutex);
-        state.cv.wait_for(lock, stop, backoff, [] { return false; });
-        backoff = std::min(backoff * 2, options_.retry_backoff_max);
+        state.cv.wait_for(lock, stop, retry_delay.next(), [] { return false; });
         continue;
       }
-      backoff = options_.retry_backoff_initial;
+      retry_delay.reset();
       if (fetched.value().empty()) continue;
       {
         std::lock_guard lock(state.mutex);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "txmq/client/pg.h"
+#include "txmq/common/backoff.h"
 #include "txmq/producer/pg_schema.h"
 #include "txmq/producer/producer.h"
 #include "txmq/relay/outbox_row.h"
@@ -39,21 +40,6 @@ struct batch_outcome {
   bool published = false;                  // the broker acked something
   std::optional<client::error> db_error;   // reading or deleting failed
   std::optional<client::error> broker_error;  // some rows were not acknowledged
-};
-
-// Doubling delays between attempts, reset by a success.
-class backoff {
- public:
-  backoff(milliseconds initial, milliseconds max) : initial_(initial), max_(max), next_(initial) {}
-  milliseconds next() {
-    const auto d = next_;
-    next_ = std::min(max_, next_ * 2);
-    return d;
-  }
-  void reset() { next_ = initial_; }
-
- private:
-  milliseconds initial_, max_, next_;
 };
 
 }  // namespace
@@ -566,8 +552,8 @@ class relay::impl {
   std::set<int> owned_;
   std::set<int> pending_;
   std::set<int> owned_before_;
-  backoff db_backoff_;
-  backoff broker_backoff_;
+  common::backoff db_backoff_;
+  common::backoff broker_backoff_;
   bool db_down_logged_ = false;
   bool broker_down_logged_ = false;
   std::string last_db_error_;

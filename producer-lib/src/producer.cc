@@ -1,5 +1,6 @@
 #include "txmq/producer/producer.h"
 
+#include "txmq/common/backoff.h"
 #include "wire_message.h"
 
 #include <algorithm>
@@ -31,7 +32,7 @@ struct batch {
   clock::time_point linger_until;
   clock::time_point not_before;
   int attempts = 0;
-  std::chrono::milliseconds backoff{0};
+  common::backoff retry_delay;  // between attempts of this batch
   std::optional<error> last_error;
 };
 
@@ -109,7 +110,7 @@ class producer::impl {
       topic.open = std::make_shared<batch>();
       topic.open->topic = topic_name;
       topic.open->linger_until = clock::now() + options_.linger;
-      topic.open->backoff = options_.retry_backoff_initial;
+      topic.open->retry_delay = common::backoff(options_.retry_backoff_initial, options_.retry_backoff_max);
     }
     topic.open->bytes += p.bytes;
     topic.open->messages.push_back(std::move(p));
@@ -295,8 +296,7 @@ class producer::impl {
     auto& topic = topics_[b->topic];
     --topic.in_flight_batches;
     if (!b->messages.empty()) {
-      b->not_before = clock::now() + b->backoff;
-      b->backoff = std::min(b->backoff * 2, options_.retry_backoff_max);
+      b->not_before = clock::now() + b->retry_delay.next();
       topic.ready.push_front(b);
     }
     sender_cv_.notify_one();

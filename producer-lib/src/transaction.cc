@@ -4,6 +4,7 @@
 #include <atomic>
 #include <thread>
 
+#include "txmq/common/backoff.h"
 #include "wire_message.h"
 
 namespace txmq::producer {
@@ -43,17 +44,17 @@ struct transactional_producer::impl {
   // a lost connection is safe.
   client::result<v1::Frame> request_with_retries(const v1::Frame& request) const {
     const auto deadline = clock::now() + options.request_timeout;
-    auto backoff = options.retry_backoff_initial;
+    common::backoff retry_delay(options.retry_backoff_initial, options.retry_backoff_max);
     for (int attempt = 1;; ++attempt) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
       auto answer = conn->request(request, std::max(left, std::chrono::milliseconds(1)));
       if (answer || !answer.error().retriable()) return answer;
-      if (clock::now() + backoff >= deadline) {
+      const auto delay = retry_delay.next();
+      if (clock::now() + delay >= deadline) {
         return error(answer.error().code, answer.error().message + " (after " + std::to_string(attempt) + " attempts in " +
                                               std::to_string(options.request_timeout.count()) + " ms)");
       }
-      std::this_thread::sleep_for(backoff);  // back-off between retries, not synchronisation
-      backoff = std::min(backoff * 2, options.retry_backoff_max);
+      std::this_thread::sleep_for(delay);  // back-off between retries, not synchronisation
     }
   }
 
