@@ -20,6 +20,7 @@
 #include <openssl/crypto.h>
 
 #include "txmq/common/admin_http.h"
+#include "txmq/common/base64.h"
 #include "webhook_subscription.h"
 
 namespace txmq::broker {
@@ -98,7 +99,7 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     if (is_utf8(m.body())) {
       o["body"] = m.body();
     } else {
-      o["body_base64"] = base64_encode(m.body());
+      o["body_base64"] = common::base64_encode(m.body());
     }
     o["publish_time_ms"] = m.publish_time_ms();
     storage::webhook_attempts_query q;

@@ -10,32 +10,9 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include "txmq/common/base64.h"
+
 namespace txmq::broker {
-
-std::string base64_encode(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<std::size_t>(n));
-  return out;
-}
-
-std::optional<std::string> base64_decode(std::string_view text) {
-  if (text.size() % 4 != 0) return std::nullopt;
-  std::string out(3 * text.size() / 4, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  if (n < 0) return std::nullopt;
-  // EVP_DecodeBlock counts the padding as zero bytes.
-  std::size_t len = static_cast<std::size_t>(n);
-  if (text.ends_with("==")) {
-    len -= 2;
-  } else if (text.ends_with('=')) {
-    len -= 1;
-  }
-  out.resize(len);
-  return out;
-}
 
 std::string random_hex(std::size_t n) {
   std::string bytes(n, '\0');
@@ -57,14 +34,14 @@ std::string generate_webhook_secret() {
   unsigned char bytes[24];
   if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("OpenSSL RAND_bytes failed");
   return std::string(k_webhook_secret_prefix) +
-         base64_encode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
+         common::base64_encode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
 result<std::string> webhook_secret_key(std::string_view secret) {
   if (secret.starts_with(k_webhook_secret_prefix)) secret.remove_prefix(k_webhook_secret_prefix.size());
-  auto key = base64_decode(secret);
-  if (!key || key->empty()) return std::make_error_code(std::errc::invalid_argument);
-  return std::move(*key);
+  auto key = common::base64_decode(secret);
+  if (!key || key.value().empty()) return std::make_error_code(std::errc::invalid_argument);
+  return std::move(key).value();
 }
 
 std::string webhook_signature(std::string_view key, std::string_view id, std::int64_t timestamp_s,
@@ -76,7 +53,7 @@ std::string webhook_signature(std::string_view key, std::string_view id, std::in
   unsigned int len = 0;
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(content.data()),
        content.size(), mac, &len);
-  return "v1," + base64_encode(std::string_view(reinterpret_cast<const char*>(mac), len));
+  return "v1," + common::base64_encode(std::string_view(reinterpret_cast<const char*>(mac), len));
 }
 
 std::string webhook_signature_header(const std::vector<std::string>& keys, std::string_view id,

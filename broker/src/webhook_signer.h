@@ -6,7 +6,8 @@
 //     signature per secret still valid (rotation keeps the old one signing for a grace period);
 //   - the Retry-After header (delta-seconds or an HTTP-date);
 //   - target URLs (http/https, host, port, path) checked once when a subscription is created.
-// Crypto and base64 come from OpenSSL. Every function is pure and thread-safe.
+// Crypto comes from OpenSSL, base64 from txmq/common/base64.h. Every function is pure and
+// thread-safe.
 
 #include <chrono>
 #include <cstdint>
@@ -20,10 +21,6 @@
 namespace txmq::broker {
 
 inline constexpr std::string_view k_webhook_secret_prefix = "whsec_";
-
-[[nodiscard]] std::string base64_encode(std::string_view bytes);
-// Standard base64 with padding; nullopt for anything else.
-[[nodiscard]] std::optional<std::string> base64_decode(std::string_view text);
 
 // A new secret: "whsec_" and the base64 of 24 random bytes (OpenSSL RAND_bytes).
 [[nodiscard]] std::string generate_webhook_secret();
