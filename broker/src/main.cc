@@ -1,15 +1,15 @@
 // txmq-broker: parses the configuration, starts the broker, stops it on SIGINT or SIGTERM.
 
-#include <signal.h>
-
 #include <iostream>
 
-#include "txmq/common/log.h"
 #include "txmq/broker/broker.h"
 #include "txmq/broker/config.h"
+#include "txmq/common/log.h"
+#include "txmq/common/signals.h"
 
 int main(int argc, char** argv) {
   using namespace txmq::broker;
+  namespace common = txmq::common;
   auto parsed = parse_broker_config(argc, argv);
   if (!parsed) {
     std::cerr << "txmq-broker: " << parsed.error().message << "\n(txmq-broker --help lists the settings)\n";
@@ -21,25 +21,19 @@ int main(int argc, char** argv) {
   }
   const auto& config = parsed.value().config;
   // validate() accepted the name, so parsing it cannot fail here.
-  txmq::common::log::set_level(txmq::common::log::parse_level(config.log_level).value());
+  common::log::set_level(common::log::parse_level(config.log_level).value());
 
-  // Signals are taken by sigwait below, never delivered to a thread that happens to run.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // Before any thread starts, so that every thread inherits the mask.
+  const auto stop_signals = common::block_stop_signals();
 
-  txmq::common::log::info("starting with settings:\n", describe(config));
+  common::log::info("starting with settings:\n", describe(config));
   auto b = broker::start(config);
   if (!b) {
-    txmq::common::log::error("cannot start: ", b.error().message);
+    common::log::error("cannot start: ", b.error().message);
     return 1;
   }
-  int sig = 0;
-  sigwait(&signals, &sig);
-  txmq::common::log::info("received ", sig == SIGINT ? "SIGINT" : "SIGTERM", ", shutting down");
+  const auto sig = common::wait_for_stop_signal(stop_signals);
+  common::log::info("received ", common::to_string(sig), ", shutting down");
   b.value()->stop();
   return 0;
 }

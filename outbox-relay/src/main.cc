@@ -14,6 +14,7 @@
 #include <boost/program_options.hpp>
 
 #include "txmq/common/admin_http.h"
+#include "txmq/common/signals.h"
 #include "txmq/relay/relay.h"
 
 namespace po = boost::program_options;
@@ -84,13 +85,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Signals are taken by sigwait on one thread, never delivered to a thread that happens to run.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // Before any thread starts, so that every thread inherits the mask.
+  const auto stop_signals = txmq::common::block_stop_signals();
 
   txmq::common::metrics_registry metrics;
   o.metrics = &metrics;
@@ -121,10 +117,9 @@ int main(int argc, char** argv) {
   log_line(txmq::relay::log_level::info, "admin HTTP on " + bound.value().address().to_string() + ":" +
                                              std::to_string(bound.value().port()));
   std::thread http_thread([&io] { io.run(); });
-  std::thread signal_thread([&relay, &signals] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    log_line(txmq::relay::log_level::info, sig == SIGINT ? "received SIGINT, stopping" : "received SIGTERM, stopping");
+  std::thread signal_thread([&relay, &stop_signals] {
+    const auto sig = txmq::common::wait_for_stop_signal(stop_signals);
+    log_line(txmq::relay::log_level::info, "received " + std::string(txmq::common::to_string(sig)) + ", stopping");
     relay.stop();
   });
 
