@@ -1,6 +1,6 @@
 #pragma once
 
-// txmq-relay's engine (DESIGN §4): owns outbox shards through PostgreSQL advisory locks, reads
+// txmq-relay's engine (outbox-relay/README.md): owns outbox shards through PostgreSQL advisory locks, reads
 // each owned shard in seq order in batches, publishes the rows with their id as message id and
 // deletes them only after the broker acknowledged them (fsynced).
 //
@@ -25,12 +25,15 @@
 #include <string>
 #include <string_view>
 
+#include "txmq/common/log.h"
 #include "txmq/common/metrics.h"
 #include "txmq/client/error.h"
 
 namespace txmq::relay {
 
-enum class log_level { info, warn, error };
+// The relay logs at the levels of txmq's logger (txmq/common/log.h); txmq-relay writes its
+// lines there.
+using log_level = common::log::level;
 
 struct relay_options {
   std::string conninfo;                     // libpq conninfo or URI of the application's database

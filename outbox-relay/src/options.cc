@@ -1,0 +1,113 @@
+#include "txmq/relay/options.h"
+
+#include <algorithm>
+#include <exception>
+#include <sstream>
+#include <system_error>
+
+#include <boost/program_options.hpp>
+
+#include "txmq/common/units.h"
+
+namespace txmq::relay {
+namespace {
+
+namespace po = boost::program_options;
+
+error invalid(std::string text) { return {std::make_error_code(std::errc::invalid_argument), std::move(text)}; }
+
+// Flags whose value goes through our own grammars are read as text first.
+struct text_values {
+  std::string poll = "1s";
+  std::string publish_timeout = "10s";
+  std::string http = "127.0.0.1:7880";
+  std::string log_level = "info";
+};
+
+po::options_description make_options(relay_options& o, text_values& t) {
+  po::options_description desc("usage: txmq-relay --pg CONN --broker HOST:PORT [options]\n\nOptions");
+  desc.add_options()("help,h", "this help")(
+      "pg", po::value(&o.conninfo), "libpq connection string or URI of the database with the outbox (required)")(
+      "broker", po::value(&o.broker)->default_value(o.broker), "txmq broker HOST:PORT")(
+      "shards", po::value(&o.shards)->default_value(0), "outbox shards (0 = txmq_schema.shards, as `txmq outbox init` set)")(
+      "batch", po::value(&o.batch)->default_value(o.batch), "rows per shard per round (read, publish, delete)")(
+      "publishers", po::value(&o.publishers)->default_value(o.publishers),
+      "broker connections publishing at once (a shard always uses the same one)")(
+      "poll-interval", po::value(&t.poll)->default_value(t.poll),
+      "read owned shards at least this often (NOTIFY wakes sooner)")(
+      "publish-timeout", po::value(&t.publish_timeout)->default_value(t.publish_timeout),
+      "how long a batch waits for the broker's acks before it is retried")(
+      "http", po::value(&t.http)->default_value(t.http), "admin HTTP HOST:PORT for /healthz and /metrics (port 0: any)")(
+      "relay-id", po::value(&o.relay_id), "name in txmq_relay and pg_stat_activity (default host:pid)")(
+      "log-level", po::value(&t.log_level)->default_value(t.log_level), "trace, debug, info, warn or error");
+  return desc;
+}
+
+// "--poll-interval: '5' is not a duration: ..." for a value our grammars refuse.
+error bad_value(std::string_view flag, const error& e) { return invalid("--" + std::string(flag) + ": " + e.message); }
+
+result<void> check_range(std::string_view flag, int value, int low, int high) {
+  if (value >= low && value <= high) return outcome::success();
+  return invalid("--" + std::string(flag) + " must be between " + std::to_string(low) + " and " + std::to_string(high) +
+                 ", not " + std::to_string(value));
+}
+
+}  // namespace
+
+std::string relay_usage() {
+  relay_options o;
+  text_values t;
+  std::ostringstream os;
+  os << make_options(o, t) << '\n';
+  return os.str();
+}
+
+result<command_line> parse_relay_options(int argc, const char* const* argv) {
+  command_line out;
+  text_values text;
+  const auto desc = make_options(out.relay, text);
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return invalid(e.what());
+  } catch (const std::exception& e) {
+    // program_options reports everything as po::error; this is the net under it, so that no
+    // flag can end the process with std::terminate.
+    return invalid(std::string("cannot read the command line: ") + e.what());
+  }
+  if (vm.count("help") != 0) {
+    out.exit_text = relay_usage();
+    return out;
+  }
+
+  auto& o = out.relay;
+  if (o.conninfo.empty()) return invalid("--pg is required (the database with the outbox)");
+
+  auto poll = common::parse_duration(text.poll);
+  if (!poll) return bad_value("poll-interval", poll.error());
+  o.poll_interval = poll.value();
+  o.rebalance_interval = std::min(o.poll_interval, std::chrono::milliseconds(1000));
+  auto publish_timeout = common::parse_duration(text.publish_timeout);
+  if (!publish_timeout) return bad_value("publish-timeout", publish_timeout.error());
+  o.publish_timeout = publish_timeout.value();
+
+  auto http = common::parse_host_port(text.http);
+  if (!http) return bad_value("http", http.error());
+  out.http = std::move(http).value();
+  auto endpoint = common::to_endpoint(out.http);
+  if (!endpoint) return bad_value("http", endpoint.error());
+  out.http_endpoint = endpoint.value();
+
+  auto level = common::log::parse_level(text.log_level);
+  if (!level) return bad_value("log-level", level.error());
+  out.log_level = level.value();
+
+  TXMQ_TRY(check_range("batch", o.batch, 1, 100000));
+  TXMQ_TRY(check_range("publishers", o.publishers, 1, 64));
+  TXMQ_TRY(check_range("shards", o.shards, 0, 1024));
+  return out;
+}
+
+}  // namespace txmq::relay

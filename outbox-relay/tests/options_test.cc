@@ -1,0 +1,128 @@
+#include "txmq/relay/options.h"
+
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace txmq::relay {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::HasSubstr;
+
+// parse_relay_options over {"txmq-relay", args...}.
+result<command_line> parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "txmq-relay");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  return parse_relay_options(static_cast<int>(args.size()), argv.data());
+}
+
+command_line parse_ok(std::vector<std::string> args) {
+  args.insert(args.begin(), {"--pg", "dbname=app"});
+  auto r = parse(std::move(args));
+  EXPECT_TRUE(r) << r.error().message;
+  return r ? r.value() : command_line{};
+}
+
+std::string parse_error(std::vector<std::string> args) {
+  args.insert(args.begin(), {"--pg", "dbname=app"});
+  result<command_line> r = command_line{};
+  EXPECT_NO_THROW(r = parse(args));
+  EXPECT_FALSE(r) << "expected an error";
+  if (r) return {};
+  EXPECT_EQ(r.error().code, std::make_error_code(std::errc::invalid_argument));
+  return r.error().message;
+}
+
+TEST(relay_options, defaults) {
+  const auto c = parse_ok({});
+  EXPECT_EQ(c.relay.conninfo, "dbname=app");
+  EXPECT_EQ(c.relay.broker, "127.0.0.1:7878");
+  EXPECT_EQ(c.relay.shards, 0);
+  EXPECT_EQ(c.relay.batch, 500);
+  EXPECT_EQ(c.relay.publishers, 2);
+  EXPECT_EQ(c.relay.poll_interval, 1s);
+  EXPECT_EQ(c.relay.rebalance_interval, 1s);
+  EXPECT_EQ(c.relay.publish_timeout, 10s);
+  EXPECT_EQ(c.http, (common::host_port{"127.0.0.1", 7880}));
+  EXPECT_EQ(c.http_endpoint, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 7880));
+  EXPECT_EQ(c.log_level, common::log::level::info);
+  EXPECT_FALSE(c.exit_text);
+}
+
+TEST(relay_options, every_flag_parses) {
+  const auto c = parse_ok({"--broker", "[::1]:7000", "--shards", "16", "--batch", "100", "--publishers", "4",
+                           "--poll-interval", "200ms", "--publish-timeout", "1m", "--http", "[::1]:0",
+                           "--relay-id", "r1", "--log-level", "trace"});
+  EXPECT_EQ(c.relay.broker, "[::1]:7000");
+  EXPECT_EQ(c.relay.shards, 16);
+  EXPECT_EQ(c.relay.batch, 100);
+  EXPECT_EQ(c.relay.publishers, 4);
+  EXPECT_EQ(c.relay.poll_interval, 200ms);
+  EXPECT_EQ(c.relay.rebalance_interval, 200ms);  // never slower than the poll
+  EXPECT_EQ(c.relay.publish_timeout, 1min);
+  EXPECT_EQ(c.http_endpoint, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("::1"), 0));
+  EXPECT_EQ(c.relay.relay_id, "r1");
+  EXPECT_EQ(c.log_level, common::log::level::trace);
+}
+
+TEST(relay_options, http_takes_localhost_and_port_zero) {
+  EXPECT_EQ(parse_ok({"--http", "localhost:0"}).http_endpoint,
+            boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+}
+
+// `--http 127.0.0.1:x` used to end in std::terminate (std::stoi outside the try), and port 70000
+// wrapped to 4464. Every bad value is now an error naming the flag and the value.
+TEST(relay_options, bad_http_values_are_errors_not_crashes) {
+  for (const char* bad : {"127.0.0.1:x", "127.0.0.1:70000", "127.0.0.1:65536", ":80", "host:", "127.0.0.1",
+                          "127.0.0.1:-1", "::1:80", "[::1]80", ""}) {
+    const std::string message = parse_error({"--http", bad});
+    EXPECT_THAT(message, HasSubstr("--http")) << bad;
+    EXPECT_THAT(message, HasSubstr("'" + std::string(bad) + "'")) << bad;
+    EXPECT_THAT(message, HasSubstr("HOST:PORT")) << bad;
+  }
+  EXPECT_THAT(parse_error({"--http", "127.0.0.1:70000"}), HasSubstr("from 0 to 65535"));
+}
+
+TEST(relay_options, http_hosts_must_be_ip_addresses) {
+  const std::string message = parse_error({"--http", "example.com:7880"});
+  EXPECT_THAT(message, HasSubstr("--http"));
+  EXPECT_THAT(message, HasSubstr("not an IP address"));
+}
+
+// The broker's duration grammar: a bare number is no longer seconds, and hours are accepted.
+TEST(relay_options, durations_use_the_common_grammar) {
+  EXPECT_EQ(parse_ok({"--publish-timeout", "1h"}).relay.publish_timeout, 1h);
+  for (const char* bad : {"5", "1.5s", "-1s", "fast", ""}) {
+    const std::string message = parse_error({"--poll-interval", bad});
+    EXPECT_THAT(message, HasSubstr("--poll-interval")) << bad;
+    EXPECT_THAT(message, HasSubstr("500ms, 6s, 3m, 1h or 7d")) << bad;
+  }
+  EXPECT_THAT(parse_error({"--publish-timeout", "10"}), HasSubstr("--publish-timeout"));
+}
+
+TEST(relay_options, other_errors_name_the_flag) {
+  EXPECT_THAT(parse(std::vector<std::string>{}).error().message, HasSubstr("--pg is required"));
+  EXPECT_THAT(parse_error({"--batch", "0"}), HasSubstr("--batch must be between 1 and 100000"));
+  EXPECT_THAT(parse_error({"--publishers", "65"}), HasSubstr("--publishers must be between 1 and 64"));
+  EXPECT_THAT(parse_error({"--shards", "2000"}), HasSubstr("--shards must be between 0 and 1024"));
+  EXPECT_THAT(parse_error({"--batch", "many"}), HasSubstr("batch"));
+  EXPECT_THAT(parse_error({"--log-level", "verbose"}), HasSubstr("trace, debug, info, warn or error"));
+  EXPECT_THAT(parse_error({"--no-such-flag"}), HasSubstr("no-such-flag"));
+}
+
+TEST(relay_options, help_asks_to_exit_with_the_usage) {
+  auto r = parse({"--help"});
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(r.value().exit_text);
+  EXPECT_THAT(*r.value().exit_text, HasSubstr("usage: txmq-relay --pg CONN --broker HOST:PORT"));
+  EXPECT_THAT(*r.value().exit_text, HasSubstr("--log-level"));
+  EXPECT_EQ(*r.value().exit_text, relay_usage());
+}
+
+}  // namespace
+}  // namespace txmq::relay
