@@ -11,7 +11,7 @@
 #include <iostream>
 #include <string>
 
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/producer/pg_checker.h"
 #include "txmq/producer/transaction.h"
 

@@ -22,7 +22,7 @@
 #include "cli_runner.h"
 #include "eventually.h"
 #include "pg_cluster.h"
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/producer/pg_schema.h"
 
 extern char** environ;

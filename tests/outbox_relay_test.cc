@@ -18,7 +18,7 @@
 #include "pg_cluster.h"
 #include "relay_process.h"
 #include "txmq/client/admin.h"
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/consumer/consumer.h"
 #include "txmq/consumer/pg_inbox.h"
 #include "txmq/producer/outbox_writer.h"

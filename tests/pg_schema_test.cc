@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "pg_cluster.h"
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/producer/pg_schema.h"
 
 namespace txmq {

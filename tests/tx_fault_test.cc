@@ -15,7 +15,7 @@
 #include "pg_cluster.h"
 #include "tx_support.h"
 #include "txmq/client/admin.h"
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/producer/pg_checker.h"
 #include "txmq/producer/pg_schema.h"
 #include "txmq/producer/producer.h"

@@ -25,7 +25,7 @@
 #include <string>
 #include <thread>
 
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/consumer/consumer.h"
 #include "txmq/producer/pg_checker.h"
 #include "txmq/producer/transaction.h"

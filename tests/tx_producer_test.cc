@@ -12,7 +12,7 @@
 #include "child_process.h"
 #include "pg_cluster.h"
 #include "tx_support.h"
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/producer/pg_checker.h"
 #include "txmq/producer/pg_schema.h"
 #include "txmq/producer/transaction.h"

@@ -3,7 +3,7 @@
 #include <boost/json.hpp>
 
 #include "txmq/cli/format.h"
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/producer/pg_schema.h"
 
 namespace txmq::cli::detail {

@@ -19,7 +19,6 @@ class category final : public std::error_category {
       case errc::would_deadlock: return "would deadlock";
       case errc::invalid_argument: return "invalid argument";
       case errc::handler_failed: return "handler failed";
-      case errc::database: return "database error";
     }
     return "unknown client error " + std::to_string(ev);
   }

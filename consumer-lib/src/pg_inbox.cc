@@ -3,7 +3,7 @@
 #include <mutex>
 #include <vector>
 
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 
 namespace txmq::consumer {
 

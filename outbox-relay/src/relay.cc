@@ -11,7 +11,7 @@
 #include <set>
 #include <vector>
 
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/common/backoff.h"
 #include "txmq/producer/pg_schema.h"
 #include "txmq/producer/producer.h"

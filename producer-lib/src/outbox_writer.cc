@@ -2,7 +2,7 @@
 
 #include <boost/json.hpp>
 
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 
 namespace txmq::producer {
 namespace {

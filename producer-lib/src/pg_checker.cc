@@ -1,6 +1,6 @@
 #include "txmq/producer/pg_checker.h"
 
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 
 namespace txmq::producer {
 

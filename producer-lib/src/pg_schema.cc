@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 
 namespace txmq::producer {
 namespace {
@@ -88,12 +88,12 @@ client::result<pg_schema_info> read_schema(PGconn* conn) {
   auto exists = pg::exec(conn, "SELECT to_regclass('txmq_schema') IS NOT NULL");
   if (!exists) return exists.error();
   if (std::string_view(PQgetvalue(exists.value().get(), 0, 0)) != "t") {
-    return client::error(client::errc::database, "the txmq schema is not installed in this database: run `txmq outbox init --pg CONN`");
+    return client::error(pg::errc::database, "the txmq schema is not installed in this database: run `txmq outbox init --pg CONN`");
   }
   auto row = pg::exec(conn, "SELECT version, shards FROM txmq_schema");
   if (!row) return row.error();
   if (PQntuples(row.value().get()) != 1) {
-    return client::error(client::errc::database, "txmq_schema has no row: run `txmq outbox init --pg CONN`");
+    return client::error(pg::errc::database, "txmq_schema has no row: run `txmq outbox init --pg CONN`");
   }
   return pg_schema_info{std::stoi(PQgetvalue(row.value().get(), 0, 0)), std::stoi(PQgetvalue(row.value().get(), 0, 1))};
 }
@@ -116,7 +116,7 @@ client::result<pg_schema_info> install_schema(PGconn* conn, int shards) {
     if (PQntuples(current.value().get()) == 1) {
       const int version = std::stoi(PQgetvalue(current.value().get(), 0, 0));
       if (version > pg_schema_version) {
-        return client::error(client::errc::database, "the database has txmq schema version " + std::to_string(version) +
+        return client::error(pg::errc::database, "the database has txmq schema version " + std::to_string(version) +
                                                          ", newer than this release's " + std::to_string(pg_schema_version) +
                                                          ": use a newer txmq");
       }

@@ -22,7 +22,7 @@
 #include "support/latency.h"
 #include "support/process_usage.h"
 #include "txmq/client/admin.h"
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/consumer/consumer.h"
 #include "txmq/producer/outbox_writer.h"
 #include "txmq/producer/pg_schema.h"

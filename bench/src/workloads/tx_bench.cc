@@ -15,7 +15,7 @@
 #include "support/options.h"
 #include "support/latency.h"
 #include "support/process_usage.h"
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 #include "txmq/producer/pg_checker.h"
 #include "txmq/producer/pg_schema.h"
 #include "txmq/producer/transaction.h"

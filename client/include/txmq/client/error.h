@@ -26,7 +26,7 @@ enum class errc : int {
   would_deadlock = 9,       // a blocking call made on the connection's own io thread
   invalid_argument = 10,    // a call with an argument the library rejects before sending
   handler_failed = 11,      // a consumer handler threw (the delivery is nacked)
-  database = 12,            // a PostgreSQL call failed (text: SQLSTATE and message; txmq/client/pg.h)
+  // 12 was `database`: PostgreSQL failures are txmq::pg::errc::database (txmq/pg/errc.h).
 };
 
 [[nodiscard]] const std::error_category& client_category() noexcept;

@@ -55,7 +55,7 @@ class pg_inbox {
   pg_inbox(const pg_inbox&) = delete;
   pg_inbox& operator=(const pg_inbox&) = delete;
 
-  // Runs h for d once per message id. Errors: client::errc::database (no connection, the
+  // Runs h for d once per message id. Errors: pg::errc::database (no connection, the
   // insert, the commit), or the handler's own error; in both cases nothing was recorded and a
   // consumer should nack (consumer::run does). A commit whose outcome is unknown (the
   // connection broke during COMMIT) is also an error: the redelivery then finds the record or

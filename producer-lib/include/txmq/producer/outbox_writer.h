@@ -49,7 +49,7 @@ class outbox_writer {
   // Inserts one row. The caller must have a transaction open (BEGIN, e.g. inside
   // pg::in_transaction): otherwise client::errc::invalid_argument, and nothing is written,
   // because a row committed on its own defeats the outbox. Errors: client::errc::invalid_argument
-  // (no topic, no open transaction), client::errc::database (SQLSTATE 23505 for an id used
+  // (no topic, no open transaction), pg::errc::database (SQLSTATE 23505 for an id used
   // before; the caller's transaction is then aborted, as with any failed statement).
   [[nodiscard]] client::result<outbox_row> add(const outbox_message& message);
   // Inserts several rows with one statement, in the order given (their seq ascend likewise).

@@ -27,7 +27,7 @@
 namespace txmq::producer {
 
 // Records, inside the caller's open transaction on conn, that transaction `txid` commits
-// with it. Errors: client::errc::database; SQLSTATE 23505 (pg::unique_violation) means a
+// with it. Errors: pg::errc::database; SQLSTATE 23505 (pg::unique_violation) means a
 // check-back already decided ROLLBACK for this txid: the caller must roll back.
 [[nodiscard]] client::result<void> record_commit(PGconn* conn, const protocol::txid& txid);
 

@@ -28,10 +28,10 @@ struct pg_schema_info {
 // Creates what is missing and sets the outbox's shard count (1..1024). Changing the count of an
 // existing schema re-routes only rows inserted afterwards. Runs its own BEGIN/COMMIT: call it
 // outside a transaction. Errors: client::errc::invalid_argument for a bad shard count,
-// client::errc::database (e.g. a newer schema version than this library knows).
+// pg::errc::database (e.g. a newer schema version than this library knows).
 [[nodiscard]] client::result<pg_schema_info> install_schema(PGconn* conn, int shards = default_outbox_shards);
 
-// The installed version and shard count. Errors: client::errc::database when the schema is
+// The installed version and shard count. Errors: pg::errc::database when the schema is
 // not installed (text says to run `txmq outbox init`).
 [[nodiscard]] client::result<pg_schema_info> read_schema(PGconn* conn);
 

@@ -1,11 +1,15 @@
 #pragma once
 
-// Thin libpq helpers shared by producer-lib (PgTransactionChecker, OutboxWriter), consumer-lib
-// (PgInbox), txmq-relay and the CLI: owning handles, parameterised statements, and PostgreSQL
-// errors as client::error values (code client::errc::database, text "SQLSTATE xxxxx: ...").
+// Thin libpq helpers shared by producer-lib (pg_checker, outbox_writer, pg_schema),
+// consumer-lib (pg_inbox), txmq-relay and the CLI: owning handles, parameterised statements,
+// and PostgreSQL errors as txmq::error values (code pg::errc::database, text "SQLSTATE xxxxx:
+// ..."), converted here, where they enter txmq's code.
 //
 // Every function takes the caller's PGconn: the libraries never open a connection behind the
 // caller's back, so their statements run inside whatever transaction the caller has open.
+//
+// Thread-safety: a PGconn is used by one thread at a time (libpq's rule); the free functions
+// keep no state; connection_pool is thread-safe.
 
 #include <libpq-fe.h>
 
@@ -19,7 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "txmq/client/error.h"
+#include "txmq/pg/errc.h"
+#include "txmq/protocol/result.h"
 
 namespace txmq::pg {
 
@@ -36,18 +41,18 @@ using result_ptr = std::unique_ptr<PGresult, result_deleter>;
 // ("\x..."), which every PostgreSQL since 9.0 accepts; see bytea_literal().
 using param = std::optional<std::string>;
 
-// Opens a connection (libpq conninfo or URI). Errors: client::errc::database with libpq's text.
-[[nodiscard]] client::result<connection_ptr> connect(const std::string& conninfo);
+// Opens a connection (libpq conninfo or URI). Errors: errc::database with libpq's text.
+[[nodiscard]] result<connection_ptr> connect(const std::string& conninfo);
 
 // Runs one statement with $1..$n parameters. Success = PGRES_COMMAND_OK or PGRES_TUPLES_OK.
-// Errors: client::errc::database, text "SQLSTATE <code>: <primary message>" (or libpq's
+// Errors: errc::database, text "SQLSTATE <code>: <primary message>" (or libpq's
 // connection error when the server is gone).
 // Without parameters the simple protocol runs, so sql may hold several statements.
-[[nodiscard]] client::result<result_ptr> exec(PGconn* conn, std::string_view sql, std::initializer_list<param> params = {});
-[[nodiscard]] client::result<result_ptr> exec(PGconn* conn, std::string_view sql, std::span<const param> params);
+[[nodiscard]] result<result_ptr> exec(PGconn* conn, std::string_view sql, std::initializer_list<param> params = {});
+[[nodiscard]] result<result_ptr> exec(PGconn* conn, std::string_view sql, std::span<const param> params);
 
 // The SQLSTATE in an error made by exec() ("23505"), or empty.
-[[nodiscard]] std::string sqlstate(const client::error& e);
+[[nodiscard]] std::string sqlstate(const error& e);
 
 inline constexpr std::string_view unique_violation = "23505";
 inline constexpr std::string_view serialization_failure = "40001";
@@ -55,18 +60,18 @@ inline constexpr std::string_view deadlock_detected = "40P01";
 
 // The text form of a bytea parameter ("\x" + hex).
 [[nodiscard]] std::string bytea_literal(std::string_view bytes);
-// Decodes a bytea column received in text form ("\x" + hex). Errors: client::errc::database.
-[[nodiscard]] client::result<std::string> bytea_value(std::string_view text);
+// Decodes a bytea column received in text form ("\x" + hex). Errors: errc::database.
+[[nodiscard]] result<std::string> bytea_value(std::string_view text);
 
 // Idle connections to one database, for a library that serves several threads (one
 // connection per concurrent call). Thread-safe.
 class connection_pool {
  public:
   // setup runs once on each new connection (session settings); its error fails take().
-  explicit connection_pool(std::string conninfo, std::function<client::result<void>(PGconn*)> setup = {});
+  explicit connection_pool(std::string conninfo, std::function<result<void>(PGconn*)> setup = {});
 
   // An idle connection, or a new one. Errors: pg::connect's, setup's.
-  [[nodiscard]] client::result<connection_ptr> take();
+  [[nodiscard]] result<connection_ptr> take();
   // Keeps c for the next take() unless it broke (server restarted, backend terminated) or is
   // still inside a transaction, whose state would leak into the next use.
   void give_back(connection_ptr c);
@@ -75,7 +80,7 @@ class connection_pool {
 
  private:
   const std::string conninfo_;
-  const std::function<client::result<void>(PGconn*)> setup_;
+  const std::function<result<void>(PGconn*)> setup_;
   std::mutex mutex_;
   std::vector<connection_ptr> idle_;
 };
@@ -83,8 +88,8 @@ class connection_pool {
 // Runs fn between BEGIN and COMMIT; a failing fn (an error value or an exception) rolls back.
 // The result of COMMIT decides: a commit that fails (e.g. serialization) returns its error.
 template <class Fn>
-[[nodiscard]] client::result<void> in_transaction(PGconn* conn, Fn&& fn);
+[[nodiscard]] result<void> in_transaction(PGconn* conn, Fn&& fn);
 
 }  // namespace txmq::pg
 
-#include "txmq/client/detail/pg_transaction.h"
+#include "txmq/pg/detail/in_transaction.h"

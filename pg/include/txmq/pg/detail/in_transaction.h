@@ -1,13 +1,13 @@
 #pragma once
 
-// Implementation of txmq::pg::in_transaction (included by txmq/client/pg.h).
+// Implementation of txmq::pg::in_transaction (included by txmq/pg/pg.h).
 
 namespace txmq::pg {
 
 template <class Fn>
-client::result<void> in_transaction(PGconn* conn, Fn&& fn) {
+result<void> in_transaction(PGconn* conn, Fn&& fn) {
   if (auto begun = exec(conn, "BEGIN"); !begun) return begun.error();
-  client::result<void> body = outcome::success();
+  result<void> body = outcome::success();
   try {
     body = fn(conn);
   } catch (...) {
@@ -22,7 +22,7 @@ client::result<void> in_transaction(PGconn* conn, Fn&& fn) {
   if (!committed) return committed.error();
   // COMMIT of a transaction that already failed answers OK with the tag "ROLLBACK".
   if (std::string_view(PQcmdStatus(committed.value().get())) != "COMMIT") {
-    return client::error(client::errc::database, "the transaction was rolled back by PostgreSQL at COMMIT");
+    return error(errc::database, "the transaction was rolled back by PostgreSQL at COMMIT");
   }
   return outcome::success();
 }

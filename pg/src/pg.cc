@@ -1,11 +1,22 @@
-#include "txmq/client/pg.h"
+#include "txmq/pg/pg.h"
 
 #include <vector>
 
 namespace txmq::pg {
 namespace {
 
-client::error database_error(std::string text) { return {client::errc::database, std::move(text)}; }
+class category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "txmq.pg"; }
+  std::string message(int ev) const override {
+    switch (static_cast<errc>(ev)) {
+      case errc::database: return "database error";
+    }
+    return "unknown txmq.pg error " + std::to_string(ev);
+  }
+};
+
+error database_error(std::string text) { return {errc::database, std::move(text)}; }
 
 std::string trimmed(const char* text) {
   std::string s = text ? text : "";
@@ -15,7 +26,7 @@ std::string trimmed(const char* text) {
 
 constexpr std::string_view sqlstate_prefix = "SQLSTATE ";
 
-client::result<result_ptr> checked(PGconn* conn, result_ptr res) {
+result<result_ptr> checked(PGconn* conn, result_ptr res) {
   if (!res) return database_error("PostgreSQL: " + trimmed(PQerrorMessage(conn)));
   const auto status = PQresultStatus(res.get());
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return res;
@@ -26,7 +37,12 @@ client::result<result_ptr> checked(PGconn* conn, result_ptr res) {
 }
 }  // namespace
 
-client::result<connection_ptr> connect(const std::string& conninfo) {
+const std::error_category& pg_category() noexcept {
+  static const category c;
+  return c;
+}
+
+result<connection_ptr> connect(const std::string& conninfo) {
   connection_ptr conn(PQconnectdb(conninfo.c_str()));
   if (!conn) return database_error("libpq could not allocate a connection");
   if (PQstatus(conn.get()) != CONNECTION_OK) {
@@ -35,11 +51,11 @@ client::result<connection_ptr> connect(const std::string& conninfo) {
   return conn;
 }
 
-client::result<result_ptr> exec(PGconn* conn, std::string_view sql, std::initializer_list<param> params) {
+result<result_ptr> exec(PGconn* conn, std::string_view sql, std::initializer_list<param> params) {
   return exec(conn, sql, std::span<const param>(params.begin(), params.size()));
 }
 
-client::result<result_ptr> exec(PGconn* conn, std::string_view sql, std::span<const param> params) {
+result<result_ptr> exec(PGconn* conn, std::string_view sql, std::span<const param> params) {
   const std::string statement(sql);
   if (params.size() == 0) {
     // The simple protocol, so that a script of several statements (schema installs) runs too.
@@ -54,10 +70,10 @@ client::result<result_ptr> exec(PGconn* conn, std::string_view sql, std::span<co
   return checked(conn, std::move(res));
 }
 
-connection_pool::connection_pool(std::string conninfo, std::function<client::result<void>(PGconn*)> setup)
+connection_pool::connection_pool(std::string conninfo, std::function<result<void>(PGconn*)> setup)
     : conninfo_(std::move(conninfo)), setup_(std::move(setup)) {}
 
-client::result<connection_ptr> connection_pool::take() {
+result<connection_ptr> connection_pool::take() {
   {
     std::lock_guard lock(mutex_);
     if (!idle_.empty()) {
@@ -80,8 +96,8 @@ void connection_pool::give_back(connection_ptr c) {
   idle_.push_back(std::move(c));
 }
 
-std::string sqlstate(const client::error& e) {
-  if (!e.is(client::errc::database) || !e.message.starts_with(sqlstate_prefix)) return {};
+std::string sqlstate(const error& e) {
+  if (!e.is(errc::database) || !e.message.starts_with(sqlstate_prefix)) return {};
   return e.message.substr(sqlstate_prefix.size(), 5);
 }
 
@@ -97,7 +113,7 @@ std::string bytea_literal(std::string_view bytes) {
   return out;
 }
 
-client::result<std::string> bytea_value(std::string_view text) {
+result<std::string> bytea_value(std::string_view text) {
   if (!text.starts_with("\\x") || text.size() % 2 != 0) {
     return database_error("a bytea value not in hex form (bytea_output must be 'hex')");
   }
