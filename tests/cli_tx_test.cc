@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -21,6 +20,7 @@
 
 #include "broker_process.h"
 #include "cli_runner.h"
+#include "eventually.h"
 #include "pg_cluster.h"
 #include "txmq/client/pg.h"
 #include "txmq/producer/pg_schema.h"
@@ -104,16 +104,6 @@ class background_txmq {
   pid_t pid_ = -1;
   std::string out_path_;
 };
-
-// Polls `done` until it holds or the deadline passes.
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds within = 15s) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    ::poll(nullptr, 0, 20);
-  }
-  return done();
-}
 
 std::string tx_state(const broker_process& b, const std::string& txid) {
   auto r = txmq(b, {"--json", "tx", "show", txid});

@@ -14,6 +14,7 @@
 
 #include "broker_process.h"
 #include "cli_runner.h"
+#include "eventually.h"
 #include "pg_cluster.h"
 #include "relay_process.h"
 #include "txmq/client/admin.h"
@@ -41,17 +42,6 @@ std::string scalar(const std::string& conninfo, const std::string& sql) {
   auto r = pg::exec(conn.value().get(), sql);
   if (!r || PQntuples(r.value().get()) != 1) return "";
   return PQgetvalue(r.value().get(), 0, 0);
-}
-
-// Polls a condition until it holds or the deadline passes; returns whether it held.
-template <class Cond>
-bool eventually(Cond cond, std::chrono::milliseconds deadline) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(20ms);  // polling a condition, not waiting for an event
-  }
-  return cond();
 }
 
 constexpr const char* k_shard_locks =

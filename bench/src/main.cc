@@ -5,15 +5,15 @@
 
 #include <boost/program_options.hpp>
 
-#include "options.h"
-#include "broker_bench.h"
-#include "latency.h"
-#include "relay_bench.h"
-#include "webhook_bench.h"
+#include "peers/system_under_test.h"
 #include "report.h"
-#include "storage_bench.h"
-#include "system_under_test.h"
-#include "tx_bench.h"
+#include "support/latency.h"
+#include "support/options.h"
+#include "workloads/broker_bench.h"
+#include "workloads/relay_bench.h"
+#include "workloads/storage_bench.h"
+#include "workloads/tx_bench.h"
+#include "workloads/webhook_bench.h"
 
 namespace po = boost::program_options;
 

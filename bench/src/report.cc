@@ -9,7 +9,7 @@
 
 #include <boost/json.hpp>
 
-#include "latency.h"
+#include "support/latency.h"
 
 namespace txmq::bench {
 namespace {

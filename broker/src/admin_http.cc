@@ -324,8 +324,7 @@ void admin_http_server::add_any_route(http::verb method, std::string path_prefix
       detail::route{method, std::move(path_prefix), std::move(sync_h), std::move(async_h)});
 }
 
-result<tcp::endpoint> admin_http_server::start(const tcp::endpoint& where,
-                                               std::string& error_text) {
+result<tcp::endpoint> admin_http_server::start(const tcp::endpoint& where) {
   auto& s = *state_;
   const auto address_text = [&] {
     std::ostringstream os;
@@ -333,8 +332,7 @@ result<tcp::endpoint> admin_http_server::start(const tcp::endpoint& where,
     return os.str();
   };
   if (s.started_) {
-    error_text = "admin HTTP server: start() called twice";
-    return std::make_error_code(std::errc::operation_not_permitted);
+    return error(std::make_error_code(std::errc::operation_not_permitted), "admin HTTP server: start() called twice");
   }
   boost::system::error_code ec;
   const auto fail = [&](std::string_view step) -> result<tcp::endpoint> {
@@ -347,11 +345,10 @@ result<tcp::endpoint> admin_http_server::start(const tcp::endpoint& where,
     } else if (ec == boost::system::errc::address_not_available) {
       advice = "; the address is not one of this host's: use 127.0.0.1 or a local address";
     }
-    error_text = "admin HTTP server cannot " + std::string(step) + " " + address_text() + ": " +
-                 ec.message() + advice;
+    std::string text = "admin HTTP server cannot " + std::string(step) + " " + address_text() + ": " + ec.message() + advice;
     boost::system::error_code ignored;
     s.acceptor_.close(ignored);
-    return std::error_code(ec);
+    return error(std::error_code(ec), std::move(text));
   };
   // Nothing runs on the acceptor yet, so setting it up from this thread is safe.
   s.acceptor_.open(where.protocol(), ec);

@@ -54,7 +54,7 @@ struct broker::impl {
     retention_timer.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
       store->enforce_retention([](result<storage::retention_result> r) {
-        if (!r) log::error("retention pass failed: ", r.error().message());
+        if (!r) log::error("retention pass failed: ", r.error().message);
         else if (r.value().messages_removed) log::info("retention removed ", r.value().messages_removed, " messages");
       });
       schedule_retention();
@@ -86,19 +86,15 @@ broker::broker(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 broker::~broker() { stop(); }
 
-result<std::unique_ptr<broker>> broker::start(const broker_config& config, std::string& why) {
+result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   auto p = std::make_unique<impl>(config);
   auto& m = *p;
 
   storage::store_options so;
   so.dir = config.data_dir;
   so.dedupe_window = config.dedupe_window;
-  std::string store_why;
-  auto opened = storage::open_store(so, &store_why);
-  if (!opened) {
-    why = store_why.empty() ? "cannot open the store at " + config.data_dir + ": " + opened.error().message() : store_why;
-    return opened.error();
-  }
+  auto opened = storage::open_store(so);
+  if (!opened) return opened.error();
   m.store = std::move(opened.value());
 
   service_settings ss;
@@ -149,14 +145,12 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config, std::
                                   [svc] { return static_cast<double>(svc->connections()); });
   }
   if (auto r = m.svc->start(); !r) {
-    why = "cannot load the consumer groups from " + config.data_dir + ": " + r.error().message();
-    return r.error();
+    return error(r.error().code, "cannot load the consumer groups from " + config.data_dir + ": " + r.error().message);
   }
 
   auto ep = to_endpoint(config.listen);
   if (!ep) {
-    why = "cannot listen on " + config.listen.to_string() + ": not an IP address";
-    return ep.error();
+    return error(ep.error().code, "cannot listen on " + config.listen.to_string() + ": not an IP address");
   }
   boost::system::error_code ec;
   m.acceptor.open(ep.value().protocol(), ec);
@@ -164,26 +158,22 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config, std::
   if (!ec) m.acceptor.bind(ep.value(), ec);
   if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    why = "cannot listen on " + config.listen.to_string() + ": " + ec.message() +
-          (ec == asio::error::address_in_use ? " (another broker running? choose another port with --listen)" : "");
-    return std::error_code(ec.value(), std::system_category());
+    return error(std::error_code(ec.value(), std::system_category()),
+                 "cannot listen on " + config.listen.to_string() + ": " + ec.message() +
+                     (ec == asio::error::address_in_use ? " (another broker running? choose another port with --listen)"
+                                                        : ""));
   }
   m.bound = m.acceptor.local_endpoint();
 
   auto http_ep = to_endpoint(config.http);
   if (!http_ep) {
-    why = "cannot serve HTTP on " + config.http.to_string() + ": not an IP address";
-    return http_ep.error();
+    return error(http_ep.error().code, "cannot serve HTTP on " + config.http.to_string() + ": not an IP address");
   }
   admin_http_options hopts;
   hopts.log_error = [](std::string_view text) { log::warn("admin http: ", text); };
   m.http = std::make_unique<admin_http_server>(m.io, m.registry, hopts);
-  std::string http_why;
-  auto http_bound = m.http->start(http_ep.value(), http_why);
-  if (!http_bound) {
-    why = http_why;
-    return http_bound.error();
-  }
+  auto http_bound = m.http->start(http_ep.value());
+  if (!http_bound) return http_bound.error();
   m.http_bound = http_bound.value();
   m.svc->webhooks().register_routes(*m.http);
 

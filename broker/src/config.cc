@@ -24,7 +24,8 @@ namespace {
 using std::chrono::milliseconds;
 namespace po = boost::program_options;
 
-std::error_code invalid() { return std::make_error_code(std::errc::invalid_argument); }
+error invalid() { return std::make_error_code(std::errc::invalid_argument); }
+error invalid(std::string text) { return {std::make_error_code(std::errc::invalid_argument), std::move(text)}; }
 
 std::string_view trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
@@ -639,56 +640,48 @@ result<boost::asio::ip::tcp::endpoint> to_endpoint(const host_port& address) {
 }
 
 result<void> apply_toml_config(std::string_view toml_text, std::string_view source_name,
-                               broker_config& config, std::string& error_text) {
+                               broker_config& config) {
   const std::string where = "config file '" + std::string(source_name) + "'";
   toml::table table;
   try {
     table = toml::parse(toml_text, source_name);
   } catch (const toml::parse_error& e) {
-    error_text = where + " line " + std::to_string(e.source().begin.line) + " column " +
+    return invalid(where + " line " + std::to_string(e.source().begin.line) + " column " +
                  std::to_string(e.source().begin.column) + ": " + std::string(e.description()) +
-                 " (the file must be TOML: key = value, one per line)";
-    return invalid();
+                 " (the file must be TOML: key = value, one per line)");
   }
   for (const auto& [key, node] : table) {
     const std::string line = " (line " + std::to_string(node.source().begin.line) + ")";
     const setting* s = find_setting(key.str());
     if (s == nullptr) {
-      error_text = where + ": unknown key '" + std::string(key.str()) + "'" + line +
-                   suggestion(key.str(), false) + "; docs/configuration.md lists the settings";
-      return invalid();
+      return invalid(where + ": unknown key '" + std::string(key.str()) + "'" + line + suggestion(key.str(), false) +
+                     "; docs/configuration.md lists the settings");
     }
     std::string reason = set_from_toml(config, *s, node);
     if (!reason.empty()) {
-      error_text = where + ": key '" + std::string(s->name) + "'" + line + ": " + reason;
-      return invalid();
+      return invalid(where + ": key '" + std::string(s->name) + "'" + line + ": " + reason);
     }
   }
   return outcome::success();
 }
 
-result<void> apply_config_file(const std::string& path, broker_config& config,
-                               std::string& error_text) {
+result<void> apply_config_file(const std::string& path, broker_config& config) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const std::error_code ec(errno, std::generic_category());
-    error_text = "cannot read config file '" + path + "': " + ec.message();
-    return invalid();
+    return invalid("cannot read config file '" + path + "': " + ec.message());
   }
   std::ostringstream content;
   content << in.rdbuf();
   if (in.bad()) {
-    error_text = "cannot read config file '" + path + "': read error";
-    return invalid();
+    return invalid("cannot read config file '" + path + "': read error");
   }
-  return apply_toml_config(content.str(), path, config, error_text);
+  return apply_toml_config(content.str(), path, config);
 }
 
-result<void> validate(const broker_config& c, std::string& error_text) {
-  const auto fail = [&](std::string text) -> result<void> {
-    error_text = std::move(text);
-    return invalid();
-  };
+result<void> validate(const broker_config& c) {
+  std::string error_text;  // set by the check_* helpers below when they find a bad value
+  const auto fail = [](std::string text) -> result<void> { return invalid(std::move(text)); };
   const auto check_positive = [&](std::string_view name, milliseconds d) {
     if (d.count() > 0) return true;
     error_text = std::string(name) + " must be greater than zero, got " + format_duration(d);
@@ -751,7 +744,7 @@ result<void> validate(const broker_config& c, std::string& error_text) {
       !check_at_least_one("webhook_concurrency", c.webhook_concurrency) ||
       !check_positive("webhook_attempt_retention", c.webhook_attempt_retention) ||
       !check_positive("webhook_secret_grace", c.webhook_secret_grace)) {
-    return invalid();
+    return invalid(error_text);
   }
   if (c.retention.count() < 0) return fail("retention must not be negative");
   if (c.webhook_timeout > std::chrono::minutes(5)) return fail("webhook_timeout is at most 5m");
@@ -800,8 +793,7 @@ std::string broker_usage() {
   return os.str();
 }
 
-result<parsed_config> parse_broker_config(int argc, const char* const* argv,
-                                          std::string& error_text) {
+result<parsed_config> parse_broker_config(int argc, const char* const* argv) {
   const auto options = make_options();
   const std::vector<std::string> args = join_boolean_flags(argc, argv);
   po::variables_map flags;
@@ -819,22 +811,18 @@ result<parsed_config> parse_broker_config(int argc, const char* const* argv,
                   .run(),
               flags);
   } catch (const po::unknown_option& e) {
-    error_text = "unknown option '" + e.get_option_name() + "'" +
-                 suggestion(std::string_view(e.get_option_name()).substr(
-                                std::min<std::size_t>(2, e.get_option_name().size())),
-                            true) +
-                 "; run txmq-broker --help for the list of settings";
-    return invalid();
+    return invalid("unknown option '" + e.get_option_name() + "'" +
+                   suggestion(std::string_view(e.get_option_name()).substr(
+                                  std::min<std::size_t>(2, e.get_option_name().size())),
+                              true) +
+                   "; run txmq-broker --help for the list of settings");
   } catch (const po::error& e) {
-    error_text = std::string(e.what()) + "; run txmq-broker --help for the list of settings";
-    return invalid();
+    return invalid(std::string(e.what()) + "; run txmq-broker --help for the list of settings");
   }
 
   if (flags.count("txmq-stray-argument") != 0) {
-    error_text = "unexpected argument '" +
-                 flags["txmq-stray-argument"].as<std::vector<std::string>>().front() +
-                 "': settings are given as --name VALUE; run txmq-broker --help for the list";
-    return invalid();
+    return invalid("unexpected argument '" + flags["txmq-stray-argument"].as<std::vector<std::string>>().front() +
+                   "': settings are given as --name VALUE; run txmq-broker --help for the list");
   }
 
   parsed_config out;
@@ -847,19 +835,18 @@ result<parsed_config> parse_broker_config(int argc, const char* const* argv,
     return out;
   }
   if (flags.count("config") != 0) {
-    TXMQ_TRY(apply_config_file(flags["config"].as<std::string>(), out.config, error_text));
+    TXMQ_TRY(apply_config_file(flags["config"].as<std::string>(), out.config));
   }
   for (const auto& s : k_settings) {
     const std::string flag = flag_name(s.name);
     if (flags.count(flag) == 0) continue;
     const auto& text = flags[flag].as<std::string>();
     if (!set_from_text(out.config, s, text)) {
-      error_text = "--" + flag + ": invalid value '" + text + "': expected " +
-                   std::string(expected_text(s.what));
-      return invalid();
+      return invalid("--" + flag + ": invalid value '" + text + "': expected " +
+                   std::string(expected_text(s.what)));
     }
   }
-  TXMQ_TRY(validate(out.config, error_text));
+  TXMQ_TRY(validate(out.config));
   return out;
 }
 

@@ -10,10 +10,9 @@
 
 int main(int argc, char** argv) {
   using namespace txmq::broker;
-  std::string error_text;
-  auto parsed = parse_broker_config(argc, argv, error_text);
+  auto parsed = parse_broker_config(argc, argv);
   if (!parsed) {
-    std::cerr << "txmq-broker: " << error_text << "\n(txmq-broker --help lists the settings)\n";
+    std::cerr << "txmq-broker: " << parsed.error().message << "\n(txmq-broker --help lists the settings)\n";
     return 2;
   }
   if (parsed.value().exit_text) {
@@ -36,10 +35,9 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   log::info("starting with settings:\n", describe(config));
-  std::string why;
-  auto b = broker::start(config, why);
+  auto b = broker::start(config);
   if (!b) {
-    log::error("cannot start: ", why);
+    log::error("cannot start: ", b.error().message);
     return 1;
   }
   int sig = 0;

@@ -298,7 +298,7 @@ void service::produce(const std::shared_ptr<connection>& c, std::uint64_t corr, 
     }
     if (!c) return;
     if (!r) {
-      return c->respond_error(corr, wire_code(r.error()), "produce to '" + topic + "' failed: " + r.error().message());
+      return c->respond_error(corr, wire_code(r.error()), "produce to '" + topic + "' failed: " + r.error().message);
     }
     v1::Frame out;
     out.set_correlation_id(corr);
@@ -346,7 +346,7 @@ bool service::try_fetch(group_entry& g, connection& c, std::uint64_t corr, const
   const std::size_t max_bytes = settings_.max_frame_bytes > 65536 ? settings_.max_frame_bytes - 65536 : settings_.max_frame_bytes / 2;
   auto r = g.tracker->fetch(c.id(), topics, max, max_bytes, ack_deadline, now_ms());
   if (!r) {
-    c.respond_error(corr, wire_code(r.error()), "fetch for group '" + g.tracker->name() + "' failed: " + r.error().message());
+    c.respond_error(corr, wire_code(r.error()), "fetch for group '" + g.tracker->name() + "' failed: " + r.error().message);
     return true;
   }
   persist(std::move(r.value().update));
@@ -391,7 +391,7 @@ void service::fetch(const std::shared_ptr<connection>& c, std::uint64_t corr, v1
              [this, weak, corr, topics, max, wait, ack_deadline, group = req.group()](result<group_entry*> g) {
     auto c = weak.lock();
     if (!c || !c->is_open()) return;
-    if (!g) return c->respond_error(corr, wire_code(g.error()), "group '" + group + "': " + g.error().message());
+    if (!g) return c->respond_error(corr, wire_code(g.error()), "group '" + group + "': " + g.error().message);
     const bool answer_now = wait.count() == 0;
     // Older long polls first: a new fetch must not overtake parked ones.
     if (!g.value()->waiters.empty() && !answer_now) {
@@ -458,7 +458,7 @@ void service::persist(storage::group_update update, bool sync) {
   const std::string group = update.group;
   store_.update_group(std::move(update), [group](result<storage::group_update_result> r) {
     // A lost group write only means a redelivery; the store refuses all later writes anyway.
-    if (!r) log::error("storing the state of group '", group, "' failed: ", r.error().message());
+    if (!r) log::error("storing the state of group '", group, "' failed: ", r.error().message);
   });
 }
 
@@ -508,7 +508,7 @@ void service::create_topic(const std::shared_ptr<connection>& c, std::uint64_t c
     if (!r) {
       std::string text = r.error() == errc::topic_exists
                              ? "topic '" + name + "' exists with another partition count"
-                             : "creating topic '" + name + "' failed: " + r.error().message();
+                             : "creating topic '" + name + "' failed: " + r.error().message;
       return c->respond_error(corr, wire_code(r.error()), text);
     }
     v1::Frame out;
@@ -558,7 +558,7 @@ void service::create_group(const std::shared_ptr<connection>& c, std::uint64_t c
              [this, weak, corr, name = req.group()](result<group_entry*> g) {
     auto c = weak.lock();
     if (!c) return;
-    if (!g) return c->respond_error(corr, wire_code(g.error()), "group '" + name + "': " + g.error().message());
+    if (!g) return c->respond_error(corr, wire_code(g.error()), "group '" + name + "': " + g.error().message);
     v1::Frame out;
     out.set_correlation_id(corr);
     *out.mutable_group_info() = describe(name, *g.value());
@@ -586,7 +586,7 @@ void service::list_groups(const std::shared_ptr<connection>& c, std::uint64_t co
 void service::dlq_list(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::DlqListRequest& req) {
   if (!groups_.count(req.group())) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + req.group() + "'");
   auto d = store_.dead_letters(req.group(), req.limit() ? req.limit() : 100);
-  if (!d) return c->respond_error(corr, wire_code(d.error()), "reading dead letters failed: " + d.error().message());
+  if (!d) return c->respond_error(corr, wire_code(d.error()), "reading dead letters failed: " + d.error().message);
   v1::Frame out;
   out.set_correlation_id(corr);
   auto* resp = out.mutable_dlq_list_response();
@@ -614,7 +614,7 @@ void service::dlq_list(const std::shared_ptr<connection>& c, std::uint64_t corr,
 void service::dlq_redrive(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& group) {
   if (!groups_.count(group)) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + group + "'");
   auto d = store_.dead_letters(group, 1'000'000);
-  if (!d) return c->respond_error(corr, wire_code(d.error()), "reading dead letters failed: " + d.error().message());
+  if (!d) return c->respond_error(corr, wire_code(d.error()), "reading dead letters failed: " + d.error().message);
   storage::group_update u;
   u.group = group;
   u.sync = true;
@@ -631,7 +631,7 @@ void service::dlq_redrive(const std::shared_ptr<connection>& c, std::uint64_t co
       }
     }
     if (!c) return;
-    if (!r) return c->respond_error(corr, wire_code(r.error()), "redrive failed: " + r.error().message());
+    if (!r) return c->respond_error(corr, wire_code(r.error()), "redrive failed: " + r.error().message);
     v1::Frame out;
     out.set_correlation_id(corr);
     out.mutable_dlq_redrive_response()->set_redriven(refs.size());

@@ -282,7 +282,7 @@ void tx_coordinator::prepare(const std::shared_ptr<connection>& c, std::uint64_t
       }
     } else if (!r) {
       return c->respond_error(corr, wire_code(r.error()),
-                              "preparing transaction " + tx_text + " failed: " + r.error().message());
+                              "preparing transaction " + tx_text + " failed: " + r.error().message);
     }
     if (duplicate) {
       if (auto rec = store_.find_tx(txid); rec && rec.value()) due = rec.value()->next_check_ms;
@@ -318,7 +318,7 @@ void tx_coordinator::resolve(const std::shared_ptr<connection>& c, std::uint64_t
   auto found = store_.find_tx(id.value());
   if (!found) {
     return c->respond_error(corr, wire_code(found.error()),
-                            "reading transaction " + tx_text + " failed: " + found.error().message());
+                            "reading transaction " + tx_text + " failed: " + found.error().message);
   }
   if (!found.value()) {
     return c->respond_error(corr, v1::UNKNOWN_TX,
@@ -350,7 +350,7 @@ void tx_coordinator::resolve(const std::shared_ptr<connection>& c, std::uint64_t
     if (!r) {
       std::string text = r.error() == errc::unknown_topic
                              ? "transaction " + tx_text + " cannot commit: a topic of its messages no longer exists"
-                             : "resolving transaction " + tx_text + " failed: " + r.error().message();
+                             : "resolving transaction " + tx_text + " failed: " + r.error().message;
       return c->respond_error(corr, wire_code(r.error()), text);
     }
     const auto& res = r.value();
@@ -480,7 +480,7 @@ void tx_coordinator::list(const std::shared_ptr<connection>& c, std::uint64_t co
   for (;;) {
     auto page = store_.list_txs(state, page_size, after);
     if (!page) {
-      return c->respond_error(corr, wire_code(page.error()), "listing transactions failed: " + page.error().message());
+      return c->respond_error(corr, wire_code(page.error()), "listing transactions failed: " + page.error().message);
     }
     for (auto& rec : page.value()) {
       after = rec.id;
@@ -507,7 +507,7 @@ void tx_coordinator::show(const std::shared_ptr<connection>& c, std::uint64_t co
   if (!id) return c->respond_error(corr, v1::INVALID_ARGUMENT, "TxShow needs a 16-byte txid");
   auto rec = store_.find_tx(id.value());
   if (!rec) {
-    return c->respond_error(corr, wire_code(rec.error()), "reading transaction failed: " + rec.error().message());
+    return c->respond_error(corr, wire_code(rec.error()), "reading transaction failed: " + rec.error().message);
   }
   if (!rec.value()) {
     return c->respond_error(corr, v1::UNKNOWN_TX,
@@ -561,7 +561,7 @@ void tx_coordinator::scan(std::int64_t now, std::vector<undecided_check>& undeci
   const bool full = started >= next_full_scan_;
   auto due = store_.due_checks(now, settings_.scan_limit, full ? 0 : scan_from_ms_);
   if (!due) {
-    log::error("reading the due transaction checks failed: ", due.error().message());
+    log::error("reading the due transaction checks failed: ", due.error().message);
     next_scan_ = started + std::chrono::seconds(1);
     return;
   }
@@ -729,7 +729,7 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
     busy_.erase(before.id);
     if (!r) {
       // Still PREPARED and due: the next scan asks again.
-      log::error("resolving tx ", before.id.to_string(), " after its check-back failed: ", r.error().message());
+      log::error("resolving tx ", before.id.to_string(), " after its check-back failed: ", r.error().message);
       return;
     }
     if (r.value().status == storage::resolve_status::applied) resolved(before, r.value(), resolver::check);
@@ -778,7 +778,7 @@ void tx_coordinator::record(std::vector<undecided_check> undecided) {
                                                         abandoned = std::move(abandoned)](result<void> r) {
     for (auto& id : ids) busy_.erase(id);
     if (!r) {
-      log::error("recording ", ids.size(), " undecided transaction checks failed: ", r.error().message());
+      log::error("recording ", ids.size(), " undecided transaction checks failed: ", r.error().message);
       return;
     }
     for (auto& [id, checks] : abandoned) {

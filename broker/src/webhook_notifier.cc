@@ -104,10 +104,9 @@ void webhook_notifier::stop() {
 
 result<std::shared_ptr<webhook_notifier::subscription>> webhook_notifier::make_subscription(
     v1::Webhook rec, const storage::group_state& state) {
-  std::string why;
-  auto url = parse_webhook_url(rec.url(), why);
+  auto url = parse_webhook_url(rec.url());
   if (!url) {
-    log::error("webhooks: subscription ", rec.id(), " has a bad URL: ", why);
+    log::error("webhooks: subscription ", rec.id(), " has a bad URL: ", url.error().message);
     return url.error();
   }
   auto s = std::make_shared<subscription>();
@@ -173,14 +172,14 @@ void webhook_notifier::flush() {
   for (auto& [group, u] : pending_updates_) {
     store_.update_group(std::move(u), [group](result<storage::group_update_result> r) {
       // A lost write only means one more attempt after a restart.
-      if (!r) log::error("webhooks: storing the state of '", group, "' failed: ", r.error().message());
+      if (!r) log::error("webhooks: storing the state of '", group, "' failed: ", r.error().message);
     });
   }
   pending_updates_.clear();
   if (!pending_attempts_.empty()) {
     // After the group writes, so a logged attempt's outcome is always stored too.
     store_.record_webhook_attempts(std::move(pending_attempts_), [](result<void> r) {
-      if (!r) log::error("webhooks: logging attempts failed: ", r.error().message());
+      if (!r) log::error("webhooks: logging attempts failed: ", r.error().message);
     });
     pending_attempts_.clear();
   }
@@ -213,7 +212,7 @@ void webhook_notifier::pump(const std::shared_ptr<subscription>& s) {
       const std::size_t max_bytes = settings_.max_frame_bytes;
       auto r = s->tracker->fetch(1, {s->rec.topic()}, room, max_bytes, s->delivery.ack_deadline, now_ms());
       if (!r) {
-        log::error("webhooks: reading messages for ", s->rec.id(), " failed: ", r.error().message());
+        log::error("webhooks: reading messages for ", s->rec.id(), " failed: ", r.error().message);
         return;
       }
       persist(std::move(r.value().update));
@@ -366,7 +365,7 @@ void webhook_notifier::disable(subscription& s, std::string why) {
   s.rec.set_disabled_reason(std::move(why));
   s.rec.set_disabled_ms(now_ms());
   store_.put_webhook(s.rec, [id = s.rec.id()](result<void> r) {
-    if (!r) log::error("webhooks: storing that ", id, " is disabled failed: ", r.error().message());
+    if (!r) log::error("webhooks: storing that ", id, " is disabled failed: ", r.error().message);
   });
 }
 
@@ -392,7 +391,7 @@ void webhook_notifier::expire_attempts(std::int64_t before_ms) {
   // there is more to delete (thousands of attempts a second outgrow one pass a minute).
   store_.expire_webhook_attempts(before_ms, k_expiry_batch, on_io<std::uint64_t>([this, before_ms](result<std::uint64_t> r) {
     if (!r) {
-      log::error("webhooks: expiring old attempts failed: ", r.error().message());
+      log::error("webhooks: expiring old attempts failed: ", r.error().message);
     } else if (r.value() == k_expiry_batch && !stopped_) {
       expire_attempts(before_ms);
     }
@@ -444,8 +443,9 @@ void webhook_notifier::create(const std::shared_ptr<connection>& c, std::uint64_
     return c->respond_error(corr, v1::UNKNOWN_TOPIC,
                             "no topic '" + w.topic() + "'; create it first (txmq topic create " + w.topic() + ")");
   }
-  std::string why;
-  if (!parse_webhook_url(w.url(), why)) return c->respond_error(corr, v1::INVALID_ARGUMENT, "webhook URL: " + why);
+  if (auto url = parse_webhook_url(w.url()); !url) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT, "webhook URL: " + url.error().message);
+  }
   if (subs_.size() >= settings_.max_webhooks) {
     return c->respond_error(corr, v1::LIMIT_EXCEEDED,
                             "the broker already has webhook_max_subscriptions (" +
@@ -489,7 +489,7 @@ void webhook_notifier::create(const std::shared_ptr<connection>& c, std::uint64_
   // The record first: a group without one is ignored, a record without a group gets one at start.
   store_.put_webhook(w, on_io<void>([this, weak, corr, rec = w, start](result<void> r) mutable {
     if (!r) {
-      if (auto c = weak.lock()) c->respond_error(corr, wire_code(r.error()), "storing the webhook failed: " + r.error().message());
+      if (auto c = weak.lock()) c->respond_error(corr, wire_code(r.error()), "storing the webhook failed: " + r.error().message);
       return;
     }
     storage::group_info info{std::string(k_webhook_group_prefix) + rec.id(), {rec.topic()}, 0};
@@ -497,13 +497,13 @@ void webhook_notifier::create(const std::shared_ptr<connection>& c, std::uint64_
                         on_io<storage::group_state>([this, weak, corr, rec = std::move(rec)](result<storage::group_state> g) mutable {
       auto c = weak.lock();
       if (!g) {
-        if (c) c->respond_error(corr, wire_code(g.error()), "creating the webhook's group failed: " + g.error().message());
+        if (c) c->respond_error(corr, wire_code(g.error()), "creating the webhook's group failed: " + g.error().message);
         return;
       }
       v1::Webhook answer = rec;
       auto s = make_subscription(std::move(rec), g.value());
       if (!s) {
-        if (c) c->respond_error(corr, v1::INTERNAL, "starting the webhook failed: " + s.error().message());
+        if (c) c->respond_error(corr, v1::INTERNAL, "starting the webhook failed: " + s.error().message);
         return;
       }
       log::info("webhooks: created ", answer.id(), " for topic '", answer.topic(), "' -> ", answer.url());
@@ -536,7 +536,7 @@ void webhook_notifier::remove(const std::shared_ptr<connection>& c, std::uint64_
   store_.delete_webhook(id, on_io<bool>([weak, corr, id](result<bool> r) {
     auto c = weak.lock();
     if (!c) return;
-    if (!r) return c->respond_error(corr, wire_code(r.error()), "deleting webhook '" + id + "' failed: " + r.error().message());
+    if (!r) return c->respond_error(corr, wire_code(r.error()), "deleting webhook '" + id + "' failed: " + r.error().message);
     log::info("webhooks: deleted ", id);
     v1::Frame out;
     out.set_correlation_id(corr);
@@ -559,7 +559,7 @@ void webhook_notifier::attempts(const std::shared_ptr<connection>& c, std::uint6
     return c->respond_error(corr, v1::INVALID_ARGUMENT, "a webhook id is needed");
   }
   auto r = store_.webhook_attempts(q);
-  if (!r) return c->respond_error(corr, wire_code(r.error()), "reading the attempt log failed: " + r.error().message());
+  if (!r) return c->respond_error(corr, wire_code(r.error()), "reading the attempt log failed: " + r.error().message);
   // A deleted subscription's log stays readable until it expires.
   if (r.value().empty() && !subs_.count(req.id())) {
     return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + req.id() + "' and no attempts logged for it");
@@ -587,7 +587,7 @@ void webhook_notifier::replay(const std::shared_ptr<connection>& c, std::uint64_
     const auto end = t->partitions[p].next_offset;
     while (rr.from_offset < end && found.size() < k_max_replay) {
       auto r = store_.read(rr);
-      if (!r) return c->respond_error(corr, wire_code(r.error()), "reading the topic failed: " + r.error().message());
+      if (!r) return c->respond_error(corr, wire_code(r.error()), "reading the topic failed: " + r.error().message);
       if (r.value().messages.empty()) break;
       for (auto& m : r.value().messages) {
         if (m.publish_time_ms() >= req.since_ms() && s.matches(m) && found.size() < k_max_replay) {
@@ -636,7 +636,7 @@ void webhook_notifier::rotate(const std::shared_ptr<connection>& c, std::uint64_
   store_.put_webhook(next, on_io<void>([weak, corr, next](result<void> r) mutable {
     auto c = weak.lock();
     if (!c) return;
-    if (!r) return c->respond_error(corr, wire_code(r.error()), "storing the new secret failed: " + r.error().message());
+    if (!r) return c->respond_error(corr, wire_code(r.error()), "storing the new secret failed: " + r.error().message);
     v1::Frame out;
     out.set_correlation_id(corr);
     next.clear_token();

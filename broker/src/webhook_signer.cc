@@ -107,28 +107,24 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view valu
   return std::chrono::milliseconds(std::max<std::int64_t>(0, at_ms - now_ms));
 }
 
-result<webhook_url> parse_webhook_url(std::string_view url, std::string& why) {
+result<webhook_url> parse_webhook_url(std::string_view url) {
   auto u = boost::urls::parse_absolute_uri(url);
   if (!u) {
-    why = "'" + std::string(url) + "' is not an absolute URL: " + u.error().message();
-    return std::make_error_code(std::errc::invalid_argument);
+    return error(std::make_error_code(std::errc::invalid_argument), "'" + std::string(url) + "' is not an absolute URL: " + u.error().message());
   }
   webhook_url out;
   const auto scheme = u->scheme_id();
   if (scheme != boost::urls::scheme::http && scheme != boost::urls::scheme::https) {
-    why = "'" + std::string(url) + "' is not an http:// or https:// URL";
-    return std::make_error_code(std::errc::invalid_argument);
+    return error(std::make_error_code(std::errc::invalid_argument), "'" + std::string(url) + "' is not an http:// or https:// URL");
   }
   out.tls = scheme == boost::urls::scheme::https;
   if (u->has_userinfo()) {
-    why = "'" + std::string(url) + "' carries user info; put credentials in the secret instead";
-    return std::make_error_code(std::errc::invalid_argument);
+    return error(std::make_error_code(std::errc::invalid_argument), "'" + std::string(url) + "' carries user info; put credentials in the secret instead");
   }
   out.host = std::string(u->encoded_host_address());
   if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']') out.host = out.host.substr(1, out.host.size() - 2);
   if (out.host.empty()) {
-    why = "'" + std::string(url) + "' names no host";
-    return std::make_error_code(std::errc::invalid_argument);
+    return error(std::make_error_code(std::errc::invalid_argument), "'" + std::string(url) + "' names no host");
   }
   out.port = u->has_port() ? std::string(u->port()) : (out.tls ? "443" : "80");
   out.target = std::string(u->encoded_path());

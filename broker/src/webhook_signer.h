@@ -51,6 +51,6 @@ struct webhook_url {
   std::string target;  // path and query, "/" at least
 };
 // http:// or https:// with a host; no user info, no fragment. Errors say what is wrong.
-[[nodiscard]] result<webhook_url> parse_webhook_url(std::string_view url, std::string& why);
+[[nodiscard]] result<webhook_url> parse_webhook_url(std::string_view url);
 
 }  // namespace txmq::broker

@@ -82,9 +82,8 @@ class admin_http_test : public testing::Test {
       log_ += std::string(text) + "\n";
     };
     server_ = std::make_unique<admin_http_server>(io_, metrics_, std::move(options));
-    std::string error;
-    auto bound = server_->start(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0), error);
-    ASSERT_TRUE(bound) << error;
+    auto bound = server_->start(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    ASSERT_TRUE(bound) << bound.error();
     endpoint_ = bound.value();
     ASSERT_NE(endpoint_.port(), 0);
     EXPECT_EQ(server_->local_endpoint(), endpoint_);
@@ -238,19 +237,18 @@ TEST_F(admin_http_test, stop_closes_the_acceptor_and_open_connections) {
 
 TEST_F(admin_http_test, bind_conflict_is_an_error_value) {
   admin_http_server second(io_, metrics_);
-  std::string error;
-  auto r = second.start(endpoint_, error);
+  auto r = second.start(endpoint_);
   ASSERT_FALSE(r);
-  EXPECT_TRUE(r.error() == std::errc::address_in_use) << r.error().message();
+  const std::string& error = r.error().message;
+  EXPECT_TRUE(r.error() == std::errc::address_in_use) << r.error().message;
   EXPECT_THAT(error, HasSubstr(std::to_string(endpoint_.port())));
   EXPECT_THAT(error, HasSubstr("in use"));
   EXPECT_THAT(error, HasSubstr("--http"));
   EXPECT_FALSE(second.local_endpoint());
 
-  std::string twice;
-  auto again = server_->start(endpoint_, twice);
-  EXPECT_FALSE(again);
-  EXPECT_THAT(twice, HasSubstr("twice"));
+  auto again = server_->start(endpoint_);
+  ASSERT_FALSE(again);
+  EXPECT_THAT(again.error().message, HasSubstr("twice"));
 }
 
 class admin_http_limits_test : public admin_http_test {

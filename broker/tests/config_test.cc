@@ -31,8 +31,8 @@ parse_outcome parse(std::vector<std::string> args) {
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   argv.push_back(nullptr);
-  std::string error;
-  auto parsed = parse_broker_config(static_cast<int>(args.size()), argv.data(), error);
+  auto parsed = parse_broker_config(static_cast<int>(args.size()), argv.data());
+  std::string error = parsed ? std::string() : parsed.error().message;
   return {std::move(parsed), std::move(error)};
 }
 
@@ -56,10 +56,9 @@ std::string parse_error(std::vector<std::string> args) {
 
 std::string toml_error(std::string_view text) {
   broker_config config;
-  std::string error;
-  auto r = apply_toml_config(text, "test.toml", config, error);
+  auto r = apply_toml_config(text, "test.toml", config);
   EXPECT_FALSE(r) << "expected an error for: " << text;
-  return error;
+  return r ? std::string() : r.error().message;
 }
 
 // A file in a fresh directory, removed with the fixture.
@@ -112,8 +111,8 @@ TEST(broker_config, defaults_are_those_of_the_design) {
   EXPECT_FALSE(c.insecure);
   EXPECT_EQ(c.log_level, "info");
 
-  std::string error;
-  EXPECT_TRUE(validate(c, error)) << error;
+  const auto valid = validate(c);
+  EXPECT_TRUE(valid) << valid.error();
 }
 
 TEST(broker_config, no_arguments_give_the_defaults) {
@@ -195,7 +194,6 @@ TEST(broker_config, every_flag_parses) {
 
 TEST(broker_config, every_file_key_parses) {
   broker_config got;
-  std::string error;
   const auto r = apply_toml_config(R"(
 # every setting, in the forms the docs show
 listen = "127.0.0.2:17878"
@@ -231,8 +229,8 @@ durability = "async"
 insecure = true
 log_level = "debug"
 )",
-                                   "all.toml", got, error);
-  ASSERT_TRUE(r) << error;
+                                   "all.toml", got);
+  ASSERT_TRUE(r) << r.error();
   EXPECT_EQ(got, every_setting_changed());
 }
 
@@ -251,8 +249,8 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {
     broker_config round_trip;
     round_trip.insecure = !original.insecure;
-    std::string error;
-    ASSERT_TRUE(apply_toml_config(describe(original), "describe", round_trip, error)) << error;
+    const auto applied = apply_toml_config(describe(original), "describe", round_trip);
+    ASSERT_TRUE(applied) << applied.error();
     EXPECT_EQ(round_trip, original);
   }
 }
@@ -468,13 +466,14 @@ TEST(broker_config, validate_checks_relations_between_settings) {
 
   broker_config c;
   c.log_level = "verbose";
-  std::string error;
-  EXPECT_FALSE(validate(c, error));
-  EXPECT_THAT(error, HasSubstr("log_level"));
+  auto r = validate(c);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("log_level"));
   c = broker_config{};
   c.retry_schedule.clear();
-  EXPECT_FALSE(validate(c, error));
-  EXPECT_THAT(error, HasSubstr("retry_schedule"));
+  r = validate(c);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("retry_schedule"));
 }
 
 TEST(broker_config, the_configuration_doc_lists_every_setting_and_its_example_is_valid) {
@@ -496,10 +495,10 @@ TEST(broker_config, the_configuration_doc_lists_every_setting_and_its_example_is
   ASSERT_NE(begin, std::string::npos);
   const auto end = doc.find("```", begin + 8);
   broker_config example;
-  std::string error;
-  ASSERT_TRUE(apply_toml_config(doc.substr(begin + 8, end - begin - 8), "example", example, error))
-      << error;
-  EXPECT_TRUE(validate(example, error)) << error;
+  const auto applied = apply_toml_config(doc.substr(begin + 8, end - begin - 8), "example", example);
+  ASSERT_TRUE(applied) << applied.error();
+  const auto valid = validate(example);
+  EXPECT_TRUE(valid) << valid.error();
 }
 
 }  // namespace

@@ -8,8 +8,12 @@
 
 #include <boost/program_options.hpp>
 
-#include "commands.h"
+#include "group_commands.h"
+#include "message_commands.h"
 #include "outbox_commands.h"
+#include "session.h"
+#include "topic_commands.h"
+#include "tx_commands.h"
 #include "webhook_commands.h"
 #include "txmq/client/connection.h"
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "commands.h"
+#include "session.h"
 
 namespace txmq::cli::detail {
 

@@ -7,7 +7,7 @@
 
 #include <boost/program_options.hpp>
 
-#include "commands.h"
+#include "session.h"
 
 namespace txmq::cli::detail {
 

@@ -23,18 +23,10 @@ class category final : public std::error_category {
     }
     return "unknown client error " + std::to_string(ev);
   }
-};
-
-}  // namespace
-
-const std::error_category& client_category() noexcept {
-  static const category c;
-  return c;
-}
-
-bool error::retriable() const noexcept {
-  if (code.category() == client_category()) {
-    switch (static_cast<errc>(code.value())) {
+  // Connection trouble and timeouts are worth a retry with the same request.
+  bool equivalent(int ev, const std::error_condition& c) const noexcept override {
+    if (c != txmq::condition::retriable) return false;
+    switch (static_cast<errc>(ev)) {
       case errc::connection_lost:
       case errc::not_connected:
       case errc::timeout:
@@ -44,32 +36,14 @@ bool error::retriable() const noexcept {
         return false;
     }
   }
-  if (code.category() == protocol::protocol_category()) {
-    switch (static_cast<protocol::errc>(code.value())) {
-      case protocol::errc::storage_error:
-      case protocol::errc::shutting_down:
-      case protocol::errc::internal:
-      case protocol::errc::limit_exceeded:
-        return true;
-      default:
-        return false;
-    }
-  }
-  return false;
-}
+};
 
-std::string error::to_string() const {
-  std::string name;
-  if (code.category() == protocol::protocol_category()) {
-    name = std::string(protocol::errc_name(static_cast<protocol::errc>(code.value())));
-  } else {
-    name = code.message();
-  }
-  if (message.empty()) return name;
-  return name + ": " + message;
-}
+}  // namespace
 
-std::ostream& operator<<(std::ostream& os, const error& e) { return os << e.to_string(); }
+const std::error_category& client_category() noexcept {
+  static const category c;
+  return c;
+}
 
 error from_wire(int code, std::string message) {
   switch (static_cast<protocol::errc>(code)) {

@@ -112,10 +112,9 @@ int main(int argc, char** argv) {
     std::cerr << "txmq-relay: --http wants HOST:PORT with a numeric host, not '" << http << "'\n";
     return 2;
   }
-  std::string why;
-  auto bound = server.start({address, static_cast<unsigned short>(std::stoi(http.substr(colon + 1)))}, why);
+  auto bound = server.start({address, static_cast<unsigned short>(std::stoi(http.substr(colon + 1)))});
   if (!bound) {
-    std::cerr << "txmq-relay: " << why << '\n';
+    std::cerr << "txmq-relay: " << bound.error().message << '\n';
     return 1;
   }
   // Tests and scripts read the port from this line when they asked for port 0.

@@ -49,7 +49,7 @@ v1::Frame error_frame(std::uint64_t correlation_id, std::string text) {
 std::string encode(const v1::Frame& f) {
   std::string out;
   auto r = encode_frame(f, out);
-  EXPECT_TRUE(r) << r.error().message();
+  EXPECT_TRUE(r) << r.error().message;
   return out;
 }
 
@@ -60,7 +60,7 @@ std::vector<v1::Frame> read_all(frame_reader& reader, const std::vector<std::str
     reader.feed(as_bytes(piece));
     for (;;) {
       auto r = reader.next();
-      EXPECT_TRUE(r) << r.error().message();
+      EXPECT_TRUE(r) << r.error().message;
       if (!r || !r.value()) break;
       frames.push_back(std::move(*r.value()));
     }
@@ -71,7 +71,7 @@ std::vector<v1::Frame> read_all(frame_reader& reader, const std::vector<std::str
 void expect_error(frame_reader& reader, errc expected) {
   auto r = reader.next();
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error(), expected) << r.error().message();
+  EXPECT_EQ(r.error(), expected) << r.error().message;
 }
 
 TEST(frame_codec_test, decode_frame_length_is_big_endian) {
@@ -449,7 +449,7 @@ TEST(frame_codec_test, round_trip_random_frames_in_random_chunks) {
       sent.push_back(rnd.frame(carried));
       const std::size_t before = stream.size();
       auto r = encode_frame(sent.back(), stream);
-      ASSERT_TRUE(r) << r.error().message();
+      ASSERT_TRUE(r) << r.error().message;
       encoded_size.push_back(stream.size() - before);
     }
 
@@ -461,7 +461,7 @@ TEST(frame_codec_test, round_trip_random_frames_in_random_chunks) {
       pos += n;
       for (;;) {
         auto r = reader.next();
-        ASSERT_TRUE(r) << r.error().message();
+        ASSERT_TRUE(r) << r.error().message;
         if (!r.value()) break;
         got.push_back(std::move(*r.value()));
       }

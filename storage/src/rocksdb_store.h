@@ -195,7 +195,7 @@ class rocksdb_store final : public store {
     if (db_) db_->Close().PermitUncheckedError();
   }
 
-  result<void> open(const fs::path& path, bool fresh, std::string* why);
+  result<void> open(const fs::path& path, bool fresh);
 
   void create_topic(topic_config config, completion<topic_info> done) override;
   std::optional<topic_info> topic(std::string_view name) const override;

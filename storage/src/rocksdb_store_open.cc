@@ -45,12 +45,9 @@ class expiry_filter final : public rocksdb::CompactionFilter {
   std::int64_t window_ms_;
 };
 
-result<void> rocksdb_store::open(const fs::path& path, bool fresh, std::string* why) {
+result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   path_ = path;
-  auto fail = [&](std::error_code ec, const std::string& text) -> result<void> {
-    if (why) *why = text;
-    return ec;
-  };
+  auto fail = [](std::error_code ec, std::string text) -> result<void> { return error(ec, std::move(text)); };
 
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = fresh;
@@ -226,7 +223,7 @@ using detail::rocksdb_store;
 using detail::system_now_ms;
 namespace fs = std::filesystem;
 
-result<std::unique_ptr<store>> open_store(store_options options, std::string* why) {
+result<std::unique_ptr<store>> open_store(store_options options) {
   if (!options.clock) options.clock = system_now_ms;
   std::unique_ptr<rocksdb::Env> env;
   fs::path path = options.dir;
@@ -240,23 +237,20 @@ result<std::unique_ptr<store>> open_store(store_options options, std::string* wh
     if (!fs::exists(path, ec)) {
       fs::create_directories(path, ec);
       if (ec) {
-        if (why) *why = "cannot create the data directory " + path.string() + ": " + ec.message();
-        return make_error_code(errc::io_error);
+        return error(errc::io_error, "cannot create the data directory " + path.string() + ": " + ec.message());
       }
       fresh = true;
     } else if (!fs::is_directory(path, ec)) {
-      if (why) *why = path.string() + " is not a directory";
-      return make_error_code(errc::not_a_store);
+      return error(errc::not_a_store, path.string() + " is not a directory");
     } else if (fs::is_empty(path, ec)) {
       fresh = true;
     } else if (!fs::exists(path / "CURRENT", ec)) {
       // Creating a new store here would hide whatever was lost behind an empty one.
-      if (why) {
-        *why = "the data directory " + path.string() +
-               " is not empty but has no RocksDB CURRENT file: either it is not a txmq store or the store's files "
-               "are missing. Refusing to start with an empty store; restore the files or point --data-dir elsewhere";
-      }
-      return make_error_code(errc::not_a_store);
+      return error(errc::not_a_store,
+                   "the data directory " + path.string() +
+                       " is not empty but has no RocksDB CURRENT file: either it is not a txmq store or the store's "
+                       "files are missing. Refusing to start with an empty store; restore the files or point "
+                       "--data-dir elsewhere");
     }
   }
   auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
@@ -266,7 +260,7 @@ result<std::unique_ptr<store>> open_store(store_options options, std::string* wh
   filters.push_back(std::make_unique<expiry_filter>(expiry_filter::kind::tx, options.clock,
                                                     options.dedupe_window.count()));
   auto s = std::make_unique<rocksdb_store>(options, std::move(env), std::move(cache), std::move(filters));
-  TXMQ_TRY(s->open(path, fresh, why));
+  TXMQ_TRY(s->open(path, fresh));
   return std::unique_ptr<store>(std::move(s));
 }
 

@@ -49,10 +49,9 @@ int main(int argc, char** argv) {
   if (argc < 3) return 2;
   storage::store_options options;
   options.dir = argv[1];
-  std::string why;
-  auto opened = storage::open_store(options, &why);
+  auto opened = storage::open_store(options);
   if (!opened) {
-    std::cerr << "open failed: " << why << "\n";
+    std::cerr << "open failed: " << opened.error() << "\n";
     return 4;
   }
   auto store = std::move(opened.value());

@@ -105,9 +105,8 @@ class crash_test : public ::testing::Test {
   void verify_store() {
     storage::store_options options;
     options.dir = dir_ / "store";
-    std::string why;
-    auto opened = storage::open_store(options, &why);
-    ASSERT_TRUE(opened) << why;
+    auto opened = storage::open_store(options);
+    ASSERT_TRUE(opened) << opened.error();
     auto& s = *opened.value();
     auto info = s.topic("crash");
     ASSERT_TRUE(info.has_value());
@@ -123,7 +122,7 @@ class crash_test : public ::testing::Test {
         rr.max_messages = 5000;
         rr.max_bytes = 16u << 20;
         auto r = s.read(rr);
-        ASSERT_TRUE(r) << r.error().message();
+        ASSERT_TRUE(r) << r.error().message;
         if (r.value().messages.empty()) break;
         for (auto& m : r.value().messages) {
           ASSERT_EQ(m.offset(), expect) << "offsets not dense in partition " << p;

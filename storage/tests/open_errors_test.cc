@@ -57,10 +57,10 @@ class open_errors_test : public ::testing::Test {
   void expect_refused(std::error_code code) {
     storage::store_options o;
     o.dir = dir_;
-    std::string why;
-    auto s = storage::open_store(o, &why);
+    auto s = storage::open_store(o);
+    const std::string why = s ? std::string() : s.error().message;
     ASSERT_FALSE(s) << "a damaged store opened";
-    EXPECT_EQ(s.error(), code) << s.error().message() << ": " << why;
+    EXPECT_EQ(s.error(), code) << s.error();
     EXPECT_NE(why.find(dir_.string()), std::string::npos) << "error does not name the path: " << why;
   }
 
@@ -86,8 +86,8 @@ TEST_F(open_errors_test, a_file_instead_of_a_directory_is_refused) {
   std::ofstream(dir_.string()) << "x";
   storage::store_options o;
   o.dir = dir_;
-  std::string why;
-  auto s = storage::open_store(o, &why);
+  auto s = storage::open_store(o);
+  const std::string why = s ? std::string() : s.error().message;
   ASSERT_FALSE(s);
   EXPECT_NE(why.find(dir_.string()), std::string::npos) << why;
   fs::remove(dir_);
@@ -107,8 +107,8 @@ TEST_F(open_errors_test, missing_table_file_is_refused) {
   fs::remove(ssts.front());
   storage::store_options o;
   o.dir = dir_;
-  std::string why;
-  auto s = storage::open_store(o, &why);
+  auto s = storage::open_store(o);
+  const std::string why = s ? std::string() : s.error().message;
   ASSERT_FALSE(s);
   EXPECT_NE(why.find(dir_.string()), std::string::npos) << why;
 }
@@ -143,8 +143,8 @@ TEST_F(open_errors_test, missing_manifest_is_refused) {
   }
   storage::store_options o;
   o.dir = dir_;
-  std::string why;
-  auto s = storage::open_store(o, &why);
+  auto s = storage::open_store(o);
+  const std::string why = s ? std::string() : s.error().message;
   ASSERT_FALSE(s);
   EXPECT_NE(why.find(dir_.string()), std::string::npos) << why;
 }

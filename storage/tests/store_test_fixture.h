@@ -52,7 +52,7 @@ namespace fs = std::filesystem;
 // Matchers for result<T>.
 MATCHER(is_ok, "succeeds") {
   if (arg) return true;
-  *result_listener << "fails with " << arg.error().message();
+  *result_listener << "fails with " << arg.error().message;
   return false;
 }
 
@@ -61,19 +61,19 @@ MATCHER_P(fails_with, code, "fails with " + make_error_code(code).message()) {
     *result_listener << "succeeds";
     return false;
   }
-  *result_listener << "fails with " << arg.error().message();
+  *result_listener << "fails with " << arg.error().message;
   return arg.error() == make_error_code(code);
 }
 
 // The value of a result; an error throws, which fails the running test with the error's text.
 template <class T>
 T value_of(result<T> r, const char* what) {
-  if (!r) throw std::runtime_error(std::string(what) + " failed: " + r.error().message());
+  if (!r) throw std::runtime_error(std::string(what) + " failed: " + r.error().message);
   return std::move(r).value();
 }
 
 inline void check_ok(result<void> r, const char* what) {
-  if (!r) throw std::runtime_error(std::string(what) + " failed: " + r.error().message());
+  if (!r) throw std::runtime_error(std::string(what) + " failed: " + r.error().message);
 }
 
 inline std::string new_id() { return std::string(protocol::uuid::make_v7().raw()); }
@@ -139,9 +139,8 @@ class store_test : public ::testing::Test {
   }
 
   void open() {
-    std::string why;
-    auto r = open_store(options(), &why);
-    if (!r) throw std::runtime_error("open_store failed: " + r.error().message() + ": " + why);
+    auto r = open_store(options());
+    if (!r) throw std::runtime_error("open_store failed: " + r.error().to_string());
     store_ = std::move(r).value();
   }
 

@@ -111,10 +111,9 @@ class admin_http_server {
 
   // Binds and listens on `where` (port 0 picks a free port) and starts accepting on the
   // io_context. Returns the bound endpoint. Errors (address in use, permission denied,
-  // address not available, started twice) are returned as values, with `error_text` saying
-  // what failed on which address and what to do.
-  [[nodiscard]] result<boost::asio::ip::tcp::endpoint> start(
-      const boost::asio::ip::tcp::endpoint& where, std::string& error_text);
+  // address not available, started twice) are returned as values, their text saying what
+  // failed on which address and what to do.
+  [[nodiscard]] result<boost::asio::ip::tcp::endpoint> start(const boost::asio::ip::tcp::endpoint& where);
 
   // Stops accepting and closes every open connection (requests in progress are dropped).
   // Idempotent. Before start(), on the server's strand, or after the io_context has stopped,

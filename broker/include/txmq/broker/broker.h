@@ -21,9 +21,9 @@ namespace txmq::broker {
 class broker {
  public:
   // Opens the store at config.data_dir (refusing damaged data), loads the consumer groups and
-  // binds the wire and admin HTTP listeners. On error `why` says what failed, on what, and
+  // binds the wire and admin HTTP listeners. The error's text says what failed, on what, and
   // what to do (port in use, store corrupt, ...).
-  [[nodiscard]] static result<std::unique_ptr<broker>> start(const broker_config& config, std::string& why);
+  [[nodiscard]] static result<std::unique_ptr<broker>> start(const broker_config& config);
 
   ~broker();
   broker(const broker&) = delete;

@@ -131,28 +131,25 @@ struct parsed_config {
 };
 
 // Parses argv (argv[0] is the program name): reads --config FILE if given, applies the flags
-// over it, then validate()s the result. On error returns std::errc::invalid_argument and sets
-// error_text to one message naming the flag or key, the bad value and what is expected
+// over it, then validate()s the result. On error returns std::errc::invalid_argument with one
+// message naming the flag or key, the bad value and what is expected
 // ("--tx-timeout: invalid value '6': expected a duration such as 500ms, 6s, 3m, 1h or 7d").
-[[nodiscard]] result<parsed_config> parse_broker_config(int argc, const char* const* argv,
-                                                        std::string& error_text);
+[[nodiscard]] result<parsed_config> parse_broker_config(int argc, const char* const* argv);
 
 // Applies the TOML document `toml_text` over `config` (keys not present keep their values).
 // `source_name` names the file in messages. Unknown keys, wrong types and malformed values are
 // errors; on error `config` may be partly updated. Does not validate() the result.
 [[nodiscard]] result<void> apply_toml_config(std::string_view toml_text,
-                                             std::string_view source_name, broker_config& config,
-                                             std::string& error_text);
+                                             std::string_view source_name, broker_config& config);
 
 // Reads the TOML file at `path` and applies it over `config` as apply_toml_config() does.
-[[nodiscard]] result<void> apply_config_file(const std::string& path, broker_config& config,
-                                             std::string& error_text);
+[[nodiscard]] result<void> apply_config_file(const std::string& path, broker_config& config);
 
 // Checks the relations between settings: durations and counts in range, schedules non-empty,
 // max_frame_bytes >= max_message_bytes + k_frame_overhead_bytes, hosts are IP addresses or
 // "localhost", and, unless `insecure`, that listen and http are loopback addresses (no auth
 // exists yet, so the broker must not be reachable from other hosts by accident).
-[[nodiscard]] result<void> validate(const broker_config& config, std::string& error_text);
+[[nodiscard]] result<void> validate(const broker_config& config);
 
 // One line per setting, "name = value\n", in TOML syntax, for the startup log. Feeding the text
 // back to apply_toml_config() reproduces `config`.

@@ -5,15 +5,8 @@
 // failure happened on this side) and a text for a person: the broker's own message when it
 // sent one, or what failed locally and what to do.
 
-#include <ostream>
-#include <stdexcept>
 #include <string>
 #include <system_error>
-#include <utility>
-
-#include <boost/outcome/basic_result.hpp>
-#include <boost/outcome/policy/base.hpp>
-#include <boost/outcome/success_failure.hpp>
 
 #include "txmq/protocol/errc.h"
 #include "txmq/protocol/result.h"
@@ -40,63 +33,12 @@ enum class errc : int {
 
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), client_category()}; }
 
-struct error {
-  std::error_code code;
-  std::string message;
-
-  error() = default;
-  error(std::error_code c, std::string m) : code(c), message(std::move(m)) {}
-  error(errc c, std::string m) : code(make_error_code(c)), message(std::move(m)) {}
-  error(protocol::errc c, std::string m) : code(protocol::make_error_code(c)), message(std::move(m)) {}
-
-  // Worth trying again with the same request: connection trouble, timeouts, and the broker's
-  // STORAGE_ERROR, SHUTTING_DOWN, INTERNAL and LIMIT_EXCEEDED.
-  [[nodiscard]] bool retriable() const noexcept;
-  // The code as the wire's error code, when it is one (protocol::errc{} otherwise).
-  [[nodiscard]] bool is(protocol::errc e) const noexcept { return code == protocol::make_error_code(e); }
-  [[nodiscard]] bool is(errc e) const noexcept { return code == make_error_code(e); }
-  // "UNKNOWN_TOPIC: no topic 'orders' (auto-creation is off)".
-  [[nodiscard]] std::string to_string() const;
-
-  friend bool operator==(const error& a, const error& b) noexcept { return a.code == b.code && a.message == b.message; }
-};
-
-std::ostream& operator<<(std::ostream& os, const error& e);
-
-// Thrown by result<T>::value() on an error (and by nothing else in these libraries).
-class exception : public std::runtime_error {
- public:
-  explicit exception(error e) : std::runtime_error(e.to_string()), error_(std::move(e)) {}
-  [[nodiscard]] const error& get() const noexcept { return error_; }
-
- private:
-  error error_;
-};
-
-namespace detail {
-// result<T>::value() throws client::exception carrying the error, with its text.
-struct throw_client_exception : outcome::policy::base {
-  template <class Impl>
-  static constexpr void wide_value_check(Impl&& self) {
-    if (!base::_has_value(self)) {
-      if (base::_has_error(self)) throw exception(base::_error(self));
-      throw outcome::bad_result_access("no value");
-    }
-  }
-  template <class Impl>
-  static constexpr void wide_error_check(Impl&& self) {
-    if (!base::_has_error(self)) throw outcome::bad_result_access("no error");
-  }
-  template <class Impl>
-  static constexpr void wide_exception_check(Impl&& self) {
-    if (!base::_has_exception(self)) throw outcome::bad_result_access("no exception");
-  }
-};
-}  // namespace detail
-
-// A T or a client::error. value() on an error throws client::exception.
+// The error and result types are txmq's own (txmq/protocol/result.h), shared with the server;
+// the names stay here so that client code reads client::error and client::result<T>.
+using error = txmq::error;
+using exception = txmq::exception;
 template <class T>
-using result = outcome::basic_result<T, error, detail::throw_client_exception>;
+using result = txmq::result<T>;
 
 // Turns a wire Error (code number and text) into an error; an unknown code becomes INTERNAL,
 // as docs/protocol.md asks, with the number kept in the text.

@@ -55,7 +55,7 @@ class frame_reader {
   std::uint32_t max_frame_bytes_;
   std::string buffer_;
   std::size_t consumed_ = 0;
-  std::optional<std::error_code> failed_;
+  std::optional<error> failed_;
 };
 
 }  // namespace txmq::protocol

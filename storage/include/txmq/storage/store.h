@@ -380,9 +380,9 @@ class store {
 
 // Opens (or creates, when the directory is missing or empty) the store at options.dir.
 // Errors: errc::not_a_store for a directory with foreign files or a txmq store whose RocksDB
-// files are missing, errc::corruption for damaged files, errc::io_error otherwise. When `why`
-// is given it receives a sentence for the user naming the path and what RocksDB reported.
-[[nodiscard]] result<std::unique_ptr<store>> open_store(store_options options, std::string* why = nullptr);
+// files are missing, errc::corruption for damaged files, errc::io_error otherwise; the error's
+// text is a sentence for the user naming the path and what RocksDB reported.
+[[nodiscard]] result<std::unique_ptr<store>> open_store(store_options options);
 
 // Waits for an asynchronous store call: call_sync<T>([&](auto done) { s.append(req, done); }).
 // For tools and tests; never on a network thread.

@@ -1,8 +1,8 @@
 #pragma once
 
-// The seam between the workloads (workloads.cc) and the systems they measure: txmq over its
-// wire protocol, RabbitMQ through librabbitmq, NATS JetStream through libnats, and a PostgreSQL
-// table used as a queue through libpq. A workload only sends batches of bodies, waits for their
+// The seam between the workloads (workloads/broker_bench.cc) and the systems they measure: txmq
+// over its wire protocol, RabbitMQ through librabbitmq, NATS JetStream through libnats, and a
+// PostgreSQL table used as a queue through libpq. A workload only sends batches of bodies, waits for their
 // durable acknowledgement, and receives-and-acknowledges; each driver maps that onto its
 // system's own client the way a careful user of that system would.
 //

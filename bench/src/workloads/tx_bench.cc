@@ -1,4 +1,4 @@
-#include "tx_bench.h"
+#include "workloads/tx_bench.h"
 
 #include <atomic>
 #include <cstdio>
@@ -12,15 +12,15 @@
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
 
-#include "options.h"
-#include "latency.h"
-#include "process_usage.h"
+#include "support/options.h"
+#include "support/latency.h"
+#include "support/process_usage.h"
 #include "txmq/client/pg.h"
 #include "txmq/producer/pg_checker.h"
 #include "txmq/producer/pg_schema.h"
 #include "txmq/producer/transaction.h"
 #include "txmq/protocol/message_id.h"
-#include "wire_client.h"
+#include "support/wire_client.h"
 
 namespace txmq::bench {
 namespace {

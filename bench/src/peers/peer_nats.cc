@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "system_under_test.h"
+#include "peers/system_under_test.h"
 
 namespace txmq::bench::detail {
 namespace {

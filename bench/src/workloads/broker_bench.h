@@ -1,8 +1,8 @@
 #pragma once
 
-// Workloads against a running broker — txmq or one of its peers (system_under_test.h): publish
-// with N messages in flight, publish at a steady rate, publish + consume end to end, consume
-// with acks from a backlog, and fill a backlog. The same loops, message bodies and latency
+// Workloads against a running broker — txmq or one of its peers (peers/system_under_test.h):
+// publish with N messages in flight, publish at a steady rate, publish + consume end to end,
+// consume with acks from a backlog, and fill a backlog. The same loops, message bodies and latency
 // recorder serve every system, so their figures compare.
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "relay_bench.h"
+#include "workloads/relay_bench.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -18,9 +18,9 @@
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
 
-#include "options.h"
-#include "latency.h"
-#include "process_usage.h"
+#include "support/options.h"
+#include "support/latency.h"
+#include "support/process_usage.h"
 #include "txmq/client/admin.h"
 #include "txmq/client/pg.h"
 #include "txmq/consumer/consumer.h"

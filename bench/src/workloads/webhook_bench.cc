@@ -1,4 +1,4 @@
-#include "webhook_bench.h"
+#include "workloads/webhook_bench.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -14,8 +14,8 @@
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
 
-#include "options.h"
-#include "latency.h"
+#include "support/options.h"
+#include "support/latency.h"
 #include "txmq/client/connection.h"
 #include "txmq/protocol/message_id.h"
 

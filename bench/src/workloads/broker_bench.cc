@@ -1,4 +1,4 @@
-#include "broker_bench.h"
+#include "workloads/broker_bench.h"
 
 #include <unistd.h>
 
@@ -11,9 +11,9 @@
 
 #include <boost/json.hpp>
 
-#include "latency.h"
-#include "process_usage.h"
-#include "system_under_test.h"
+#include "support/latency.h"
+#include "support/process_usage.h"
+#include "peers/system_under_test.h"
 
 namespace txmq::bench {
 namespace {

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "system_under_test.h"
+#include "peers/system_under_test.h"
 
 namespace txmq::bench::detail {
 namespace {

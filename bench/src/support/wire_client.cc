@@ -1,4 +1,4 @@
-#include "wire_client.h"
+#include "support/wire_client.h"
 
 #include <array>
 #include <stdexcept>

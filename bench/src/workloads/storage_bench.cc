@@ -1,4 +1,4 @@
-#include "storage_bench.h"
+#include "workloads/storage_bench.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include <boost/json.hpp>
 
-#include "latency.h"
+#include "support/latency.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::bench {
@@ -54,15 +54,14 @@ run_figures run_once(const storage_bench_options& o, int writers, const fs::path
   fs::remove_all(dir);
   storage::store_options so;
   so.dir = dir;
-  std::string why;
-  auto opened = storage::open_store(so, &why);
-  if (!opened) throw std::runtime_error("cannot open a store in " + dir.string() + ": " + why);
+  auto opened = storage::open_store(so);
+  if (!opened) throw std::runtime_error("cannot open a store in " + dir.string() + ": " + opened.error().message);
   auto& store = *opened.value();
   storage::topic_config tc;
   tc.name = "bench";
   tc.partitions = o.partitions;
   if (auto r = storage::call_sync<storage::topic_info>([&](auto done) { store.create_topic(tc, done); }); !r) {
-    throw std::runtime_error("create topic: " + r.error().message());
+    throw std::runtime_error("create topic: " + r.error().message);
   }
 
   const std::string body(o.message_bytes, 'x');

@@ -8,9 +8,9 @@
 #include <optional>
 #include <stdexcept>
 
-#include "system_under_test.h"
+#include "peers/system_under_test.h"
 #include "txmq/protocol/message_id.h"
-#include "wire_client.h"
+#include "support/wire_client.h"
 
 namespace txmq::bench::detail {
 namespace {

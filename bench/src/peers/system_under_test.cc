@@ -1,4 +1,4 @@
-#include "system_under_test.h"
+#include "peers/system_under_test.h"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "latency.h"
+#include "support/latency.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -10,7 +10,7 @@
 #include <deque>
 #include <stdexcept>
 
-#include "system_under_test.h"
+#include "peers/system_under_test.h"
 
 namespace txmq::bench::detail {
 namespace {

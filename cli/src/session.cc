@@ -1,0 +1,49 @@
+#include "session.h"
+
+#include <utility>
+
+namespace txmq::cli::detail {
+
+std::shared_ptr<client::connection> session::connect() {
+  if (conn_) return conn_;
+  client::connection_options o;
+  o.address = broker_;
+  o.client_id = "txmq-cli";
+  o.connect_timeout = connect_timeout_;
+  o.request_timeout = timeout_;
+  auto c = client::connection::connect(std::move(o));
+  if (!c) {
+    fail("cannot reach the broker at " + broker_ + " (check --broker or TXMQ_BROKER, and that txmq-broker runs)",
+         c.error());
+    return nullptr;
+  }
+  conn_ = std::move(c).value();
+  return conn_;
+}
+
+std::shared_ptr<client::connection> session::connect_as_producer(const std::string& producer_group) {
+  client::connection_options o;
+  o.address = broker_;
+  o.client_id = "txmq-cli";
+  o.producer_group = producer_group;
+  o.connect_timeout = connect_timeout_;
+  o.request_timeout = timeout_;
+  auto c = client::connection::connect(std::move(o));
+  if (!c) {
+    fail("cannot reach the broker at " + broker_ + " (check --broker or TXMQ_BROKER, and that txmq-broker runs)",
+         c.error());
+    return nullptr;
+  }
+  return std::move(c).value();
+}
+
+int session::fail(const std::string& what, const client::error& e) { return fail(what + ": " + e.to_string()); }
+
+int session::fail(const std::string& what) {
+  env_.out.flush();
+  env_.err << "txmq: " << what << '\n';
+  env_.err.flush();
+  return exit_failure;
+}
+
+}  // namespace txmq::cli::detail

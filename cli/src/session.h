@@ -1,0 +1,45 @@
+#pragma once
+
+// The session every command of the CLI is given. Private to txmq_cli.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "txmq/cli/app.h"
+#include "txmq/client/connection.h"
+#include "txmq/client/error.h"
+
+namespace txmq::cli::detail {
+
+// What every command shares: where the output goes, the broker, the connection (made on first
+// use).
+class session {
+ public:
+  session(environment& env, bool json, std::string broker, std::chrono::milliseconds connect_timeout,
+          std::chrono::milliseconds timeout)
+      : env_(env), json_(json), broker_(std::move(broker)), connect_timeout_(connect_timeout), timeout_(timeout) {}
+
+  [[nodiscard]] environment& env() noexcept { return env_; }
+  [[nodiscard]] bool json() const noexcept { return json_; }
+  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+  // The connection, after a handshake; nullptr after reporting why there is none.
+  [[nodiscard]] std::shared_ptr<client::connection> connect();
+  // A connection of its own whose Hello declares producer_group (tx checker).
+  [[nodiscard]] std::shared_ptr<client::connection> connect_as_producer(const std::string& producer_group);
+
+  // Writes "txmq: <what>: <error>" to err and returns exit_failure.
+  int fail(const std::string& what, const client::error& e);
+  int fail(const std::string& what);
+
+ private:
+  environment& env_;
+  bool json_;
+  std::string broker_;
+  std::chrono::milliseconds connect_timeout_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<client::connection> conn_;
+};
+
+}  // namespace txmq::cli::detail

@@ -1,0 +1,18 @@
+#pragma once
+
+// `txmq topic create|list|describe`: topics on the broker, through client::admin. Each command
+// prints its result (a table, or JSON lines with --json) and returns the exit status. Private to
+// txmq_cli.
+
+#include <cstdint>
+#include <string>
+
+#include "session.h"
+
+namespace txmq::cli::detail {
+
+int topic_create(session& s, const std::string& name, std::uint32_t partitions);
+int topic_list(session& s);
+int topic_describe(session& s, const std::string& name);
+
+}  // namespace txmq::cli::detail
