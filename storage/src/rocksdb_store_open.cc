@@ -5,6 +5,7 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_buffer_manager.h>
 
+#include "open_store_on_env.h"
 #include "rocksdb_store.h"
 
 namespace txmq::storage {
@@ -216,16 +217,8 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   return outcome::success();
 }
 
-}  // namespace detail
-
-using detail::expiry_filter;
-using detail::rocksdb_store;
-using detail::system_now_ms;
-namespace fs = std::filesystem;
-
-result<std::unique_ptr<store>> open_store(store_options options) {
+result<std::unique_ptr<store>> open_store_on_env(store_options options, std::unique_ptr<rocksdb::Env> env) {
   if (!options.clock) options.clock = system_now_ms;
-  std::unique_ptr<rocksdb::Env> env;
   fs::path path = options.dir;
   bool fresh = false;
   if (options.in_memory) {
@@ -262,6 +255,12 @@ result<std::unique_ptr<store>> open_store(store_options options) {
   auto s = std::make_unique<rocksdb_store>(options, std::move(env), std::move(cache), std::move(filters));
   TXMQ_TRY(s->open(path, fresh));
   return std::unique_ptr<store>(std::move(s));
+}
+
+}  // namespace detail
+
+result<std::unique_ptr<store>> open_store(store_options options) {
+  return detail::open_store_on_env(std::move(options), nullptr);
 }
 
 }  // namespace txmq::storage
