@@ -151,14 +151,15 @@ struct group_ctx {
   std::map<std::pair<std::uint32_t, std::uint32_t>, pending_log> logs;
   std::vector<std::shared_ptr<topic_state>> new_topics;
   std::vector<partition_state*> touched;
-  std::optional<std::error_code> poisoned;  // a read inside the writer failed: fail the group
+  // A read inside the writer failed (with what failed and RocksDB's text): fail the group.
+  std::optional<error> poisoned;
   std::int64_t now_ms = 0;
   bool sync = false;
   std::uint64_t messages = 0;
   std::uint64_t bytes = 0;
 };
 
-using finisher = std::function<void(const std::error_code*)>;
+using finisher = std::function<void(const error* write_error)>;
 
 struct pending_op {
   std::size_t bytes = 0;
@@ -171,7 +172,7 @@ struct written_group {
   std::vector<finisher> finishers;
   std::vector<std::pair<partition_state*, partition_meta>> publish;
   std::vector<std::shared_ptr<topic_state>> new_topics;
-  std::error_code error;
+  std::optional<error> failure;  // the group was not written
   bool sync = false;
   bool wrote = false;
   std::size_t operations = 0;
@@ -255,6 +256,12 @@ class rocksdb_store final : public store {
                           std::uint64_t offset);
   void finalize(group_ctx& ctx);
   std::int64_t now() const { return options_.clock(); }
+  // The store takes no more writes after its first failed write, fsync or read inside the
+  // writer. Latches that (the first failure's text is kept) and returns the error for the
+  // requests it failed: what failed, RocksDB's text, what to do.
+  error latch_failure(error first);
+  // The error of a write refused after the latch: store_failed, naming the first failure.
+  error refusal() const;
 
   // ---- reader side
   std::shared_ptr<topic_state> find_topic(std::string_view name) const;
@@ -288,7 +295,10 @@ class rocksdb_store final : public store {
   std::deque<pending_op> queue_;
   bool stopping_ = false;
   std::thread writer_;
+  // Set once, after failure_ holds the first failure's text (under failure_mu_).
   std::atomic<bool> failed_{false};
+  mutable std::mutex failure_mu_;
+  std::string failure_;
 
   std::mutex sync_mu_;
   std::condition_variable sync_cv_;
@@ -321,13 +331,14 @@ void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&
     result<T> r = [&]() -> result<T> {
       try {
         return fn(ctx);
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
         // The request may have left part of its writes in the batch: the group cannot be written.
-        ctx.poisoned = make_error_code(errc::store_failed);
-        return errc::store_failed;
+        ctx.poisoned =
+            error(errc::store_failed, std::string("a request failed half-way through its writes: ") + e.what());
+        return *ctx.poisoned;
       }
     }();
-    return [r = std::move(r), done = std::move(done)](const std::error_code* write_error) mutable {
+    return [r = std::move(r), done = std::move(done)](const error* write_error) mutable {
       if (write_error && r.has_value()) {
         done(*write_error);
       } else {

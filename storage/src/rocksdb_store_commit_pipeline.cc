@@ -39,12 +39,11 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
   }
   g.sync = ctx.sync;
   if (failed_) {
-    g.error = errc::store_failed;
+    g.failure = refusal();
   } else if (ctx.poisoned) {
     // Offsets may have been handed out in memory for writes that will never happen: the store
     // takes no more writes, and a reopen rebuilds from what is durable.
-    g.error = *ctx.poisoned;
-    failed_ = true;
+    g.failure = latch_failure(*ctx.poisoned);
   } else {
     finalize(ctx);
     if (ctx.batch.Count() > 0) {
@@ -52,8 +51,7 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
       // one fsync before anyone hears of them.
       auto s = db_->Write(rocksdb::WriteOptions(), &ctx.batch);
       if (!s.ok()) {
-        g.error = to_error(s);
-        failed_ = true;
+        g.failure = latch_failure(error(to_error(s), "writing a commit group to RocksDB failed: " + s.ToString()));
       }
       g.wrote = true;
     }
@@ -108,7 +106,7 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
     unsynced_ = unsynced_ || g.wrote;
     need_sync = need_sync || g.sync;
   }
-  std::error_code sync_error;
+  std::optional<error> sync_error;
   // A synced answer may rest on an earlier async write (a duplicate of it, say): sync then too.
   if (need_sync && unsynced_ && !failed_) {
     // The in-memory file system has nothing to make durable (and its WAL cannot SyncWAL).
@@ -118,14 +116,13 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
       std::lock_guard lk(stats_mu_);
       stats_.fsyncs += 1;
     } else {
-      sync_error = to_error(s);
-      failed_ = true;
+      sync_error = latch_failure(error(to_error(s), "fsync of the write-ahead log failed: " + s.ToString()));
     }
   } else if (need_sync && failed_) {
-    sync_error = errc::store_failed;
+    sync_error = refusal();
   }
   for (auto& g : groups) {
-    std::error_code err = g.error ? g.error : (g.sync ? sync_error : std::error_code{});
+    const std::optional<error> err = g.failure ? g.failure : g.sync ? sync_error : std::nullopt;
     if (!err) {
       // Publish: new topics, then high watermarks, so a reader that sees a new offset finds it.
       if (!g.new_topics.empty()) {
@@ -147,8 +144,25 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
       stats_.bytes_appended += g.bytes;
       stats_.largest_group = std::max<std::uint64_t>(stats_.largest_group, g.operations);
     }
-    for (auto& f : g.finishers) f(err ? &err : nullptr);
+    for (auto& f : g.finishers) f(err ? &*err : nullptr);
   }
+}
+
+error rocksdb_store::latch_failure(error first) {
+  {
+    std::lock_guard lk(failure_mu_);
+    // The writer and the syncer can both fail; the first failure is the cause, later ones its echo.
+    if (failure_.empty()) failure_ = first.message.empty() ? first.code.message() : first.message;
+  }
+  failed_ = true;
+  first.message += "; the store takes no more writes: restart after fixing the cause";
+  return first;
+}
+
+error rocksdb_store::refusal() const {
+  std::lock_guard lk(failure_mu_);
+  return error(errc::store_failed,
+               "the store stopped taking writes after: " + failure_ + "; restart after fixing the cause");
 }
 
 void rocksdb_store::close() {
@@ -167,7 +181,7 @@ std::optional<std::string> rocksdb_store::wget(group_ctx& ctx, cf_index cf, cons
   auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf], key, &value);
   if (s.IsNotFound()) return std::nullopt;
   if (!s.ok()) {
-    ctx.poisoned = to_error(s);
+    ctx.poisoned = error(to_error(s), "a read inside the commit group failed: " + s.ToString());
     return std::nullopt;
   }
   return value;

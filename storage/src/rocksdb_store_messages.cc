@@ -34,7 +34,7 @@ position rocksdb_store::append_one(group_ctx& ctx, topic_state& t, const encoded
       return {e.partition, e.offset, true};
     }
   } else if (!s.IsNotFound()) {
-    ctx.poisoned = to_error(s);
+    ctx.poisoned = error(to_error(s), "the dedupe lookup failed: " + s.ToString());
     return {};
   }
   const std::uint32_t parts = t.record.partitions();
