@@ -52,6 +52,12 @@ inline std::error_code to_error(const rocksdb::Status& s) {
   return errc::io_error;
 }
 
+// The same, with RocksDB's text and what the store was doing: "reading partition 3 of 'orders':
+// IO error: ...". Every failed RocksDB call reaches the caller with its reason.
+inline error status_error(const rocksdb::Status& s, std::string_view doing) {
+  return {to_error(s), std::string(doing) + ": " + s.ToString()};
+}
+
 inline bool valid_name(std::string_view name, std::size_t max) {
   if (name.empty() || name.size() > max) return false;
   return std::all_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; });
@@ -363,7 +369,7 @@ result<void> rocksdb_store::scan(cf_index cf, const std::string& from, const std
     if (!more) return more.error();
     if (!more.value()) break;
   }
-  if (!it->status().ok()) return to_error(it->status());
+  if (!it->status().ok()) return status_error(it->status(), "scanning the store");
   return outcome::success();
 }
 

@@ -185,7 +185,7 @@ result<group_state> rocksdb_store::load_group(std::string_view name) const {
   std::string value;
   auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_default], group_record_key(name), &value);
   if (s.IsNotFound()) return errc::unknown_group;
-  if (!s.ok()) return to_error(s);
+  if (!s.ok()) return status_error(s, "loading consumer group '" + std::string(name) + "'");
   records::GroupRecord rec;
   if (!rec.ParseFromString(value)) return errc::corruption;
   group_state out;

@@ -38,7 +38,7 @@ void rocksdb_store::enforce_retention(completion<retention_result> done) {
           out.messages_removed += h.count;
           out.bytes_removed += it->value().size();
         }
-        if (!it->status().ok()) return to_error(it->status());
+        if (!it->status().ok()) return status_error(it->status(), "scanning for expired messages");
         if (cut == meta.start_offset) continue;
         ctx.batch.DeleteRange(handles_[cf_log], log_key(r.id(), p, meta.start_offset), log_key(r.id(), p, cut));
         meta.start_offset = cut;
@@ -56,7 +56,7 @@ result<void> rocksdb_store::compact() {
   o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
   for (auto* h : handles_) {
     auto s = db_->CompactRange(o, h, nullptr, nullptr);
-    if (!s.ok()) return to_error(s);
+    if (!s.ok()) return status_error(s, "compacting the store");
   }
   return outcome::success();
 }

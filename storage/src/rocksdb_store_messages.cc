@@ -151,7 +151,7 @@ result<read_result> rocksdb_store::read(const read_request& req) const {
     }
     if (out.messages.size() >= req.max_messages) break;
   }
-  if (!it->status().ok()) return to_error(it->status());
+  if (!it->status().ok()) return status_error(it->status(), "reading partition " + std::to_string(req.partition) + " of '" + req.topic + "'");
   return out;
 }
 
@@ -159,7 +159,7 @@ result<std::optional<id_location>> rocksdb_store::find_id(const message_id& id) 
   std::string value;
   auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_dedupe], std::string(id.raw()), &value);
   if (s.IsNotFound()) return std::optional<id_location>{};
-  if (!s.ok()) return to_error(s);
+  if (!s.ok()) return status_error(s, "looking up message id " + id.to_string());
   dedupe_entry e;
   if (!decode(value, e)) return errc::corruption;
   if (e.stored_ms < now() - options_.dedupe_window.count()) return std::optional<id_location>{};

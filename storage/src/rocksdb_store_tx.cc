@@ -173,7 +173,7 @@ result<std::optional<tx_record>> rocksdb_store::find_tx(const txid& id) const {
   std::string value;
   auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_tx], std::string(id.raw()), &value);
   if (s.IsNotFound()) return std::optional<tx_record>{};
-  if (!s.ok()) return to_error(s);
+  if (!s.ok()) return status_error(s, "looking up transaction " + id.to_string());
   TXMQ_TRY(auto rec, to_tx_record(value));
   return std::optional<tx_record>{std::move(rec)};
 }

@@ -84,7 +84,7 @@ void rocksdb_store::expire_webhook_attempts(std::int64_t before_ms, std::size_t 
       ++removed;
       it->Next();
     }
-    if (!it->status().ok()) return to_error(it->status());
+    if (!it->status().ok()) return status_error(it->status(), "expiring webhook attempts");
     return removed;
   });
 }
