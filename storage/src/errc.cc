@@ -19,7 +19,7 @@ class category final : public std::error_category {
       case errc::unknown_partition: return "unknown partition";
       case errc::io_error: return "storage I/O error";
       case errc::corruption: return "stored data is corrupt";
-      case errc::store_failed: return "store stopped taking writes after an earlier failure; restart the broker";
+      case errc::store_failed: return "store failed";
       case errc::closed: return "store is closed";
       case errc::not_a_store: return "directory is not a txmq store (or its files are missing)";
     }

@@ -14,7 +14,9 @@
 // Errors: every call returns or completes with result<T>; error codes are txmq::storage::errc.
 // After an io_error or corruption on write the store refuses all further writes
 // (errc::store_failed): reopen it after fixing the cause. Nothing is acknowledged that was not
-// written.
+// written. The failing calls' error text says what failed with RocksDB's reason ("fsync of the
+// write-ahead log failed: IO error: ..."), and every refused write's text repeats that first
+// failure, so the cause reaches whoever sees any of them.
 
 #include <chrono>
 #include <cstdint>

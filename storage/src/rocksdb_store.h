@@ -1,0 +1,376 @@
+#pragma once
+
+// Private to storage/src: the RocksDB implementation of txmq::storage::store, declared here and
+// defined one section per file (rocksdb_store_open.cc, _commit_pipeline.cc, _topics.cc,
+// _messages.cc, _tx.cc, _groups.cc, _maintenance.cc, _webhooks.cc), with what those sections share.
+//
+// Writes are a two-stage pipeline. The writer thread (the group committer) drains the request
+// queue and applies every request to one WriteBatch; reads inside the writer go through an
+// overlay of that batch, so a request sees the effects of the requests before it. It writes the
+// batch without sync and hands the group to the syncer thread. The syncer takes every group
+// written meanwhile, makes them durable with one WAL fsync, then publishes the new high
+// watermarks and runs the completions, in order. So applying group N+1 overlaps the fsync of
+// group N, one fsync covers several groups under load, offsets, dedupe decisions and
+// transaction resolutions are decided by one thread in one order, and nothing is acknowledged
+// or shown to readers before its fsync.
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <rocksdb/cache.h>
+#include <rocksdb/compaction_filter.h>
+#include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/write_batch.h>
+
+#include "keys.h"
+#include "txmq/storage/store.h"
+#include "txmq/storage/v1/records.pb.h"
+#include "txmq/v1/frame.pb.h"
+
+namespace txmq::storage::detail {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t k_max_topic_name = 249;
+constexpr std::size_t k_max_group_name = 255;
+constexpr std::uint32_t k_max_partitions = 1024;
+
+enum cf_index : std::size_t { cf_default, cf_log, cf_dedupe, cf_tx, cf_index_, cf_groups, cf_count };
+
+inline std::error_code to_error(const rocksdb::Status& s) {
+  if (s.IsCorruption()) return errc::corruption;
+  if (s.IsShutdownInProgress()) return errc::closed;
+  return errc::io_error;
+}
+
+// The same, with RocksDB's text and what the store was doing: "reading partition 3 of 'orders':
+// IO error: ...". Every failed RocksDB call reaches the caller with its reason.
+inline error status_error(const rocksdb::Status& s, std::string_view doing) {
+  return {to_error(s), std::string(doing) + ": " + s.ToString()};
+}
+
+inline bool valid_name(std::string_view name, std::size_t max) {
+  if (name.empty() || name.size() > max) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; });
+}
+
+struct partition_state {
+  // Writer-only: the offset the next appended message gets.
+  std::uint64_t next = 0;
+  // Published after each write, read by readers.
+  std::atomic<std::uint64_t> committed_next{0};
+  std::atomic<std::uint64_t> start_offset{0};
+  std::atomic<std::uint64_t> bytes{0};
+  // Writer-only copy of the durable meta.
+  partition_meta meta;
+};
+
+struct topic_state {
+  records::TopicRecord record;
+  std::vector<std::unique_ptr<partition_state>> partitions;
+  std::atomic<std::uint32_t> round_robin{0};
+  std::int64_t created_ms = 0;
+};
+
+// A message serialized on the caller's thread, so the writer thread only copies bytes.
+struct encoded_message {
+  protocol::uuid id;
+  std::optional<std::string> key;
+  std::string bytes;  // txmq.v1.Message without topic, partition, offset, attempt
+  std::int64_t publish_ms = 0;
+  std::size_t body_bytes = 0;
+};
+
+encoded_message encode_message(v1::Message&& m, std::int64_t now_ms);
+// Every message has a 16-byte id that is not all zeros.
+bool valid_messages(const std::vector<v1::Message>& messages);
+// What a request of these messages weighs against store_options::max_group_bytes.
+std::size_t request_bytes(const std::vector<v1::Message>& messages);
+
+inline void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+// Messages appended to one partition in the current commit group; written as one log record:
+// the batch header, then a txmq.v1.MessageBatch built field by field (base_offset, then each
+// message as field 2), which parses exactly like one serialized by protobuf.
+struct pending_log {
+  std::uint32_t topic_id = 0;
+  std::uint32_t partition = 0;
+  partition_state* state = nullptr;
+  std::uint64_t base = 0;
+  std::uint32_t count = 0;
+  std::int64_t max_publish_ms = 0;
+  std::string value;
+
+  void start(std::uint64_t base_offset) {
+    base = base_offset;
+    value.assign(batch_header_bytes, '\0');  // patched by finish()
+    value.push_back(0x08);                    // field 1 (base_offset), varint
+    put_varint(value, base_offset);
+  }
+  void add(const encoded_message& m) {
+    value.push_back(0x12);  // field 2 (messages), length-delimited
+    put_varint(value, m.bytes.size());
+    value.append(m.bytes);
+    ++count;
+    max_publish_ms = std::max(max_publish_ms, m.publish_ms);
+  }
+  void finish() {
+    std::string header;
+    encode(batch_header{1, count, max_publish_ms}, header);
+    value.replace(0, batch_header_bytes, header);
+  }
+};
+
+// One commit group's writes, with an overlay so reads inside the writer see them.
+struct group_ctx {
+  explicit group_ctx(const std::vector<rocksdb::ColumnFamilyHandle*>& h) : handles(h) {}
+
+  void put(cf_index cf, const std::string& key, const std::string& value) {
+    batch.Put(handles[cf], key, value);
+    overlay[cf][key] = value;
+  }
+  void del(cf_index cf, const std::string& key) {
+    batch.Delete(handles[cf], key);
+    overlay[cf][key] = std::nullopt;
+  }
+
+  const std::vector<rocksdb::ColumnFamilyHandle*>& handles;
+  rocksdb::WriteBatch batch;
+  std::unordered_map<std::string, std::optional<std::string>> overlay[cf_count];
+  // Dedupe entries of this group, kept apart from the generic overlay: it is the hot path.
+  std::unordered_map<protocol::uuid, dedupe_entry, protocol::uuid_hash> dedupe;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, pending_log> logs;
+  std::vector<std::shared_ptr<topic_state>> new_topics;
+  std::vector<partition_state*> touched;
+  // A read inside the writer failed (with what failed and RocksDB's text): fail the group.
+  std::optional<error> poisoned;
+  std::int64_t now_ms = 0;
+  bool sync = false;
+  std::uint64_t messages = 0;
+  std::uint64_t bytes = 0;
+};
+
+using finisher = std::function<void(const error* write_error)>;
+
+struct pending_op {
+  std::size_t bytes = 0;
+  bool sync = false;
+  std::function<finisher(group_ctx&)> apply;
+};
+
+// A group written to RocksDB (not yet synced), on its way through the syncer.
+struct written_group {
+  std::vector<finisher> finishers;
+  std::vector<std::pair<partition_state*, partition_meta>> publish;
+  std::vector<std::shared_ptr<topic_state>> new_topics;
+  std::optional<error> failure;  // the group was not written
+  bool sync = false;
+  bool wrote = false;
+  std::size_t operations = 0;
+  std::uint64_t messages = 0;
+  std::uint64_t bytes = 0;
+};
+
+class rocksdb_store final : public store {
+ public:
+  rocksdb_store(store_options options, std::unique_ptr<rocksdb::Env> env, std::shared_ptr<rocksdb::Cache> cache,
+                std::vector<std::unique_ptr<rocksdb::CompactionFilter>> filters)
+      : options_(std::move(options)),
+        env_(std::move(env)),
+        cache_(std::move(cache)),
+        filters_(std::move(filters)) {}
+
+  ~rocksdb_store() override {
+    close();
+    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+    handles_.clear();
+    if (db_) db_->Close().PermitUncheckedError();
+  }
+
+  result<void> open(const fs::path& path, bool fresh);
+
+  void create_topic(topic_config config, completion<topic_info> done) override;
+  std::optional<topic_info> topic(std::string_view name) const override;
+  std::vector<topic_info> topics() const override;
+  void append(append_request request, completion<append_result> done) override;
+  result<read_result> read(const read_request& request) const override;
+  result<std::optional<id_location>> find_id(const message_id& id) const override;
+  void prepare(prepare_request request, completion<prepare_result> done) override;
+  void resolve(resolve_request request, completion<resolve_result> done) override;
+  void record_checks(std::vector<check_update> updates, completion<void> done) override;
+  result<std::optional<tx_record>> find_tx(const txid& id) const override;
+  result<std::vector<tx_record>> due_checks(std::int64_t until_ms, std::size_t limit, std::int64_t from_ms) const override;
+  result<std::vector<tx_record>> list_txs(std::optional<tx_state> state, std::size_t limit,
+                                          std::optional<txid> after) const override;
+  void ensure_group(group_info info, group_start start, completion<group_state> done) override;
+  void update_group(group_update update, completion<group_update_result> done) override;
+  result<group_state> load_group(std::string_view name) const override;
+  std::vector<group_info> groups() const override;
+  result<std::vector<dead_letter>> dead_letters(std::string_view group, std::size_t limit) const override;
+  result<std::vector<due_delivery>> due_deliveries(std::int64_t until_ms, std::size_t limit) const override;
+  void put_webhook(v1::Webhook record, completion<void> done) override;
+  void delete_webhook(std::string id, completion<bool> done) override;
+  result<std::vector<v1::Webhook>> webhooks() const override;
+  void record_webhook_attempts(std::vector<v1::WebhookAttempt> attempts, completion<void> done) override;
+  result<std::vector<v1::WebhookAttempt>> webhook_attempts(const webhook_attempts_query& query) const override;
+  void expire_webhook_attempts(std::int64_t before_ms, std::size_t limit, completion<std::uint64_t> done) override;
+  void enforce_retention(completion<retention_result> done) override;
+  result<void> compact() override;
+  result<std::uint64_t> count_dedupe_entries() const override;
+  store_stats stats() const override;
+  void close() override;
+
+ private:
+  // ---- writer side
+  template <class T, class Fn>
+  void submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn);
+  void writer_loop();
+  void run_group(std::vector<pending_op>& ops);
+  void syncer_loop();
+  // Fsyncs (when any group asked for it), publishes and completes the groups, in order.
+  void make_durable(std::deque<written_group>& groups);
+
+  // Reads inside the writer: through the current batch, then the DB.
+  std::optional<std::string> wget(group_ctx& ctx, cf_index cf, const std::string& key);
+  std::shared_ptr<topic_state> writer_topic(group_ctx& ctx, std::string_view name);
+  result<std::shared_ptr<topic_state>> writer_topic_or_create(group_ctx& ctx, std::string_view name,
+                                                              std::optional<std::uint32_t> partitions);
+  std::shared_ptr<topic_state> make_topic(group_ctx& ctx, const topic_config& config);
+  position append_one(group_ctx& ctx, topic_state& t, const encoded_message& msg);
+  void apply_ack(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p, std::uint64_t offset,
+                 std::optional<dead_letter> dead, std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value>& cursors);
+  cursor_value& cursor_for(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p,
+                           std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value>& cursors);
+  void put_delivery(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p, std::uint64_t offset,
+                    const delivery_value& v);
+  void erase_delivery_due(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p,
+                          std::uint64_t offset);
+  void finalize(group_ctx& ctx);
+  std::int64_t now() const { return options_.clock(); }
+  // The store takes no more writes after its first failed write, fsync or read inside the
+  // writer. Latches that (the first failure's text is kept) and returns the error for the
+  // requests it failed: what failed, RocksDB's text, what to do.
+  error latch_failure(error first);
+  // The error of a write refused after the latch: store_failed, naming the first failure.
+  error refusal() const;
+
+  // ---- reader side
+  std::shared_ptr<topic_state> find_topic(std::string_view name) const;
+  std::shared_ptr<topic_state> find_topic(std::uint32_t id) const;
+  topic_info info_of(const topic_state& t) const;
+  result<tx_record> to_tx_record(std::string_view value) const;
+  template <class Fn>
+  result<void> scan(cf_index cf, const std::string& from, const std::string& upper, Fn&& fn) const;
+
+  store_options options_;
+  std::unique_ptr<rocksdb::Env> env_;
+  std::shared_ptr<rocksdb::Cache> cache_;
+  std::vector<std::unique_ptr<rocksdb::CompactionFilter>> filters_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  fs::path path_;
+
+  mutable std::shared_mutex topics_mu_;
+  std::unordered_map<std::string, std::shared_ptr<topic_state>> topics_;
+  std::unordered_map<std::uint32_t, std::shared_ptr<topic_state>> topics_by_id_;
+  // The writer's own view of the topics: a topic it created is there at once, while readers
+  // see it in topics_ only after the syncer made its creation durable.
+  std::unordered_map<std::string, std::shared_ptr<topic_state>> writer_topics_;
+  std::uint32_t next_topic_id_ = 1;  // writer-only after open
+  // Writer-only: the greatest message id in the dedupe index. Ids are UUIDv7, so a new one is
+  // usually greater, and then it cannot be a duplicate: no lookup needed.
+  protocol::uuid max_stored_id_;
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<pending_op> queue_;
+  bool stopping_ = false;
+  std::thread writer_;
+  // Set once, after failure_ holds the first failure's text (under failure_mu_).
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failure_mu_;
+  std::string failure_;
+
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  std::deque<written_group> sync_queue_;
+  bool sync_stopping_ = false;
+  // Whoever holds the sync stage (the syncer, or the writer syncing inline when idle); the
+  // stage's state below is touched only by its holder, handed over under sync_mu_.
+  bool syncer_busy_ = false;
+  bool unsynced_ = false;  // a write since the last fsync
+  std::thread syncer_;
+
+  mutable std::mutex stats_mu_;
+  store_stats stats_;
+};
+
+template <class T, class Fn>
+void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn) {
+  // Checked and queued under one lock, before `done` moves into the op: a closed store must
+  // still be able to answer through it.
+  std::unique_lock lk(queue_mu_);
+  if (stopping_) {
+    lk.unlock();
+    done(make_error_code(errc::closed));
+    return;
+  }
+  pending_op op;
+  op.bytes = bytes;
+  op.sync = sync;
+  op.apply = [fn = std::forward<Fn>(fn), done = std::move(done)](group_ctx& ctx) mutable -> finisher {
+    result<T> r = [&]() -> result<T> {
+      try {
+        return fn(ctx);
+      } catch (const std::exception& e) {
+        // The request may have left part of its writes in the batch: the group cannot be written.
+        ctx.poisoned =
+            error(errc::store_failed, std::string("a request failed half-way through its writes: ") + e.what());
+        return *ctx.poisoned;
+      }
+    }();
+    return [r = std::move(r), done = std::move(done)](const error* write_error) mutable {
+      if (write_error && r.has_value()) {
+        done(*write_error);
+      } else {
+        done(std::move(r));
+      }
+    };
+  };
+  queue_.push_back(std::move(op));
+  queue_cv_.notify_one();
+}
+
+template <class Fn>
+result<void> rocksdb_store::scan(cf_index cf, const std::string& from, const std::string& upper, Fn&& fn) const {
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice upper_slice(upper);
+  if (!upper.empty()) ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[cf]));
+  for (it->Seek(from); it->Valid(); it->Next()) {
+    std::string_view k(it->key().data(), it->key().size());
+    std::string_view v(it->value().data(), it->value().size());
+    result<bool> more = fn(k, v);
+    if (!more) return more.error();
+    if (!more.value()) break;
+  }
+  if (!it->status().ok()) return status_error(it->status(), "scanning the store");
+  return outcome::success();
+}
+
+}  // namespace txmq::storage::detail

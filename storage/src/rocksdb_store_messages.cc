@@ -1,0 +1,171 @@
+// Messages: append with dedupe, reads of the partitioned log, lookup by id.
+
+#include "rocksdb_store.h"
+#include "txmq/protocol/partitioner.h"
+
+namespace txmq::storage::detail {
+
+encoded_message encode_message(v1::Message&& m, std::int64_t now_ms) {
+  encoded_message e;
+  e.id = protocol::uuid::from_bytes(m.id()).value();  // length checked by the caller
+  if (m.has_key()) e.key = m.key();
+  if (m.publish_time_ms() == 0) m.set_publish_time_ms(now_ms);
+  e.publish_ms = m.publish_time_ms();
+  e.body_bytes = m.body().size();
+  m.clear_topic();
+  m.clear_partition();
+  m.clear_offset();
+  m.clear_attempt();
+  m.SerializeToString(&e.bytes);
+  return e;
+}
+
+position rocksdb_store::append_one(group_ctx& ctx, topic_state& t, const encoded_message& msg) {
+  if (auto it = ctx.dedupe.find(msg.id); it != ctx.dedupe.end()) {
+    return {it->second.partition, it->second.offset, true};
+  }
+  const rocksdb::Slice id_key(msg.id.raw().data(), msg.id.raw().size());
+  std::string existing;
+  auto s = msg.id > max_stored_id_ ? rocksdb::Status::NotFound()
+                                   : db_->Get(rocksdb::ReadOptions(), handles_[cf_dedupe], id_key, &existing);
+  if (s.ok()) {
+    dedupe_entry e;
+    if (decode(existing, e) && e.stored_ms >= ctx.now_ms - options_.dedupe_window.count()) {
+      return {e.partition, e.offset, true};
+    }
+  } else if (!s.IsNotFound()) {
+    ctx.poisoned = error(to_error(s), "the dedupe lookup failed: " + s.ToString());
+    return {};
+  }
+  const std::uint32_t parts = t.record.partitions();
+  const std::uint32_t p = msg.key ? protocol::partition_for_key(*msg.key, parts)
+                                  : t.round_robin.fetch_add(1, std::memory_order_relaxed) % parts;
+  auto& ps = *t.partitions[p];
+  const std::uint64_t offset = ps.next++;
+
+  auto [it, inserted] = ctx.logs.try_emplace({t.record.id(), p});
+  auto& log = it->second;
+  if (inserted) {
+    log.topic_id = t.record.id();
+    log.partition = p;
+    log.state = &ps;
+    log.start(offset);
+    ctx.touched.push_back(&ps);
+  }
+  log.add(msg);
+  ctx.messages += 1;
+  ctx.bytes += msg.body_bytes;
+
+  const dedupe_entry entry{t.record.id(), p, offset, ctx.now_ms};
+  ctx.batch.Put(handles_[cf_dedupe], id_key, encode(entry));
+  ctx.dedupe.emplace(msg.id, entry);
+  max_stored_id_ = std::max(max_stored_id_, msg.id);
+  return {p, offset, false};
+}
+
+bool valid_messages(const std::vector<v1::Message>& messages) {
+  return !messages.empty() && std::all_of(messages.begin(), messages.end(), [](const v1::Message& m) {
+    const auto& id = m.id();
+    return id.size() == protocol::uuid::size && id.find_first_not_of('\0') != std::string::npos;
+  });
+}
+std::size_t request_bytes(const std::vector<v1::Message>& messages) {
+  std::size_t n = 64;
+  for (auto& m : messages) n += m.body().size() + m.key().size() + 48;
+  return n;
+}
+
+void rocksdb_store::append(append_request request, completion<append_result> done) {
+  if (!valid_messages(request.messages)) return done(make_error_code(errc::invalid_argument));
+  // Serialize here, on the caller's thread: the writer thread is the one everybody waits for.
+  const std::int64_t received_ms = now();
+  std::vector<encoded_message> messages;
+  messages.reserve(request.messages.size());
+  std::size_t bytes = 64;
+  for (auto& m : request.messages) {
+    messages.push_back(encode_message(std::move(m), received_ms));
+    bytes += messages.back().bytes.size();
+  }
+  submit<append_result>(request.sync, bytes, std::move(done),
+                        [this, topic = std::move(request.topic), create = request.auto_create_partitions,
+                         messages = std::move(messages)](group_ctx& ctx) -> result<append_result> {
+    TXMQ_TRY(auto t, writer_topic_or_create(ctx, topic, create));
+    append_result out;
+    out.positions.reserve(messages.size());
+    for (auto& m : messages) {
+      out.positions.push_back(append_one(ctx, *t, m));
+      if (ctx.poisoned) return *ctx.poisoned;
+    }
+    return out;
+  });
+}
+
+result<read_result> rocksdb_store::read(const read_request& req) const {
+  auto t = find_topic(req.topic);
+  if (!t) return errc::unknown_topic;
+  if (req.partition >= t->partitions.size()) return errc::unknown_partition;
+  auto& ps = *t->partitions[req.partition];
+  read_result out;
+  out.high_watermark = ps.committed_next.load(std::memory_order_acquire);
+  out.start_offset = ps.start_offset.load(std::memory_order_acquire);
+  std::uint64_t from = std::max(req.from_offset, out.start_offset);
+  out.next_offset = from;
+  if (from >= out.high_watermark || req.max_messages == 0) return out;
+
+  const std::uint32_t tid = t->record.id();
+  const std::string upper = log_key(tid, req.partition, out.high_watermark);
+  rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[cf_log]));
+  const std::string prefix = log_prefix(tid, req.partition);
+  it->SeekForPrev(log_key(tid, req.partition, from));
+  if (!it->Valid() || !it->key().starts_with(prefix)) it->Seek(log_key(tid, req.partition, from));
+
+  std::size_t bytes = 0;
+  for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    const std::uint64_t base = get_u64(it->key().data() + 8);
+    std::string_view value(it->value().data(), it->value().size());
+    batch_header h;
+    v1::MessageBatch batch;
+    if (!decode(value, h) ||
+        !batch.ParseFromArray(value.data() + batch_header_bytes, static_cast<int>(value.size() - batch_header_bytes)) ||
+        batch.messages_size() != static_cast<int>(h.count)) {
+      return errc::corruption;
+    }
+    for (int i = 0; i < batch.messages_size(); ++i) {
+      const std::uint64_t offset = base + static_cast<std::uint64_t>(i);
+      if (offset < from) continue;
+      if (offset >= out.high_watermark) break;
+      auto& m = *batch.mutable_messages(i);
+      const std::size_t size = m.body().size() + m.key().size();
+      if (!out.messages.empty() && (out.messages.size() >= req.max_messages || bytes + size > req.max_bytes)) {
+        return out;
+      }
+      m.set_topic(req.topic);
+      m.set_partition(req.partition);
+      m.set_offset(offset);
+      bytes += size;
+      out.messages.push_back(std::move(m));
+      out.next_offset = offset + 1;
+    }
+    if (out.messages.size() >= req.max_messages) break;
+  }
+  if (!it->status().ok()) return status_error(it->status(), "reading partition " + std::to_string(req.partition) + " of '" + req.topic + "'");
+  return out;
+}
+
+result<std::optional<id_location>> rocksdb_store::find_id(const message_id& id) const {
+  std::string value;
+  auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_dedupe], std::string(id.raw()), &value);
+  if (s.IsNotFound()) return std::optional<id_location>{};
+  if (!s.ok()) return status_error(s, "looking up message id " + id.to_string());
+  dedupe_entry e;
+  if (!decode(value, e)) return errc::corruption;
+  if (e.stored_ms < now() - options_.dedupe_window.count()) return std::optional<id_location>{};
+  auto t = find_topic(e.topic_id);
+  if (!t) return errc::corruption;
+  return std::optional<id_location>{id_location{t->record.name(), e.partition, e.offset}};
+}
+
+}  // namespace txmq::storage::detail

@@ -1,0 +1,266 @@
+// The store's opening: the RocksDB options, refusal of what is not a txmq store or is damaged,
+// the in-memory state rebuilt from the database, and open_store().
+
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_buffer_manager.h>
+
+#include "open_store_on_env.h"
+#include "rocksdb_store.h"
+
+namespace txmq::storage {
+namespace detail {
+
+constexpr std::string_view k_format_version = "1";
+const char* const k_cf_names[cf_count] = {"default", "log", "dedupe", "tx", "index", "groups"};
+
+std::int64_t system_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Drops dedupe entries older than the window and resolved transaction outcomes older than it,
+// during compaction, so expiry never costs a foreground write.
+class expiry_filter final : public rocksdb::CompactionFilter {
+ public:
+  enum class kind { dedupe, tx };
+  expiry_filter(kind k, std::function<std::int64_t()> clock, std::int64_t window_ms)
+      : kind_(k), clock_(std::move(clock)), window_ms_(window_ms) {}
+
+  bool Filter(int, const rocksdb::Slice&, const rocksdb::Slice& value, std::string*, bool*) const override {
+    const std::int64_t cutoff = clock_() - window_ms_;
+    if (kind_ == kind::dedupe) {
+      dedupe_entry e;
+      return decode(std::string_view(value.data(), value.size()), e) && e.stored_ms < cutoff;
+    }
+    records::TxRecord rec;
+    if (!rec.ParseFromArray(value.data(), static_cast<int>(value.size()))) return false;
+    const auto st = static_cast<tx_state>(rec.state());
+    return (st == tx_state::committed || st == tx_state::rolled_back) && rec.resolved_ms() < cutoff;
+  }
+  const char* Name() const override { return kind_ == kind::dedupe ? "txmq.dedupe_expiry" : "txmq.tx_expiry"; }
+
+ private:
+  kind kind_;
+  std::function<std::int64_t()> clock_;
+  std::int64_t window_ms_;
+};
+
+result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
+  path_ = path;
+  auto fail = [](std::error_code ec, std::string text) -> result<void> { return error(ec, std::move(text)); };
+
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = fresh;
+  db_options.create_missing_column_families = fresh;
+  db_options.paranoid_checks = true;
+  // A torn last record after a crash is expected (it was never acknowledged); corruption
+  // anywhere else must stop the open rather than silently drop what follows it.
+  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  db_options.max_background_jobs = 2;
+  // All memtables together stay within this budget (charged to the block cache), so memory
+  // is bounded whatever the number of column families and however much is stored.
+  db_options.write_buffer_manager =
+      std::make_shared<rocksdb::WriteBufferManager>(options_.memtable_budget_bytes, cache_);
+  db_options.bytes_per_sync = 1 << 20;
+  db_options.keep_log_file_num = 5;
+  if (env_) db_options.env = env_.get();
+
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache_;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  table.cache_index_and_filter_blocks = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  for (std::size_t i = 0; i < cf_count; ++i) {
+    rocksdb::ColumnFamilyOptions cf;
+    cf.write_buffer_size = i == cf_log ? options_.write_buffer_bytes : std::max<std::size_t>(options_.write_buffer_bytes / 4, 2 << 20);
+    cf.max_write_buffer_number = 3;
+    cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+    cf.compression = rocksdb::kNoCompression;
+    if (i == cf_dedupe) {
+      cf.compaction_filter = filters_[0].get();
+      // Nearly every lookup is for a new id: a memtable bloom filter answers those misses
+      // without walking the skip list.
+      cf.memtable_prefix_bloom_size_ratio = 0.05;
+      cf.memtable_whole_key_filtering = true;
+      // Not memtable_insert_with_hint_prefix_extractor: with it, ids from concurrent producers
+      // (not strictly increasing) were answered as duplicates of other ids in the crash test.
+    }
+    if (i == cf_tx) cf.compaction_filter = filters_[1].get();
+    cfs.emplace_back(k_cf_names[i], cf);
+  }
+
+  if (!fresh) {
+    std::vector<std::string> existing;
+    auto s = rocksdb::DB::ListColumnFamilies(db_options, path.string(), &existing);
+    if (!s.ok()) {
+      return fail(to_error(s), "cannot open the txmq store at " + path.string() + ": " + s.ToString());
+    }
+    for (std::size_t i = 0; i < cf_count; ++i) {
+      if (std::find(existing.begin(), existing.end(), k_cf_names[i]) == existing.end()) {
+        return fail(errc::not_a_store, "the RocksDB database at " + path.string() + " has no column family '" +
+                                           k_cf_names[i] + "': not a txmq store, refusing to open it");
+      }
+    }
+  }
+
+  rocksdb::DB* raw = nullptr;
+  auto s = rocksdb::DB::Open(db_options, path.string(), cfs, &handles_, &raw);
+  if (!s.ok()) {
+    return fail(to_error(s), "cannot open the txmq store at " + path.string() + ": " + s.ToString() +
+                                 " (the store is left untouched; restore it from a backup or move it aside)");
+  }
+  db_.reset(raw);
+
+  if (!fresh && options_.verify_checksums_on_open) {
+    s = db_->VerifyChecksum();
+    if (!s.ok()) {
+      return fail(to_error(s), "the txmq store at " + path.string() + " failed its checksum check: " + s.ToString() +
+                                   " (refusing to start; restore it from a backup or move it aside)");
+    }
+  }
+
+  // Format version: a new store gets it; an existing one must have ours, unless it is an empty
+  // database left by a crash during its own creation.
+  std::string version;
+  s = db_->Get(rocksdb::ReadOptions(), handles_[cf_default], "v", &version);
+  if (s.IsNotFound()) {
+    bool empty = true;
+    for (auto* h : handles_) {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), h));
+      it->SeekToFirst();
+      if (it->Valid()) empty = false;
+    }
+    if (!empty) {
+      return fail(errc::not_a_store, "the RocksDB database at " + path.string() +
+                                         " has no txmq format version: not a txmq store, refusing to open it");
+    }
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    s = db_->Put(wo, handles_[cf_default], "v", std::string(k_format_version));
+    if (!s.ok()) return fail(to_error(s), "cannot initialise the txmq store at " + path.string() + ": " + s.ToString());
+  } else if (!s.ok()) {
+    return fail(to_error(s), "cannot read the txmq store at " + path.string() + ": " + s.ToString());
+  } else if (version != k_format_version) {
+    return fail(errc::not_a_store, "the txmq store at " + path.string() + " has format version " + version +
+                                       ", this build reads version " + std::string(k_format_version));
+  }
+
+  // Topics and partition state.
+  auto corrupt = [&](const std::string& what) {
+    return fail(errc::corruption, "the txmq store at " + path.string() + " is inconsistent: " + what);
+  };
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[cf_default]));
+    for (it->Seek("t/"); it->Valid() && it->key().starts_with("t/"); it->Next()) {
+      auto t = std::make_shared<topic_state>();
+      if (!t->record.ParseFromArray(it->value().data(), static_cast<int>(it->value().size())) ||
+          t->record.partitions() == 0 || t->record.partitions() > k_max_partitions) {
+        return corrupt("unreadable topic record " + it->key().ToString());
+      }
+      t->created_ms = t->record.created_ms();
+      for (std::uint32_t p = 0; p < t->record.partitions(); ++p) {
+        auto ps = std::make_unique<partition_state>();
+        std::string v;
+        auto gs = db_->Get(rocksdb::ReadOptions(), handles_[cf_default], partition_meta_key(t->record.id(), p), &v);
+        if (!gs.ok() || !decode(v, ps->meta)) {
+          return corrupt("missing partition state of topic '" + t->record.name() + "' partition " + std::to_string(p));
+        }
+        // The log's last batch must end exactly where the meta says: both are written in one batch.
+        std::unique_ptr<rocksdb::Iterator> li(db_->NewIterator(rocksdb::ReadOptions(), handles_[cf_log]));
+        li->SeekForPrev(log_key(t->record.id(), p, UINT64_MAX));
+        if (li->Valid() && li->key().starts_with(log_prefix(t->record.id(), p))) {
+          batch_header h;
+          if (!decode(std::string_view(li->value().data(), li->value().size()), h)) {
+            return corrupt("unreadable log batch in topic '" + t->record.name() + "'");
+          }
+          const std::uint64_t end = get_u64(li->key().data() + 8) + h.count;
+          if (end != ps->meta.next_offset) {
+            return corrupt("topic '" + t->record.name() + "' partition " + std::to_string(p) + " log ends at " +
+                           std::to_string(end) + " but its state says " + std::to_string(ps->meta.next_offset));
+          }
+        } else if (!li->status().ok()) {
+          return fail(to_error(li->status()), "reading " + path.string() + ": " + li->status().ToString());
+        }
+        ps->next = ps->meta.next_offset;
+        ps->committed_next = ps->meta.next_offset;
+        ps->start_offset = ps->meta.start_offset;
+        ps->bytes = ps->meta.bytes;
+        t->partitions.push_back(std::move(ps));
+      }
+      next_topic_id_ = std::max(next_topic_id_, t->record.id() + 1);
+      topics_by_id_[t->record.id()] = t;
+      writer_topics_[t->record.name()] = t;
+      topics_[t->record.name()] = std::move(t);
+    }
+    if (!it->status().ok()) {
+      return fail(to_error(it->status()), "reading " + path.string() + ": " + it->status().ToString());
+    }
+  }
+
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[cf_dedupe]));
+    it->SeekToLast();
+    if (it->Valid()) {
+      auto id = protocol::uuid::from_bytes(std::string_view(it->key().data(), it->key().size()));
+      if (!id) return corrupt("a dedupe index key is not a message id");
+      max_stored_id_ = id.value();
+    } else if (!it->status().ok()) {
+      return fail(to_error(it->status()), "reading " + path.string() + ": " + it->status().ToString());
+    }
+  }
+
+  syncer_ = std::thread([this] { syncer_loop(); });
+  writer_ = std::thread([this] { writer_loop(); });
+  return outcome::success();
+}
+
+result<std::unique_ptr<store>> open_store_on_env(store_options options, std::unique_ptr<rocksdb::Env> env) {
+  if (!options.clock) options.clock = system_now_ms;
+  fs::path path = options.dir;
+  bool fresh = false;
+  if (options.in_memory) {
+    env.reset(rocksdb::NewMemEnv(rocksdb::Env::Default()));
+    path = "/txmq-in-memory";
+    fresh = true;
+  } else {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      fs::create_directories(path, ec);
+      if (ec) {
+        return error(errc::io_error, "cannot create the data directory " + path.string() + ": " + ec.message());
+      }
+      fresh = true;
+    } else if (!fs::is_directory(path, ec)) {
+      return error(errc::not_a_store, path.string() + " is not a directory");
+    } else if (fs::is_empty(path, ec)) {
+      fresh = true;
+    } else if (!fs::exists(path / "CURRENT", ec)) {
+      // Creating a new store here would hide whatever was lost behind an empty one.
+      return error(errc::not_a_store,
+                   "the data directory " + path.string() +
+                       " is not empty but has no RocksDB CURRENT file: either it is not a txmq store or the store's "
+                       "files are missing. Refusing to start with an empty store; restore the files or point "
+                       "--data-dir elsewhere");
+    }
+  }
+  auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  std::vector<std::unique_ptr<rocksdb::CompactionFilter>> filters;
+  filters.push_back(std::make_unique<expiry_filter>(expiry_filter::kind::dedupe, options.clock,
+                                                    options.dedupe_window.count()));
+  filters.push_back(std::make_unique<expiry_filter>(expiry_filter::kind::tx, options.clock,
+                                                    options.dedupe_window.count()));
+  auto s = std::make_unique<rocksdb_store>(options, std::move(env), std::move(cache), std::move(filters));
+  TXMQ_TRY(s->open(path, fresh));
+  return std::unique_ptr<store>(std::move(s));
+}
+
+}  // namespace detail
+
+result<std::unique_ptr<store>> open_store(store_options options) {
+  return detail::open_store_on_env(std::move(options), nullptr);
+}
+
+}  // namespace txmq::storage

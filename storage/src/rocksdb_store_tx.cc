@@ -1,0 +1,215 @@
+// Transactions (half messages): prepare, first-wins resolution, check-back schedule, lookups.
+
+#include "rocksdb_store.h"
+
+namespace txmq::storage::detail {
+
+result<tx_record> rocksdb_store::to_tx_record(std::string_view value) const {
+  records::TxRecord rec;
+  if (!rec.ParseFromArray(value.data(), static_cast<int>(value.size()))) return errc::corruption;
+  auto id = protocol::uuid::from_bytes(rec.txid());
+  if (!id || rec.state() < 1 || rec.state() > 4) return errc::corruption;
+  tx_record out;
+  out.id = id.value();
+  out.producer_group = rec.producer_group();
+  out.state = static_cast<tx_state>(rec.state());
+  out.messages.assign(rec.messages().begin(), rec.messages().end());
+  for (auto& a : rec.acks()) out.acks.push_back({a.group(), a.topic(), a.partition(), a.offset()});
+  out.prepared_ms = rec.prepared_ms();
+  out.check_count = rec.check_count();
+  out.next_check_ms = rec.next_check_ms();
+  out.resolved_ms = rec.resolved_ms();
+  if (rec.resolved_by() != 0) out.resolved_by = static_cast<resolver>(rec.resolved_by());
+  return out;
+}
+
+void rocksdb_store::prepare(prepare_request request, completion<prepare_result> done) {
+  const std::size_t bytes = request_bytes(request.messages);
+  const bool sync = request.sync;
+  submit<prepare_result>(sync, bytes, std::move(done), [this, req = std::move(request)](group_ctx& ctx) mutable -> result<prepare_result> {
+    if (req.id.is_nil() || !valid_messages(req.messages) || !valid_name(req.producer_group, k_max_group_name)) {
+      return errc::invalid_argument;
+    }
+    const std::string key(req.id.raw());
+    if (auto existing = wget(ctx, cf_tx, key)) {
+      records::TxRecord rec;
+      if (!rec.ParseFromString(*existing)) return errc::corruption;
+      if (static_cast<tx_state>(rec.state()) == tx_state::prepared) return prepare_result{true};
+      return errc::tx_not_prepared;
+    }
+    if (ctx.poisoned) return *ctx.poisoned;
+    // Everything that can refuse the request comes before the first write into the batch.
+    for (auto& a : req.acks) {
+      if (!valid_name(a.group, k_max_group_name) || !writer_topic(ctx, a.topic)) return errc::invalid_argument;
+    }
+    for (auto& m : req.messages) {
+      if (!valid_name(m.topic(), k_max_topic_name)) return errc::invalid_argument;
+      if (!writer_topic(ctx, m.topic()) && !req.auto_create_partitions) return errc::unknown_topic;
+    }
+    if (req.auto_create_partitions && (*req.auto_create_partitions == 0 || *req.auto_create_partitions > k_max_partitions)) {
+      return errc::invalid_argument;
+    }
+    for (auto& m : req.messages) {
+      TXMQ_TRY(auto t, writer_topic_or_create(ctx, m.topic(), req.auto_create_partitions));
+      (void)t;
+    }
+    records::TxRecord rec;
+    rec.set_txid(key);
+    rec.set_producer_group(req.producer_group);
+    rec.set_state(static_cast<std::uint32_t>(tx_state::prepared));
+    for (auto& m : req.messages) *rec.add_messages() = std::move(m);
+    for (auto& a : req.acks) {
+      auto* r = rec.add_acks();
+      r->set_group(a.group);
+      r->set_topic(a.topic);
+      r->set_partition(a.partition);
+      r->set_offset(a.offset);
+    }
+    rec.set_prepared_ms(ctx.now_ms);
+    rec.set_next_check_ms(req.first_check_ms);
+    ctx.put(cf_tx, key, rec.SerializeAsString());
+    if (req.first_check_ms != 0) ctx.put(cf_index_, tx_due_key(req.first_check_ms, key), "");
+    return prepare_result{false};
+  });
+}
+
+void rocksdb_store::resolve(resolve_request request, completion<resolve_result> done) {
+  const bool sync = request.sync;
+  submit<resolve_result>(sync, 128, std::move(done), [this, req = std::move(request)](group_ctx& ctx) -> result<resolve_result> {
+    const std::string key(req.id.raw());
+    auto existing = wget(ctx, cf_tx, key);
+    if (ctx.poisoned) return *ctx.poisoned;
+    if (!existing) return errc::unknown_tx;
+    records::TxRecord rec;
+    if (!rec.ParseFromString(*existing)) return errc::corruption;
+    const auto state = static_cast<tx_state>(rec.state());
+    const tx_state wanted = req.outcome == tx_outcome::commit ? tx_state::committed : tx_state::rolled_back;
+    resolve_result out;
+    if (state == tx_state::committed || state == tx_state::rolled_back) {
+      out.status = state == wanted ? resolve_status::repeated : resolve_status::conflict;
+      out.state = state;
+      if (state == tx_state::committed) {
+        for (auto& m : rec.messages()) out.positions.push_back({m.partition(), m.offset(), false});
+      }
+      return out;
+    }
+    // Validate before writing anything: every topic must still be there.
+    std::vector<std::shared_ptr<topic_state>> topics;
+    if (wanted == tx_state::committed) {
+      for (auto& m : rec.messages()) {
+        auto t = writer_topic(ctx, m.topic());
+        if (!t) return errc::unknown_topic;
+        topics.push_back(std::move(t));
+      }
+    }
+    if (state == tx_state::prepared && rec.next_check_ms() != 0) {
+      ctx.del(cf_index_, tx_due_key(rec.next_check_ms(), key));
+    }
+    if (wanted == tx_state::committed) {
+      for (int i = 0; i < rec.messages_size(); ++i) {
+        auto* m = rec.mutable_messages(i);
+        v1::Message copy = *m;
+        copy.set_txid(key);
+        auto pos = append_one(ctx, *topics[static_cast<std::size_t>(i)], encode_message(std::move(copy), ctx.now_ms));
+        out.positions.push_back(pos);
+        m->set_partition(pos.partition);
+        m->set_offset(pos.offset);
+      }
+      // Read-process-write: the consumed messages are done in the same atomic write.
+      std::map<std::string, std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value>> cursors;
+      for (auto& a : rec.acks()) {
+        auto t = writer_topic(ctx, a.topic());
+        if (!t || a.partition() >= t->record.partitions()) continue;
+        apply_ack(ctx, a.group(), t->record.id(), a.partition(), a.offset(), std::nullopt, cursors[a.group()]);
+      }
+      for (auto& [group, cs] : cursors) {
+        for (auto& [tp, c] : cs) ctx.put(cf_groups, cursor_key(group, tp.first, tp.second), encode(c));
+      }
+    }
+    // Bodies live on in the log (commit) or are not wanted (rollback); keep the outcome small.
+    for (auto& m : *rec.mutable_messages()) {
+      m.clear_body();
+      m.clear_headers();
+    }
+    rec.set_state(static_cast<std::uint32_t>(wanted));
+    rec.set_next_check_ms(0);
+    rec.set_resolved_ms(ctx.now_ms);
+    rec.set_resolved_by(static_cast<std::uint32_t>(req.by));
+    ctx.put(cf_tx, key, rec.SerializeAsString());
+    if (ctx.poisoned) return *ctx.poisoned;
+    out.status = resolve_status::applied;
+    out.state = wanted;
+    return out;
+  });
+}
+
+void rocksdb_store::record_checks(std::vector<check_update> updates, completion<void> done) {
+  const std::size_t bytes = 64 * updates.size();
+  submit<void>(true, bytes, std::move(done), [this, updates = std::move(updates)](group_ctx& ctx) -> result<void> {
+    for (auto& u : updates) {
+      const std::string key(u.id.raw());
+      auto existing = wget(ctx, cf_tx, key);
+      if (ctx.poisoned) return *ctx.poisoned;
+      if (!existing) continue;
+      records::TxRecord rec;
+      if (!rec.ParseFromString(*existing)) return errc::corruption;
+      if (static_cast<tx_state>(rec.state()) != tx_state::prepared) continue;
+      if (rec.next_check_ms() != 0) ctx.del(cf_index_, tx_due_key(rec.next_check_ms(), key));
+      rec.set_check_count(u.check_count);
+      if (u.abandon) {
+        rec.set_state(static_cast<std::uint32_t>(tx_state::abandoned));
+        rec.set_next_check_ms(0);
+      } else {
+        rec.set_next_check_ms(u.next_check_ms);
+        ctx.put(cf_index_, tx_due_key(u.next_check_ms, key), "");
+      }
+      ctx.put(cf_tx, key, rec.SerializeAsString());
+    }
+    return outcome::success();
+  });
+}
+
+result<std::optional<tx_record>> rocksdb_store::find_tx(const txid& id) const {
+  std::string value;
+  auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_tx], std::string(id.raw()), &value);
+  if (s.IsNotFound()) return std::optional<tx_record>{};
+  if (!s.ok()) return status_error(s, "looking up transaction " + id.to_string());
+  TXMQ_TRY(auto rec, to_tx_record(value));
+  return std::optional<tx_record>{std::move(rec)};
+}
+
+result<std::vector<tx_record>> rocksdb_store::due_checks(std::int64_t until_ms, std::size_t limit,
+                                                         std::int64_t from_ms) const {
+  std::vector<tx_record> out;
+  std::string lower(1, 't');
+  put_u64(lower, time_key(from_ms));
+  std::string upper(1, 't');
+  put_u64(upper, time_key(until_ms) + 1);
+  auto r = scan(cf_index_, lower, upper, [&](std::string_view k, std::string_view) -> result<bool> {
+    if (k.size() != 1 + 8 + 16) return errc::corruption;
+    auto id = protocol::uuid::from_bytes(k.substr(9));
+    if (!id) return errc::corruption;
+    auto rec = find_tx(id.value());
+    if (!rec) return rec.error();
+    if (rec.value() && rec.value()->state == tx_state::prepared) out.push_back(std::move(*rec.value()));
+    return out.size() < limit;
+  });
+  if (!r) return r.error();
+  return out;
+}
+
+result<std::vector<tx_record>> rocksdb_store::list_txs(std::optional<tx_state> state, std::size_t limit,
+                                                      std::optional<txid> after) const {
+  std::vector<tx_record> out;
+  std::string from = after ? prefix_end(std::string(after->raw())) : std::string();
+  // prefix_end of a 16-byte id is the next id, which is what "after" means.
+  auto r = scan(cf_tx, from, "", [&](std::string_view, std::string_view v) -> result<bool> {
+    TXMQ_TRY(auto rec, to_tx_record(v));
+    if (!state || rec.state == *state) out.push_back(std::move(rec));
+    return out.size() < limit;
+  });
+  if (!r) return r.error();
+  return out;
+}
+
+}  // namespace txmq::storage::detail
