@@ -1,6 +1,6 @@
 // The broker's settings: one table (k_settings) and everything that reads or writes it: flags,
-// the TOML file, describe(), --help, validate(). A file over 600 lines because every piece walks
-// the same table, and keeping them beside it makes a new setting a one-row change; the value
+// the TOML file, describe(), --help, validate(). It is one piece because every part walks the
+// same table, and keeping them beside it makes a new setting a one-row change; the value
 // grammars (durations, sizes, HOST:PORT) are txmq::common's.
 
 #include "txmq/broker/config.h"

@@ -1,8 +1,8 @@
 #pragma once
 
-// txmq-relay's engine (outbox-relay/README.md): owns outbox shards through PostgreSQL advisory locks, reads
-// each owned shard in seq order in batches, publishes the rows with their id as message id and
-// deletes them only after the broker acknowledged them (fsynced).
+// txmq-relay's engine (docs/semantics.md §3): owns outbox shards through PostgreSQL advisory
+// locks, reads each owned shard in seq order in batches, publishes the rows with their id as
+// message id and deletes them only after the broker acknowledged them (fsynced).
 //
 // One thread, one PostgreSQL connection: the connection that holds a shard's lock is the one
 // that reads and deletes its rows, so a relay that loses its connection loses its shards and
