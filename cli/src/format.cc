@@ -1,4 +1,5 @@
 #include "txmq/cli/format.h"
+#include "txmq/common/units.h"
 
 #include <algorithm>
 #include <array>
@@ -83,34 +84,6 @@ bool is_valid_utf8(std::string_view bytes) noexcept {
   return true;
 }
 
-std::string base64_encode(std::string_view bytes) {
-  static constexpr char k_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  const auto byte = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k])); };
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const std::uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
-    out += k_alphabet[(v >> 18) & 63];
-    out += k_alphabet[(v >> 12) & 63];
-    out += k_alphabet[(v >> 6) & 63];
-    out += k_alphabet[v & 63];
-  }
-  if (const std::size_t rest = bytes.size() - i; rest == 1) {
-    const std::uint32_t v = byte(i) << 16;
-    out += k_alphabet[(v >> 18) & 63];
-    out += k_alphabet[(v >> 12) & 63];
-    out += "==";
-  } else if (rest == 2) {
-    const std::uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8);
-    out += k_alphabet[(v >> 18) & 63];
-    out += k_alphabet[(v >> 12) & 63];
-    out += k_alphabet[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
-
 std::string escape_control(std::string_view text) {
   static constexpr char k_hex[] = "0123456789abcdef";
   std::string out;
@@ -147,16 +120,7 @@ std::string iso_time(std::int64_t unix_ms) {
 }
 
 std::string duration_text(std::int64_t ms) {
-  if (ms == 0) return "-";
-  struct unit {
-    std::int64_t ms;
-    const char* name;
-  };
-  static constexpr std::array<unit, 4> k_units{{{86'400'000, "d"}, {3'600'000, "h"}, {60'000, "m"}, {1000, "s"}}};
-  for (const auto& u : k_units) {
-    if (ms % u.ms == 0) return std::to_string(ms / u.ms) + u.name;
-  }
-  return std::to_string(ms) + "ms";
+  return ms == 0 ? "-" : common::format_duration(std::chrono::milliseconds(ms));
 }
 
 std::string headers_text(const std::map<std::string, std::string>& headers) {

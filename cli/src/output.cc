@@ -2,6 +2,7 @@
 
 #include "txmq/cli/format.h"
 #include "txmq/protocol/message_id.h"
+#include "txmq/common/base64.h"
 
 namespace txmq::cli::detail {
 
@@ -13,18 +14,18 @@ void print_json(std::ostream& out, const json::value& v) { out << json::serializ
 
 std::string id_text(const std::string& raw) {
   auto id = protocol::uuid::from_bytes(raw);
-  return id ? id.value().to_string() : "base64:" + base64_encode(raw);
+  return id ? id.value().to_string() : "base64:" + common::base64_encode(raw);
 }
 
 std::string bytes_cell(const std::string& bytes) {
-  return is_valid_utf8(bytes) ? escape_control(bytes) : "base64:" + base64_encode(bytes);
+  return is_valid_utf8(bytes) ? escape_control(bytes) : "base64:" + common::base64_encode(bytes);
 }
 
 void put_bytes(json::object& o, const std::string& name, const std::string& bytes) {
   if (is_valid_utf8(bytes)) {
     o[name] = bytes;
   } else {
-    o[name + "_base64"] = base64_encode(bytes);
+    o[name + "_base64"] = common::base64_encode(bytes);
   }
 }
 

@@ -3,19 +3,18 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <csignal>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include <pthread.h>
-#include <signal.h>
 
 #include <boost/json.hpp>
 
 #include "output.h"
 #include "txmq/cli/format.h"
 #include "txmq/producer/pg_checker.h"
+#include "txmq/common/base64.h"
+#include "txmq/common/signals.h"
 
 namespace txmq::cli::detail {
 
@@ -82,7 +81,7 @@ json::object tx_json(const v1::TxInfo& t, std::int64_t now, bool with_messages) 
     if (is_valid_utf8(k)) {
       keys.push_back(json::string(k));
     } else {
-      keys.push_back(json::object{{"key_base64", base64_encode(k)}});
+      keys.push_back(json::object{{"key_base64", common::base64_encode(k)}});
     }
   }
   json::object o{{"txid", id_text(t.txid())},
@@ -258,12 +257,8 @@ int tx_prepare(session& s, const tx_prepare_args& a) {
 
 int tx_checker(session& s, const std::string& group, const std::string& answer, const std::string& pg_conninfo) {
   // Block the stop signals before any thread starts, so that every thread inherits the mask
-  // and sigwait below receives them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  if (pthread_sigmask(SIG_BLOCK, &stop, nullptr) != 0) return s.fail("cannot block SIGINT/SIGTERM");
+  // and the wait below receives them.
+  const auto stop = common::block_stop_signals();
 
   auto conn = s.connect_as_producer(group);
   if (!conn) return exit_failure;
@@ -331,9 +326,7 @@ int tx_checker(session& s, const std::string& group, const std::string& answer, 
         << " (stop with Ctrl-C)\n";
     out.flush();
   }
-  int sig = 0;
-  while (sigwait(&stop, &sig) != 0) {
-  }
+  (void)common::wait_for_stop_signal(stop);
   conn->set_request_handler(nullptr);
   conn->close();
   return exit_ok;

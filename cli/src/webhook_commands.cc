@@ -10,6 +10,7 @@
 
 #include "txmq/cli/format.h"
 #include "txmq/protocol/message_id.h"
+#include "txmq/common/units.h"
 
 namespace txmq::cli::detail {
 namespace {
@@ -22,28 +23,23 @@ std::string arg(const po::variables_map& vm, const std::string& name) {
   return vm[name].as<std::string>();
 }
 
-// "500ms", "15s", "3m", "1h", "2d" in milliseconds; the broker's grammar.
+// "500ms", "15s", "3m", "1h", "2d" in milliseconds: the grammar of every txmq binary.
 std::int64_t duration_ms(const std::string& text, const std::string& what) {
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  const std::string unit = text.substr(digits);
-  const std::int64_t scale = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60'000 : unit == "h" ? 3'600'000
-                             : unit == "d" ? 86'400'000 : 0;
-  if (digits == 0 || digits > 9 || scale == 0) {
-    throw po::error(what + ": '" + text + "' is not a duration such as 500ms, 15s, 3m, 1h or 2d");
-  }
-  return std::stoll(text.substr(0, digits)) * scale;
+  auto d = common::parse_duration(text);
+  if (!d) throw po::error(what + ": " + d.error().message);
+  return d.value().count();
 }
 
 std::vector<std::uint32_t> schedule_ms(const std::string& text) {
+  auto steps = common::parse_duration_list(text);
+  if (!steps) throw po::error("--schedule: " + steps.error().message);
   std::vector<std::uint32_t> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    const auto ms = duration_ms(item, "--schedule");
-    if (ms <= 0 || ms > std::int64_t{UINT32_MAX}) throw po::error("--schedule: steps must be between 1ms and 49d");
-    out.push_back(static_cast<std::uint32_t>(ms));
+  for (const auto step : steps.value()) {
+    if (step.count() <= 0 || step.count() > std::int64_t{UINT32_MAX}) {
+      throw po::error("--schedule: steps must be between 1ms and 49d");
+    }
+    out.push_back(static_cast<std::uint32_t>(step.count()));
   }
-  if (out.empty()) throw po::error("--schedule wants at least one duration");
   return out;
 }
 

@@ -18,15 +18,6 @@ TEST(cli_format_test, utf8_validation) {
   EXPECT_FALSE(is_valid_utf8("\xF4\x90\x80\x80"));  // above U+10FFFF
 }
 
-TEST(cli_format_test, base64) {
-  EXPECT_EQ(base64_encode(""), "");
-  EXPECT_EQ(base64_encode("f"), "Zg==");
-  EXPECT_EQ(base64_encode("fo"), "Zm8=");
-  EXPECT_EQ(base64_encode("foo"), "Zm9v");
-  EXPECT_EQ(base64_encode("foobar"), "Zm9vYmFy");
-  EXPECT_EQ(base64_encode(std::string("\xff\x00\x80", 3)), "/wCA");
-}
-
 TEST(cli_format_test, escapes_and_times) {
   EXPECT_EQ(escape_control("a\nb\tc\x01"), "a\\nb\\tc\\x01");
   EXPECT_EQ(iso_time(0), "-");

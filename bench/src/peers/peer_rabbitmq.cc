@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "peers/system_under_test.h"
+#include "txmq/common/address.h"
 
 namespace txmq::bench::detail {
 namespace {
@@ -54,10 +55,13 @@ timeval to_timeval(std::chrono::nanoseconds d) {
 class amqp_link {
  public:
   explicit amqp_link(const std::string& address) : c_(amqp_new_connection()) {
-    const auto colon = address.rfind(':');
-    if (colon == std::string::npos) throw std::invalid_argument("rabbitmq: address wants HOST:PORT, got '" + address + "'");
+    const auto where = common::parse_host_port(address);
+    if (!where) {
+      amqp_destroy_connection(c_);
+      throw std::invalid_argument("rabbitmq: " + where.error().message);
+    }
     auto* socket = amqp_tcp_socket_new(c_);
-    if (!socket || amqp_socket_open(socket, address.substr(0, colon).c_str(), std::stoi(address.substr(colon + 1))) != AMQP_STATUS_OK) {
+    if (!socket || amqp_socket_open(socket, where.value().host.c_str(), where.value().port) != AMQP_STATUS_OK) {
       amqp_destroy_connection(c_);
       throw std::runtime_error("rabbitmq: cannot connect to " + address + " (is rabbitmq-server running there?)");
     }

@@ -11,21 +11,19 @@
 #include "peers/system_under_test.h"
 #include "txmq/protocol/message_id.h"
 #include "support/wire_client.h"
+#include "txmq/common/address.h"
 
 namespace txmq::bench::detail {
 namespace {
 
 namespace asio = boost::asio;
 
-struct address {
-  std::string host;
-  std::uint16_t port;
-};
+using address = common::host_port;
 
 address parse_address(const std::string& text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos) throw std::invalid_argument("txmq: address wants HOST:PORT, got '" + text + "'");
-  return {text.substr(0, colon), static_cast<std::uint16_t>(std::stoi(text.substr(colon + 1)))};
+  auto parsed = common::parse_host_port(text);
+  if (!parsed) throw std::invalid_argument("txmq: " + parsed.error().message);
+  return std::move(parsed).value();
 }
 
 // Runs one ready handler (waiting up to max_wait for it), then every other ready one.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "txmq/common/units.h"
+
 namespace txmq::bench {
 
 void latency_recorder::merge(const latency_recorder& other) {
@@ -33,18 +35,19 @@ double median(std::vector<double> v) {
 }
 
 std::chrono::nanoseconds parse_seconds(const std::string& text) {
-  double scale = 1e9;
-  std::string number = text;
-  if (text.ends_with("ms")) {
-    scale = 1e6;
-    number = text.substr(0, text.size() - 2);
-  } else if (text.ends_with("s")) {
-    number = text.substr(0, text.size() - 1);
-  }
+  // A plain number counts seconds and may be fractional (--seconds 0.5, as the scripts pass);
+  // anything with a unit is a duration in the grammar of every txmq binary (300ms, 5s, 2m).
   std::size_t used = 0;
-  const double v = std::stod(number, &used);
-  if (used != number.size() || v < 0) throw std::invalid_argument("not a duration: " + text);
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(v * scale));
+  double v = -1;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == text.size() && v >= 0) return std::chrono::nanoseconds(static_cast<std::int64_t>(v * 1e9));
+  auto d = common::parse_duration(text);
+  if (!d) throw std::invalid_argument(d.error().message);
+  return d.value();
 }
 
 }  // namespace txmq::bench

@@ -21,6 +21,7 @@
 #include "txmq/producer/transaction.h"
 #include "txmq/protocol/message_id.h"
 #include "support/wire_client.h"
+#include "txmq/common/address.h"
 
 namespace txmq::bench {
 namespace {
@@ -34,9 +35,9 @@ struct failure : std::runtime_error {
 };
 
 std::pair<std::string, std::uint16_t> split_address(const std::string& text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos) throw failure("--broker wants HOST:PORT, got '" + text + "'");
-  return {text.substr(0, colon), static_cast<std::uint16_t>(std::stoi(text.substr(colon + 1)))};
+  auto address = common::parse_host_port(text);
+  if (!address) throw failure("--broker: " + address.error().message);
+  return {address.value().host, address.value().port};
 }
 
 struct run_figures {

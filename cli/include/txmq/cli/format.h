@@ -1,7 +1,7 @@
 #pragma once
 
 // Text helpers of the txmq CLI: aligned tables (buffered, or streamed with columns that only
-// grow), UTF-8 validation, base64, control-character escaping and time/duration text.
+// grow), UTF-8 validation, control-character escaping and time/duration text.
 // Pure functions and small value types; not thread-safe beyond that.
 
 #include <cstdint>
@@ -38,7 +38,6 @@ class table {
 };
 
 [[nodiscard]] bool is_valid_utf8(std::string_view bytes) noexcept;
-[[nodiscard]] std::string base64_encode(std::string_view bytes);
 
 // For one line of human output: \n, \r, \t as such, other control bytes as \xNN.
 [[nodiscard]] std::string escape_control(std::string_view text);
