@@ -1,4 +1,4 @@
-// The txmq CLI (DESIGN §6) against the real broker: the real `txmq` binary is run as a child
+// The txmq CLI (cli/README.md) against the real broker: the real `txmq` binary is run as a child
 // process with its stdin fed and its stdout, stderr and exit status captured.
 
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// The txmq tx commands (DESIGN §6) against the real broker: the real `txmq` binary is run as a
+// The txmq tx commands (cli/README.md) against the real broker: the real `txmq` binary is run as a
 // child process, as in cli_test.cc.
 
 #include <fcntl.h>

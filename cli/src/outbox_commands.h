@@ -1,6 +1,6 @@
 #pragma once
 
-// `txmq outbox init` and `txmq outbox status` (DESIGN §6): they talk to the application's
+// `txmq outbox init` and `txmq outbox status` (cli/README.md): they talk to the application's
 // PostgreSQL database, not to the broker. Private to txmq_cli.
 
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 
-// The txmq command-line tool (DESIGN.md §6): parses a command line, talks to the broker through
+// The txmq command-line tool (cli/README.md): parses a command line, talks to the broker through
 // the client libraries and writes human tables or JSON lines. main() only hands over argv and
 // the standard streams, so everything here can be driven by a test.
 //
