@@ -1,4 +1,4 @@
-#include "tx_coordinator.h"
+#include "tx/tx_coordinator.h"
 
 #include <algorithm>
 #include <set>

@@ -20,7 +20,7 @@
 #include <openssl/crypto.h>
 
 #include "txmq/broker/admin_http.h"
-#include "webhook_subscription.h"
+#include "webhooks/webhook_subscription.h"
 
 namespace txmq::broker {
 

@@ -1,4 +1,4 @@
-#include "webhook_notifier.h"
+#include "webhooks/webhook_notifier.h"
 
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 #include "broker_metrics.h"
 #include "log.h"
 #include "request_checks.h"
-#include "webhook_subscription.h"
+#include "webhooks/webhook_subscription.h"
 
 namespace txmq::broker {
 

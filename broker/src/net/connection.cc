@@ -1,9 +1,9 @@
-#include "connection.h"
+#include "net/connection.h"
 
 #include <array>
 
 #include "log.h"
-#include "service.h"
+#include "service/service.h"
 #include "txmq/protocol/frame_codec.h"
 
 namespace txmq::broker {

@@ -34,9 +34,9 @@
 
 #include <boost/asio.hpp>
 
-#include "check_policy.h"
-#include "connection.h"
-#include "group_tracker.h"
+#include "tx/check_policy.h"
+#include "net/connection.h"
+#include "groups/group_tracker.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {

@@ -31,7 +31,7 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 
-#include "connection.h"
+#include "net/connection.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {

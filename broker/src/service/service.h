@@ -14,10 +14,10 @@
 
 #include <boost/asio.hpp>
 
-#include "connection.h"
-#include "group_tracker.h"
-#include "tx_coordinator.h"
-#include "webhook_notifier.h"
+#include "net/connection.h"
+#include "groups/group_tracker.h"
+#include "tx/tx_coordinator.h"
+#include "webhooks/webhook_notifier.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {

@@ -1,4 +1,4 @@
-#include "service.h"
+#include "service/service.h"
 
 #include <algorithm>
 
