@@ -117,12 +117,12 @@ void service::close_all() {
   }
 }
 
-void service::connection_opened(const std::shared_ptr<connection>& c) {
+void service::connection_opened(const std::shared_ptr<responder>& c) {
   connections_[c->id()] = c;
   tx_->connection_opened(c);
 }
 
-void service::connection_closed(connection& c) {
+void service::connection_closed(responder& c) {
   connections_.erase(c.id());
   tx_->connection_closed(c);
   for (auto& [name, g] : groups_) {
@@ -166,7 +166,7 @@ std::vector<service::group_gauges> service::gauges() const {
   return out;
 }
 
-void service::handle(const std::shared_ptr<connection>& c, v1::Frame&& frame) {
+void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
   const std::uint64_t corr = frame.correlation_id();
   if (stopped_) return c->respond_error(corr, v1::SHUTTING_DOWN, "broker is shutting down");
   switch (frame.body_case()) {
@@ -217,7 +217,7 @@ void service::handle(const std::shared_ptr<connection>& c, v1::Frame&& frame) {
   }
 }
 
-void service::handle_answer(const std::shared_ptr<connection>& c, v1::Frame&& frame) {
+void service::handle_answer(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
   tx_->handle_answer(c, std::move(frame));
 }
 
@@ -234,7 +234,7 @@ void service::wake(const std::vector<std::string>& topics, const std::vector<std
 
 // ---- produce --------------------------------------------------------------------------------
 
-void service::produce(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::ProduceRequest& req) {
+void service::produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req) {
   if (auto bad = bad_name("topic", req.topic())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
   if (req.messages().empty()) return c->respond_error(corr, v1::INVALID_ARGUMENT, "produce request has no messages");
   for (int i = 0; i < req.messages_size(); ++i) {
@@ -270,7 +270,7 @@ void service::produce(const std::shared_ptr<connection>& c, std::uint64_t corr, 
     m.set_publish_time_ms(0);  // the broker's clock decides
     ar.messages.push_back(std::move(m));
   }
-  std::weak_ptr<connection> weak = c;
+  std::weak_ptr<responder> weak = c;
   std::string topic = ar.topic;
   const auto started = std::chrono::steady_clock::now();
   std::uint64_t body_bytes = 0;
@@ -340,7 +340,7 @@ void service::with_group(const std::string& name, const std::vector<std::string>
   }));
 }
 
-bool service::try_fetch(group_entry& g, connection& c, std::uint64_t corr, const std::vector<std::string>& topics,
+bool service::try_fetch(group_entry& g, responder& c, std::uint64_t corr, const std::vector<std::string>& topics,
                         std::size_t max, std::chrono::milliseconds ack_deadline, bool answer_empty) {
   // The answer must fit in one frame, with room for the envelope.
   const std::size_t max_bytes = settings_.max_frame_bytes > 65536 ? settings_.max_frame_bytes - 65536 : settings_.max_frame_bytes / 2;
@@ -374,7 +374,7 @@ bool service::try_fetch(group_entry& g, connection& c, std::uint64_t corr, const
   return true;
 }
 
-void service::fetch(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::FetchRequest& req) {
+void service::fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::FetchRequest& req) {
   if (auto bad = bad_name("group", req.group())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
   if (is_webhook_group(req.group())) return c->respond_error(corr, v1::INVALID_ARGUMENT, reserved_group(req.group()));
   if (req.topics().empty()) return c->respond_error(corr, v1::INVALID_ARGUMENT, "fetch names no topic");
@@ -386,7 +386,7 @@ void service::fetch(const std::shared_ptr<connection>& c, std::uint64_t corr, v1
   max = std::min<std::size_t>(max, settings_.max_fetch_messages);
   const std::chrono::milliseconds wait{req.max_wait_ms()};
   const std::chrono::milliseconds ack_deadline{req.ack_deadline_ms()};
-  std::weak_ptr<connection> weak = c;
+  std::weak_ptr<responder> weak = c;
   with_group(req.group(), topics, storage::group_start::earliest,
              [this, weak, corr, topics, max, wait, ack_deadline, group = req.group()](result<group_entry*> g) {
     auto c = weak.lock();
@@ -418,7 +418,7 @@ void service::serve_waiters(group_entry& g) {
   }
 }
 
-void service::settle(const std::shared_ptr<connection>& c, std::uint64_t corr, int kind, const std::string& group,
+void service::settle(const std::shared_ptr<responder>& c, std::uint64_t corr, int kind, const std::string& group,
                      const google::protobuf::RepeatedPtrField<v1::DeliveryRef>& refs, std::uint32_t ms) {
   auto it = groups_.find(group);
   if (it == groups_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + group + "'");
@@ -489,7 +489,7 @@ void service::on_tick() {
 
 // ---- administration -------------------------------------------------------------------------
 
-void service::create_topic(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::CreateTopicRequest& req) {
+void service::create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req) {
   if (auto bad = bad_name("topic", req.name())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
   if (req.partitions() > 1024) return c->respond_error(corr, v1::INVALID_ARGUMENT, "at most 1024 partitions per topic");
   if (!store_.topic(req.name()) && store_.topics().size() >= settings_.max_topics) {
@@ -501,7 +501,7 @@ void service::create_topic(const std::shared_ptr<connection>& c, std::uint64_t c
   cfg.partitions = req.partitions() ? req.partitions() : settings_.default_partitions;
   cfg.retention_ms = req.retention_ms() ? req.retention_ms() : settings_.default_retention_ms;
   cfg.retention_bytes = req.retention_bytes();
-  std::weak_ptr<connection> weak = c;
+  std::weak_ptr<responder> weak = c;
   store_.create_topic(cfg, on_io<storage::topic_info>([weak, corr, name = cfg.name](result<storage::topic_info> r) {
     auto c = weak.lock();
     if (!c) return;
@@ -549,11 +549,11 @@ v1::GroupInfo service::describe(const std::string& name, group_entry& g) {
   return info;
 }
 
-void service::create_group(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::CreateGroupRequest& req) {
+void service::create_group(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateGroupRequest& req) {
   if (auto bad = bad_name("group", req.group())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
   if (is_webhook_group(req.group())) return c->respond_error(corr, v1::INVALID_ARGUMENT, reserved_group(req.group()));
   if (!store_.topic(req.topic())) return c->respond_error(corr, v1::UNKNOWN_TOPIC, "no topic '" + req.topic() + "'");
-  std::weak_ptr<connection> weak = c;
+  std::weak_ptr<responder> weak = c;
   with_group(req.group(), {req.topic()}, req.from_latest() ? storage::group_start::latest : storage::group_start::earliest,
              [this, weak, corr, name = req.group()](result<group_entry*> g) {
     auto c = weak.lock();
@@ -566,7 +566,7 @@ void service::create_group(const std::shared_ptr<connection>& c, std::uint64_t c
   });
 }
 
-void service::describe_group(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& group) {
+void service::describe_group(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group) {
   auto it = groups_.find(group);
   if (it == groups_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + group + "'");
   v1::Frame out;
@@ -575,7 +575,7 @@ void service::describe_group(const std::shared_ptr<connection>& c, std::uint64_t
   c->respond(std::move(out));
 }
 
-void service::list_groups(const std::shared_ptr<connection>& c, std::uint64_t corr) {
+void service::list_groups(const std::shared_ptr<responder>& c, std::uint64_t corr) {
   v1::Frame out;
   out.set_correlation_id(corr);
   auto* resp = out.mutable_list_groups_response();
@@ -583,7 +583,7 @@ void service::list_groups(const std::shared_ptr<connection>& c, std::uint64_t co
   c->respond(std::move(out));
 }
 
-void service::dlq_list(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::DlqListRequest& req) {
+void service::dlq_list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::DlqListRequest& req) {
   if (!groups_.count(req.group())) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + req.group() + "'");
   auto d = store_.dead_letters(req.group(), req.limit() ? req.limit() : 100);
   if (!d) return c->respond_error(corr, wire_code(d.error()), "reading dead letters failed: " + d.error().message);
@@ -611,7 +611,7 @@ void service::dlq_list(const std::shared_ptr<connection>& c, std::uint64_t corr,
   c->respond(std::move(out));
 }
 
-void service::dlq_redrive(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& group) {
+void service::dlq_redrive(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group) {
   if (!groups_.count(group)) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + group + "'");
   auto d = store_.dead_letters(group, 1'000'000);
   if (!d) return c->respond_error(corr, wire_code(d.error()), "reading dead letters failed: " + d.error().message);
@@ -620,7 +620,7 @@ void service::dlq_redrive(const std::shared_ptr<connection>& c, std::uint64_t co
   u.sync = true;
   for (auto& l : d.value()) u.redrive.push_back({l.topic, l.partition, l.offset});
   auto refs = u.redrive;
-  std::weak_ptr<connection> weak = c;
+  std::weak_ptr<responder> weak = c;
   store_.update_group(std::move(u), on_io<storage::group_update_result>([this, weak, corr, group, refs](result<storage::group_update_result> r) {
     auto c = weak.lock();
     if (r) {

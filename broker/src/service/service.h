@@ -14,7 +14,7 @@
 
 #include <boost/asio.hpp>
 
-#include "net/connection.h"
+#include "net/responder.h"
 #include "groups/group_tracker.h"
 #include "tx/tx_coordinator.h"
 #include "webhooks/webhook_notifier.h"
@@ -55,12 +55,12 @@ class service {
   // Closes every connection once its queued answers are written.
   void close_all();
 
-  void connection_opened(const std::shared_ptr<connection>& c);
-  void connection_closed(connection& c);
+  void connection_opened(const std::shared_ptr<responder>& c);
+  void connection_closed(responder& c);
   // One request frame after Hello. The connection gets exactly one answer for it.
-  void handle(const std::shared_ptr<connection>& c, v1::Frame&& frame);
+  void handle(const std::shared_ptr<responder>& c, v1::Frame&& frame);
   // An answer to a request of the broker's own (CheckTx): CheckTxResult or Error. Gets no answer.
-  void handle_answer(const std::shared_ptr<connection>& c, v1::Frame&& frame);
+  void handle_answer(const std::shared_ptr<responder>& c, v1::Frame&& frame);
 
   [[nodiscard]] const std::string& broker_id() const noexcept { return settings_.broker_id; }
   [[nodiscard]] std::uint32_t max_message_bytes() const noexcept { return settings_.max_message_bytes; }
@@ -76,7 +76,7 @@ class service {
 
  private:
   struct waiter {
-    std::weak_ptr<connection> conn;
+    std::weak_ptr<responder> conn;
     std::uint64_t correlation_id = 0;
     std::vector<std::string> topics;
     std::size_t max = 0;
@@ -88,16 +88,16 @@ class service {
     std::list<waiter> waiters;
   };
 
-  void produce(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::ProduceRequest& req);
-  void fetch(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::FetchRequest& req);
-  void settle(const std::shared_ptr<connection>& c, std::uint64_t corr, int kind, const std::string& group,
+  void produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
+  void fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::FetchRequest& req);
+  void settle(const std::shared_ptr<responder>& c, std::uint64_t corr, int kind, const std::string& group,
               const google::protobuf::RepeatedPtrField<v1::DeliveryRef>& refs, std::uint32_t ms);
-  void create_topic(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);
-  void create_group(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::CreateGroupRequest& req);
-  void describe_group(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& group);
-  void list_groups(const std::shared_ptr<connection>& c, std::uint64_t corr);
-  void dlq_list(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::DlqListRequest& req);
-  void dlq_redrive(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& group);
+  void create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);
+  void create_group(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateGroupRequest& req);
+  void describe_group(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group);
+  void list_groups(const std::shared_ptr<responder>& c, std::uint64_t corr);
+  void dlq_list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::DlqListRequest& req);
+  void dlq_redrive(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group);
 
   // Runs fn with the group's tracker once the group exists and subscribes to all topics
   // (creating or extending it in the store first). fn gets an error instead when that fails.
@@ -106,7 +106,7 @@ class service {
   // Hands deliverable messages to parked long polls of the group, oldest first.
   void serve_waiters(group_entry& g);
   // Answers a fetch from the tracker; false when it found nothing.
-  bool try_fetch(group_entry& g, connection& c, std::uint64_t corr, const std::vector<std::string>& topics,
+  bool try_fetch(group_entry& g, responder& c, std::uint64_t corr, const std::vector<std::string>& topics,
                  std::size_t max, std::chrono::milliseconds ack_deadline, bool answer_empty);
   void persist(storage::group_update update, bool sync = false);
   // Serves the long polls of the groups that read `topics` or are named in `groups`.
@@ -124,7 +124,7 @@ class service {
   service_settings settings_;
   broker_metrics* metrics_;
   std::map<std::string, group_entry> groups_;
-  std::map<std::uint64_t, std::weak_ptr<connection>> connections_;
+  std::map<std::uint64_t, std::weak_ptr<responder>> connections_;
   boost::asio::steady_timer tick_;
   bool stopped_ = false;
   std::unique_ptr<tx_coordinator> tx_;

@@ -128,7 +128,7 @@ void tx_coordinator::stop() {
 
 // ---- connections ----------------------------------------------------------------------------
 
-void tx_coordinator::connection_opened(const std::shared_ptr<connection>& c) {
+void tx_coordinator::connection_opened(const std::shared_ptr<responder>& c) {
   if (c->producer_group().empty()) return;
   producers_[c->id()] = c;
   pool_.join(c->producer_group(), c->id());
@@ -142,7 +142,7 @@ void tx_coordinator::connection_opened(const std::shared_ptr<connection>& c) {
   pump(c->producer_group());
 }
 
-void tx_coordinator::connection_closed(connection& c) {
+void tx_coordinator::connection_closed(responder& c) {
   if (c.producer_group().empty()) return;
   pool_.leave(c.producer_group(), c.id());
   producers_.erase(c.id());
@@ -169,7 +169,7 @@ void tx_coordinator::connection_closed(connection& c) {
 
 // ---- Prepare / EndTx / operator -------------------------------------------------------------
 
-void tx_coordinator::prepare(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::PrepareRequest& req) {
+void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::PrepareRequest& req) {
   auto id = protocol::uuid::from_bytes(req.txid());
   if (!id || id.value().is_nil()) {
     return c->respond_error(corr, v1::INVALID_ARGUMENT,
@@ -256,7 +256,7 @@ void tx_coordinator::prepare(const std::shared_ptr<connection>& c, std::uint64_t
   if (settings_.auto_create_topics) pr.auto_create_partitions = settings_.default_partitions;
   pr.sync = settings_.sync;
   const std::int64_t first_check = pr.first_check_ms;
-  std::weak_ptr<connection> weak = c;
+  std::weak_ptr<responder> weak = c;
   store_.prepare(std::move(pr), on_io<storage::prepare_result>([this, weak, corr, txid = id.value(), first_check](
                                                                    result<storage::prepare_result> r) {
     if (r && !r.value().duplicate && metrics_) {
@@ -295,16 +295,16 @@ void tx_coordinator::prepare(const std::shared_ptr<connection>& c, std::uint64_t
   }));
 }
 
-void tx_coordinator::end_tx(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::EndTxRequest& req) {
+void tx_coordinator::end_tx(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::EndTxRequest& req) {
   resolve(c, corr, "EndTx", req.txid(), req.outcome(), resolver::producer);
 }
 
-void tx_coordinator::operator_resolve(const std::shared_ptr<connection>& c, std::uint64_t corr,
+void tx_coordinator::operator_resolve(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                       const v1::TxResolveRequest& req) {
   resolve(c, corr, "TxResolve", req.txid(), req.outcome(), resolver::operator_);
 }
 
-void tx_coordinator::resolve(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& what,
+void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& what,
                              const std::string& txid_bytes, v1::TxOutcome outcome, resolver by) {
   auto id = protocol::uuid::from_bytes(txid_bytes);
   if (!id) {
@@ -335,7 +335,7 @@ void tx_coordinator::resolve(const std::shared_ptr<connection>& c, std::uint64_t
     stale = claim_acks(*found.value());
     if (stale) rr.outcome = tx_outcome::rollback;
   }
-  std::weak_ptr<connection> weak = c;
+  std::weak_ptr<responder> weak = c;
   store_.resolve(rr, on_io<storage::resolve_result>([this, weak, corr, by, outcome, tx_text, stale,
                                                      before = std::move(*found.value())](
                                                         result<storage::resolve_result> r) {
@@ -451,7 +451,7 @@ void tx_coordinator::fill_info(const storage::tx_record& rec, v1::TxInfo& out, b
   }
 }
 
-void tx_coordinator::list(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxListRequest& req) {
+void tx_coordinator::list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxListRequest& req) {
   const std::uint32_t limit = req.limit() ? std::min(req.limit(), k_max_list) : k_default_list;
   std::optional<storage::txid> after;
   if (!req.after_txid().empty()) {
@@ -502,7 +502,7 @@ void tx_coordinator::list(const std::shared_ptr<connection>& c, std::uint64_t co
   c->respond(std::move(out));
 }
 
-void tx_coordinator::show(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxShowRequest& req) {
+void tx_coordinator::show(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxShowRequest& req) {
   auto id = protocol::uuid::from_bytes(req.txid());
   if (!id) return c->respond_error(corr, v1::INVALID_ARGUMENT, "TxShow needs a 16-byte txid");
   auto rec = store_.find_tx(id.value());
@@ -647,7 +647,7 @@ void tx_coordinator::pump(const std::string& group) {
   }
 }
 
-void tx_coordinator::send_check(connection& c, const storage::tx_record& rec) {
+void tx_coordinator::send_check(responder& c, const storage::tx_record& rec) {
   const std::uint64_t corr = k_request_id_bit | ++next_request_id_;
   v1::Frame f;
   f.set_correlation_id(corr);
@@ -665,7 +665,7 @@ void tx_coordinator::send_check(connection& c, const storage::tx_record& rec) {
   c.send_request(f);
 }
 
-void tx_coordinator::handle_answer(const std::shared_ptr<connection>& c, v1::Frame&& frame) {
+void tx_coordinator::handle_answer(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
   auto it = open_.find(frame.correlation_id());
   if (it == open_.end() || it->second.connection != c->id()) {
     if (frame.has_error()) {

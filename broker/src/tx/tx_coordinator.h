@@ -35,7 +35,7 @@
 #include <boost/asio.hpp>
 
 #include "tx/check_policy.h"
-#include "net/connection.h"
+#include "net/responder.h"
 #include "groups/group_tracker.h"
 #include "txmq/storage/store.h"
 
@@ -84,18 +84,18 @@ class tx_coordinator {
   void stop();
 
   // A connection finished Hello / closed. Connections with a producer group receive checks.
-  void connection_opened(const std::shared_ptr<connection>& c);
-  void connection_closed(connection& c);
+  void connection_opened(const std::shared_ptr<responder>& c);
+  void connection_closed(responder& c);
 
   // Request handlers; each answers the connection exactly once.
-  void prepare(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::PrepareRequest& req);
-  void end_tx(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::EndTxRequest& req);
-  void operator_resolve(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxResolveRequest& req);
-  void list(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxListRequest& req);
-  void show(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxShowRequest& req);
+  void prepare(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::PrepareRequest& req);
+  void end_tx(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::EndTxRequest& req);
+  void operator_resolve(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxResolveRequest& req);
+  void list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxListRequest& req);
+  void show(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxShowRequest& req);
   // A CheckTxResult or Error frame: the answer to one of our CheckTx (matched by
   // correlation_id and connection). Anything else is ignored; nothing is sent back.
-  void handle_answer(const std::shared_ptr<connection>& c, v1::Frame&& frame);
+  void handle_answer(const std::shared_ptr<responder>& c, v1::Frame&& frame);
 
   // CheckTx frames sent and not yet answered, timed out or lost.
   [[nodiscard]] std::size_t open_checks() const noexcept { return open_.size(); }
@@ -117,7 +117,7 @@ class tx_coordinator {
     const char* why = "";  // metrics label: unknown, timeout, lost, error, no_producer
   };
 
-  void resolve(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& what,
+  void resolve(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& what,
                const std::string& txid_bytes, v1::TxOutcome outcome, storage::resolver by);
   // Read-process-write: a COMMIT may apply its acks only while each consumed delivery is still
   // in flight in its group and no other commit is applying it. Otherwise (its deadline passed,
@@ -134,7 +134,7 @@ class tx_coordinator {
   void scan(std::int64_t now_ms, std::vector<undecided_check>& undecided);
   // Sends checks of the group's backlog while the group has a producer and room under its cap.
   void pump(const std::string& group);
-  void send_check(connection& c, const storage::tx_record& rec);
+  void send_check(responder& c, const storage::tx_record& rec);
   void resolve_by_check(const open_check& check, storage::tx_outcome outcome);
   // Records undecided checks (one store write) and abandons the transactions that reached
   // tx_max_checks.
@@ -185,7 +185,7 @@ class tx_coordinator {
   std::map<std::string, std::deque<storage::txid>> returning_;
   static constexpr std::size_t k_max_orphans_per_group = 200'000;
   // Connections that declared a producer group, by connection id.
-  std::unordered_map<std::uint64_t, std::weak_ptr<connection>> producers_;
+  std::unordered_map<std::uint64_t, std::weak_ptr<responder>> producers_;
 };
 
 }  // namespace txmq::broker

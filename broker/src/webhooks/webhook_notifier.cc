@@ -421,7 +421,7 @@ v1::Webhook webhook_notifier::public_view(const subscription& s) const {
 
 // ---- admin requests ---------------------------------------------------------------------------
 
-void webhook_notifier::handle(const std::shared_ptr<connection>& c, v1::Frame& frame) {
+void webhook_notifier::handle(const std::shared_ptr<responder>& c, v1::Frame& frame) {
   const std::uint64_t corr = frame.correlation_id();
   switch (frame.body_case()) {
     case v1::Frame::kWebhookCreate: return create(c, corr, *frame.mutable_webhook_create());
@@ -435,7 +435,7 @@ void webhook_notifier::handle(const std::shared_ptr<connection>& c, v1::Frame& f
   }
 }
 
-void webhook_notifier::create(const std::shared_ptr<connection>& c, std::uint64_t corr,
+void webhook_notifier::create(const std::shared_ptr<responder>& c, std::uint64_t corr,
                               v1::WebhookCreateRequest& req) {
   auto& w = *req.mutable_webhook();
   if (auto bad = bad_name("topic", w.topic())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
@@ -485,7 +485,7 @@ void webhook_notifier::create(const std::shared_ptr<connection>& c, std::uint64_
   w.set_created_ms(now_ms());
   w.set_disabled(false);
   const auto start = req.from_earliest() ? storage::group_start::earliest : storage::group_start::latest;
-  std::weak_ptr<connection> weak = c;
+  std::weak_ptr<responder> weak = c;
   // The record first: a group without one is ignored, a record without a group gets one at start.
   store_.put_webhook(w, on_io<void>([this, weak, corr, rec = w, start](result<void> r) mutable {
     if (!r) {
@@ -517,7 +517,7 @@ void webhook_notifier::create(const std::shared_ptr<connection>& c, std::uint64_
   }));
 }
 
-void webhook_notifier::list(const std::shared_ptr<connection>& c, std::uint64_t corr) {
+void webhook_notifier::list(const std::shared_ptr<responder>& c, std::uint64_t corr) {
   v1::Frame out;
   out.set_correlation_id(corr);
   auto* resp = out.mutable_webhook_list_response();
@@ -525,14 +525,14 @@ void webhook_notifier::list(const std::shared_ptr<connection>& c, std::uint64_t 
   c->respond(std::move(out));
 }
 
-void webhook_notifier::remove(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& id) {
+void webhook_notifier::remove(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& id) {
   auto it = subs_.find(id);
   if (it == subs_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + id + "'; see txmq webhook list");
   it->second->deleted = true;
   it->second->endpoint->close_idle();
   subs_.erase(it);
   if (metrics_) metrics_->registry.remove("txmq_webhook_backlog", {{"webhook", id}});
-  std::weak_ptr<connection> weak = c;
+  std::weak_ptr<responder> weak = c;
   store_.delete_webhook(id, on_io<bool>([weak, corr, id](result<bool> r) {
     auto c = weak.lock();
     if (!c) return;
@@ -545,7 +545,7 @@ void webhook_notifier::remove(const std::shared_ptr<connection>& c, std::uint64_
   }));
 }
 
-void webhook_notifier::attempts(const std::shared_ptr<connection>& c, std::uint64_t corr,
+void webhook_notifier::attempts(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                 const v1::WebhookAttemptsRequest& req) {
   storage::webhook_attempts_query q;
   q.webhook_id = req.id();
@@ -571,7 +571,7 @@ void webhook_notifier::attempts(const std::shared_ptr<connection>& c, std::uint6
   c->respond(std::move(out));
 }
 
-void webhook_notifier::replay(const std::shared_ptr<connection>& c, std::uint64_t corr,
+void webhook_notifier::replay(const std::shared_ptr<responder>& c, std::uint64_t corr,
                               const v1::WebhookReplayRequest& req) {
   auto it = subs_.find(req.id());
   if (it == subs_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + req.id() + "'");
@@ -609,7 +609,7 @@ void webhook_notifier::replay(const std::shared_ptr<connection>& c, std::uint64_
   c->respond(std::move(out));
 }
 
-void webhook_notifier::rotate(const std::shared_ptr<connection>& c, std::uint64_t corr,
+void webhook_notifier::rotate(const std::shared_ptr<responder>& c, std::uint64_t corr,
                               const v1::WebhookRotateSecretRequest& req) {
   auto it = subs_.find(req.id());
   if (it == subs_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + req.id() + "'");
@@ -632,7 +632,7 @@ void webhook_notifier::rotate(const std::shared_ptr<connection>& c, std::uint64_
     kept->set_expires_ms(old.expires_ms() == 0 ? until : std::min(old.expires_ms(), until));
   }
   rec = next;
-  std::weak_ptr<connection> weak = c;
+  std::weak_ptr<responder> weak = c;
   store_.put_webhook(next, on_io<void>([weak, corr, next](result<void> r) mutable {
     auto c = weak.lock();
     if (!c) return;

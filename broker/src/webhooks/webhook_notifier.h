@@ -31,7 +31,7 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 
-#include "net/connection.h"
+#include "net/responder.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {
@@ -76,18 +76,18 @@ class webhook_notifier {
   // Messages were committed to `topic`: start attempts for them.
   void wake(const std::string& topic);
   // A webhook admin request (Frame fields 70-89); answers exactly once.
-  void handle(const std::shared_ptr<connection>& c, v1::Frame& frame);
+  void handle(const std::shared_ptr<responder>& c, v1::Frame& frame);
   // GET /v1/topics/{topic}/messages and GET /v1/messages/{id}, bearer token per subscription.
   void register_routes(admin_http_server& http);
 
  private:
   struct subscription;
-  void create(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::WebhookCreateRequest& req);
-  void list(const std::shared_ptr<connection>& c, std::uint64_t corr);
-  void remove(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& id);
-  void attempts(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::WebhookAttemptsRequest& req);
-  void replay(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::WebhookReplayRequest& req);
-  void rotate(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::WebhookRotateSecretRequest& req);
+  void create(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::WebhookCreateRequest& req);
+  void list(const std::shared_ptr<responder>& c, std::uint64_t corr);
+  void remove(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& id);
+  void attempts(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::WebhookAttemptsRequest& req);
+  void replay(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::WebhookReplayRequest& req);
+  void rotate(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::WebhookRotateSecretRequest& req);
 
   result<std::shared_ptr<subscription>> make_subscription(v1::Webhook rec, const storage::group_state& state);
   void pump(const std::shared_ptr<subscription>& s);
