@@ -47,6 +47,11 @@ struct delivery_ref {
   std::uint32_t attempt = 0;
 };
 
+// Whether an update records nothing (nothing to write).
+[[nodiscard]] inline bool is_empty(const storage::group_update& u) {
+  return u.dispatched.empty() && u.deliveries.empty() && u.acks.empty() && u.dead.empty() && u.redrive.empty();
+}
+
 struct partition_summary {
   std::string topic;
   std::uint32_t partition = 0;

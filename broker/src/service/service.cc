@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "broker_metrics.h"
+#include "io_thread.h"
 #include "log.h"
 #include "request_checks.h"
 
@@ -20,10 +21,6 @@ constexpr std::size_t k_max_refs = 10'000;
 
 std::string reserved_group(const std::string& name) {
   return "group name '" + name + "' is reserved for webhook subscriptions (see txmq webhook list)";
-}
-
-bool is_empty(const storage::group_update& u) {
-  return u.dispatched.empty() && u.deliveries.empty() && u.acks.empty() && u.dead.empty() && u.redrive.empty();
 }
 
 void fill_topic(v1::TopicInfo& out, const storage::topic_info& t) {
@@ -63,18 +60,6 @@ service::service(asio::io_context& io, storage::store& store, service_settings s
   webhook_settings ws = settings_.webhooks;
   ws.max_frame_bytes = settings_.max_frame_bytes;
   webhooks_ = std::make_unique<webhook_notifier>(io_, store_, std::move(ws), metrics_);
-}
-
-std::int64_t service::now_ms() const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-template <class T, class Fn>
-storage::completion<T> service::on_io(Fn&& fn) {
-  return [this, fn = std::forward<Fn>(fn)](result<T> r) mutable {
-    asio::post(io_, [fn = std::move(fn), r = std::move(r)]() mutable { fn(std::move(r)); });
-  };
 }
 
 result<void> service::start() {
@@ -275,7 +260,7 @@ void service::produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v
   const auto started = std::chrono::steady_clock::now();
   std::uint64_t body_bytes = 0;
   for (auto& m : ar.messages) body_bytes += m.body().size();
-  store_.append(std::move(ar), on_io<storage::append_result>([this, weak, corr, topic, started, body_bytes](result<storage::append_result> r) {
+  store_.append(std::move(ar), on_io<storage::append_result>(io_, [this, weak, corr, topic, started, body_bytes](result<storage::append_result> r) {
     if (metrics_) {
       metrics_->produce_latency.observe(std::chrono::steady_clock::now() - started);
       if (!r) {
@@ -328,7 +313,7 @@ void service::with_group(const std::string& name, const std::vector<std::string>
   storage::group_info info;
   info.name = name;
   info.topics = topics;
-  store_.ensure_group(std::move(info), start, on_io<storage::group_state>([this, name, fn = std::move(fn)](result<storage::group_state> r) {
+  store_.ensure_group(std::move(info), start, on_io<storage::group_state>(io_, [this, name, fn = std::move(fn)](result<storage::group_state> r) {
     if (!r) return fn(r.error());
     auto& g = groups_[name];
     if (!g.tracker) {
@@ -502,7 +487,7 @@ void service::create_topic(const std::shared_ptr<responder>& c, std::uint64_t co
   cfg.retention_ms = req.retention_ms() ? req.retention_ms() : settings_.default_retention_ms;
   cfg.retention_bytes = req.retention_bytes();
   std::weak_ptr<responder> weak = c;
-  store_.create_topic(cfg, on_io<storage::topic_info>([weak, corr, name = cfg.name](result<storage::topic_info> r) {
+  store_.create_topic(cfg, on_io<storage::topic_info>(io_, [weak, corr, name = cfg.name](result<storage::topic_info> r) {
     auto c = weak.lock();
     if (!c) return;
     if (!r) {
@@ -621,7 +606,7 @@ void service::dlq_redrive(const std::shared_ptr<responder>& c, std::uint64_t cor
   for (auto& l : d.value()) u.redrive.push_back({l.topic, l.partition, l.offset});
   auto refs = u.redrive;
   std::weak_ptr<responder> weak = c;
-  store_.update_group(std::move(u), on_io<storage::group_update_result>([this, weak, corr, group, refs](result<storage::group_update_result> r) {
+  store_.update_group(std::move(u), on_io<storage::group_update_result>(io_, [this, weak, corr, group, refs](result<storage::group_update_result> r) {
     auto c = weak.lock();
     if (r) {
       auto it = groups_.find(group);

@@ -114,10 +114,6 @@ class service {
   void register_group_metrics(const std::string& name);
   void on_tick();
   v1::GroupInfo describe(const std::string& name, group_entry& g);
-  [[nodiscard]] std::int64_t now_ms() const;
-  // Runs fn on the io thread when a storage completion arrives (on a storage thread).
-  template <class T, class Fn>
-  storage::completion<T> on_io(Fn&& fn);
 
   boost::asio::io_context& io_;
   storage::store& store_;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "broker_metrics.h"
+#include "io_thread.h"
 #include "log.h"
 #include "request_checks.h"
 
@@ -85,18 +86,6 @@ tx_coordinator::tx_coordinator(asio::io_context& io, storage::store& store, tx_s
       schedule_(settings_.check_schedule, settings_.max_checks),
       pool_(settings_.checks_in_flight),
       timer_(io) {}
-
-std::int64_t tx_coordinator::now_ms() const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-template <class T, class Fn>
-storage::completion<T> tx_coordinator::on_io(Fn&& fn) {
-  return [this, fn = std::forward<Fn>(fn)](result<T> r) mutable {
-    asio::post(io_, [fn = std::move(fn), r = std::move(r)]() mutable { fn(std::move(r)); });
-  };
-}
 
 result<void> tx_coordinator::start() {
   if (metrics_) {
@@ -257,7 +246,7 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
   pr.sync = settings_.sync;
   const std::int64_t first_check = pr.first_check_ms;
   std::weak_ptr<responder> weak = c;
-  store_.prepare(std::move(pr), on_io<storage::prepare_result>([this, weak, corr, txid = id.value(), first_check](
+  store_.prepare(std::move(pr), on_io<storage::prepare_result>(io_, [this, weak, corr, txid = id.value(), first_check](
                                                                    result<storage::prepare_result> r) {
     if (r && !r.value().duplicate && metrics_) {
       metrics_->tx_prepares.inc();
@@ -336,7 +325,7 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
     if (stale) rr.outcome = tx_outcome::rollback;
   }
   std::weak_ptr<responder> weak = c;
-  store_.resolve(rr, on_io<storage::resolve_result>([this, weak, corr, by, outcome, tx_text, stale,
+  store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, weak, corr, by, outcome, tx_text, stale,
                                                      before = std::move(*found.value())](
                                                         result<storage::resolve_result> r) {
     if (outcome == v1::COMMIT) release_acks(before);
@@ -723,7 +712,7 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
       claimed = true;
     }
   }
-  store_.resolve(rr, on_io<storage::resolve_result>([this, claimed, before = std::move(*found.value())](
+  store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, claimed, before = std::move(*found.value())](
                                                         result<storage::resolve_result> r) {
     if (claimed) release_acks(before);
     busy_.erase(before.id);
@@ -774,7 +763,7 @@ void tx_coordinator::record(std::vector<undecided_check> undecided) {
   }
   std::vector<storage::txid> ids;
   for (auto& u : undecided) ids.push_back(u.id);
-  store_.record_checks(std::move(updates), on_io<void>([this, ids = std::move(ids),
+  store_.record_checks(std::move(updates), on_io<void>(io_, [this, ids = std::move(ids),
                                                         abandoned = std::move(abandoned)](result<void> r) {
     for (auto& id : ids) busy_.erase(id);
     if (!r) {

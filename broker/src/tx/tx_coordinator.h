@@ -143,12 +143,9 @@ class tx_coordinator {
   void fill_info(const storage::tx_record& rec, v1::TxInfo& out, bool with_messages,
                  const std::unordered_set<storage::txid, protocol::uuid_hash>& open) const;
   [[nodiscard]] std::unordered_set<storage::txid, protocol::uuid_hash> open_txids() const;
-  [[nodiscard]] std::int64_t now_ms() const;
   // Deliveries claimed by commits being written (group, topic, partition, offset) → by which
   // transaction (a retried EndTx of the same one is not a conflict).
   std::map<std::tuple<std::string, std::string, std::uint32_t, std::uint64_t>, storage::txid> claimed_;
-  template <class T, class Fn>
-  storage::completion<T> on_io(Fn&& fn);
 
   boost::asio::io_context& io_;
   storage::store& store_;

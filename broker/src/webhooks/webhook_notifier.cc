@@ -5,6 +5,7 @@
 #include <boost/beast/http.hpp>
 
 #include "broker_metrics.h"
+#include "io_thread.h"
 #include "log.h"
 #include "request_checks.h"
 #include "webhooks/webhook_subscription.h"
@@ -34,10 +35,6 @@ std::string outcome_name(v1::WebhookOutcome o) {
   return name;
 }
 
-bool is_empty(const storage::group_update& u) {
-  return u.dispatched.empty() && u.deliveries.empty() && u.acks.empty() && u.dead.empty() && u.redrive.empty();
-}
-
 }  // namespace
 
 webhook_notifier::webhook_notifier(asio::io_context& io, storage::store& store, webhook_settings settings,
@@ -50,17 +47,6 @@ webhook_notifier::webhook_notifier(asio::io_context& io, storage::store& store, 
       tick_(io) {}
 
 webhook_notifier::~webhook_notifier() = default;
-
-std::int64_t webhook_notifier::now_ms() const {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-template <class T, class Fn>
-storage::completion<T> webhook_notifier::on_io(Fn&& fn) {
-  return [this, fn = std::forward<Fn>(fn)](result<T> r) mutable {
-    asio::post(io_, [fn = std::move(fn), r = std::move(r)]() mutable { fn(std::move(r)); });
-  };
-}
 
 result<void> webhook_notifier::start() {
   boost::system::error_code ec;
@@ -389,7 +375,7 @@ void webhook_notifier::on_tick() {
 void webhook_notifier::expire_attempts(std::int64_t before_ms) {
   // Bounded passes, so the writer thread serves other requests in between; a full pass means
   // there is more to delete (thousands of attempts a second outgrow one pass a minute).
-  store_.expire_webhook_attempts(before_ms, k_expiry_batch, on_io<std::uint64_t>([this, before_ms](result<std::uint64_t> r) {
+  store_.expire_webhook_attempts(before_ms, k_expiry_batch, on_io<std::uint64_t>(io_, [this, before_ms](result<std::uint64_t> r) {
     if (!r) {
       log::error("webhooks: expiring old attempts failed: ", r.error().message);
     } else if (r.value() == k_expiry_batch && !stopped_) {
@@ -487,14 +473,14 @@ void webhook_notifier::create(const std::shared_ptr<responder>& c, std::uint64_t
   const auto start = req.from_earliest() ? storage::group_start::earliest : storage::group_start::latest;
   std::weak_ptr<responder> weak = c;
   // The record first: a group without one is ignored, a record without a group gets one at start.
-  store_.put_webhook(w, on_io<void>([this, weak, corr, rec = w, start](result<void> r) mutable {
+  store_.put_webhook(w, on_io<void>(io_, [this, weak, corr, rec = w, start](result<void> r) mutable {
     if (!r) {
       if (auto c = weak.lock()) c->respond_error(corr, wire_code(r.error()), "storing the webhook failed: " + r.error().message);
       return;
     }
     storage::group_info info{std::string(k_webhook_group_prefix) + rec.id(), {rec.topic()}, 0};
     store_.ensure_group(std::move(info), start,
-                        on_io<storage::group_state>([this, weak, corr, rec = std::move(rec)](result<storage::group_state> g) mutable {
+                        on_io<storage::group_state>(io_, [this, weak, corr, rec = std::move(rec)](result<storage::group_state> g) mutable {
       auto c = weak.lock();
       if (!g) {
         if (c) c->respond_error(corr, wire_code(g.error()), "creating the webhook's group failed: " + g.error().message);
@@ -533,7 +519,7 @@ void webhook_notifier::remove(const std::shared_ptr<responder>& c, std::uint64_t
   subs_.erase(it);
   if (metrics_) metrics_->registry.remove("txmq_webhook_backlog", {{"webhook", id}});
   std::weak_ptr<responder> weak = c;
-  store_.delete_webhook(id, on_io<bool>([weak, corr, id](result<bool> r) {
+  store_.delete_webhook(id, on_io<bool>(io_, [weak, corr, id](result<bool> r) {
     auto c = weak.lock();
     if (!c) return;
     if (!r) return c->respond_error(corr, wire_code(r.error()), "deleting webhook '" + id + "' failed: " + r.error().message);
@@ -633,7 +619,7 @@ void webhook_notifier::rotate(const std::shared_ptr<responder>& c, std::uint64_t
   }
   rec = next;
   std::weak_ptr<responder> weak = c;
-  store_.put_webhook(next, on_io<void>([weak, corr, next](result<void> r) mutable {
+  store_.put_webhook(next, on_io<void>(io_, [weak, corr, next](result<void> r) mutable {
     auto c = weak.lock();
     if (!c) return;
     if (!r) return c->respond_error(corr, wire_code(r.error()), "storing the new secret failed: " + r.error().message);

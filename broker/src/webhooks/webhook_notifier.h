@@ -106,13 +106,10 @@ class webhook_notifier {
   void flush();
   void on_tick();
   void expire_attempts(std::int64_t before_ms);
-  [[nodiscard]] std::int64_t now_ms() const;
   [[nodiscard]] v1::Webhook public_view(const subscription& s) const;
   [[nodiscard]] std::uint64_t backlog(const subscription& s) const;
   // The subscription whose token the request carries, or an HTTP error.
   struct http_auth;
-  template <class T, class Fn>
-  storage::completion<T> on_io(Fn&& fn);
 
   boost::asio::io_context& io_;
   storage::store& store_;
