@@ -220,36 +220,13 @@ void service::wake(const std::vector<std::string>& topics, const std::vector<std
 // ---- produce --------------------------------------------------------------------------------
 
 void service::produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req) {
-  if (auto bad = bad_name("topic", req.topic())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
-  if (req.messages().empty()) return c->respond_error(corr, v1::INVALID_ARGUMENT, "produce request has no messages");
-  for (int i = 0; i < req.messages_size(); ++i) {
-    const auto& m = req.messages(i);
-    if (m.id().size() != protocol::uuid::size) {
-      return c->respond_error(corr, v1::INVALID_ARGUMENT,
-                              "message " + std::to_string(i) + " has a " + std::to_string(m.id().size()) +
-                                  "-byte id; ids are 16 bytes (UUIDv7 made by the client)");
-    }
-    const std::size_t size = m.body().size() + m.key().size();
-    if (size > settings_.max_message_bytes) {
-      return c->respond_error(corr, v1::MESSAGE_TOO_LARGE,
-                              "message " + std::to_string(i) + " is " + std::to_string(size) +
-                                  " bytes; max_message_bytes is " + std::to_string(settings_.max_message_bytes));
-    }
-  }
+  auto checked = check_messages({.messages = req.messages(), .topic = &req.topic(), .request = "produce request"},
+                                 {settings_.max_message_bytes, settings_.auto_create_topics, settings_.max_topics}, store_);
+  if (!checked) return c->respond_error(corr, wire_code(checked.error()), std::move(checked.error().message));
   storage::append_request ar;
   ar.topic = req.topic();
   ar.sync = settings_.sync;
-  if (!store_.topic(ar.topic)) {
-    if (!settings_.auto_create_topics) {
-      return c->respond_error(corr, v1::UNKNOWN_TOPIC,
-                              "no topic '" + ar.topic + "' and auto_create_topics is off; create it first");
-    }
-    if (store_.topics().size() >= settings_.max_topics) {
-      return c->respond_error(corr, v1::LIMIT_EXCEEDED,
-                              "the broker already has max_topics (" + std::to_string(settings_.max_topics) + ") topics");
-    }
-    ar.auto_create_partitions = settings_.default_partitions;
-  }
+  if (!checked.value().empty()) ar.auto_create_partitions = settings_.default_partitions;
   ar.messages.reserve(static_cast<std::size_t>(req.messages_size()));
   for (auto& m : *req.mutable_messages()) {
     m.set_publish_time_ms(0);  // the broker's clock decides

@@ -170,37 +170,11 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
     return c->respond_error(corr, v1::INVALID_ARGUMENT,
                             "transaction " + tx_text + ": " + *bad + "; check-backs go to this group's producers");
   }
-  if (req.messages().empty()) {
-    return c->respond_error(corr, v1::INVALID_ARGUMENT, "transaction " + tx_text + " has no messages");
-  }
-  std::set<std::string> new_topics;
-  for (int i = 0; i < req.messages_size(); ++i) {
-    const auto& m = req.messages(i);
-    const std::string which = "transaction " + tx_text + ", message " + std::to_string(i);
-    if (m.id().size() != protocol::uuid::size) {
-      return c->respond_error(corr, v1::INVALID_ARGUMENT,
-                              which + " has a " + std::to_string(m.id().size()) +
-                                  "-byte id; ids are 16 bytes (UUIDv7 made by the client)");
-    }
-    if (auto bad = bad_name("topic", m.topic())) return c->respond_error(corr, v1::INVALID_ARGUMENT, which + ": " + *bad);
-    const std::size_t size = m.body().size() + m.key().size();
-    if (size > settings_.max_message_bytes) {
-      return c->respond_error(corr, v1::MESSAGE_TOO_LARGE,
-                              which + " is " + std::to_string(size) + " bytes; max_message_bytes is " +
-                                  std::to_string(settings_.max_message_bytes));
-    }
-    if (!store_.topic(m.topic())) {
-      if (!settings_.auto_create_topics) {
-        return c->respond_error(corr, v1::UNKNOWN_TOPIC,
-                                "no topic '" + m.topic() + "' and auto_create_topics is off; create it first");
-      }
-      new_topics.insert(m.topic());
-    }
-  }
-  if (!new_topics.empty() && store_.topics().size() + new_topics.size() > settings_.max_topics) {
-    return c->respond_error(corr, v1::LIMIT_EXCEEDED,
-                            "the broker already has max_topics (" + std::to_string(settings_.max_topics) + ") topics");
-  }
+  auto checked = check_messages({.messages = req.messages(),
+                                  .request = "transaction " + tx_text,
+                                  .message_prefix = "transaction " + tx_text + ", "},
+                                 {settings_.max_message_bytes, settings_.auto_create_topics, settings_.max_topics}, store_);
+  if (!checked) return c->respond_error(corr, wire_code(checked.error()), std::move(checked.error().message));
 
   std::vector<storage::ack_ref> acks;
   if (!req.acks().empty()) {
