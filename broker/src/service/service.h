@@ -1,28 +1,30 @@
 #pragma once
 
-// The request handlers of the broker and the consumer groups they serve. Everything here runs on
-// the broker's io thread (one thread: no locks); storage work runs on the store's own threads
-// and its completions are posted back here.
+// The broker's request handling: the dispatch table from each Frame body type to its handler,
+// the handlers of Produce (produce.cc) and of the topic requests (topic_admin.cc), and the
+// subsystems it owns and drives: the consumer groups, the transaction coordinator and the
+// webhook notifier. Everything here runs on the broker's io thread (one thread: no locks);
+// storage work runs on the store's own threads and its completions are posted back here.
 
 #include <chrono>
 #include <cstdint>
-#include <list>
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include <boost/asio.hpp>
 
-#include "net/responder.h"
+#include "groups/consumer_groups.h"
 #include "groups/group_tracker.h"
+#include "net/responder.h"
 #include "tx/tx_coordinator.h"
 #include "webhooks/webhook_notifier.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {
 
-class broker_metrics;
+struct broker_metrics;
 
 struct service_settings {
   delivery_settings delivery;
@@ -57,7 +59,7 @@ class service {
 
   void connection_opened(const std::shared_ptr<responder>& c);
   void connection_closed(responder& c);
-  // One request frame after Hello. The connection gets exactly one answer for it.
+  // One request frame after Hello. The client gets exactly one answer for it.
   void handle(const std::shared_ptr<responder>& c, v1::Frame&& frame);
   // An answer to a request of the broker's own (CheckTx): CheckTxResult or Error. Gets no answer.
   void handle_answer(const std::shared_ptr<responder>& c, v1::Frame&& frame);
@@ -65,61 +67,24 @@ class service {
   [[nodiscard]] const std::string& broker_id() const noexcept { return settings_.broker_id; }
   [[nodiscard]] std::uint32_t max_message_bytes() const noexcept { return settings_.max_message_bytes; }
   [[nodiscard]] std::size_t connections() const noexcept { return connections_.size(); }
-  // Gauges for /metrics, computed on the io thread.
-  struct group_gauges {
-    std::string group;
-    std::uint64_t lag = 0;
-    std::uint64_t in_flight = 0;
-  };
-  [[nodiscard]] std::vector<group_gauges> gauges() const;
   [[nodiscard]] webhook_notifier& webhooks() noexcept { return *webhooks_; }
 
  private:
-  struct waiter {
-    std::weak_ptr<responder> conn;
-    std::uint64_t correlation_id = 0;
-    std::vector<std::string> topics;
-    std::size_t max = 0;
-    std::chrono::milliseconds ack_deadline{0};
-    std::chrono::steady_clock::time_point deadline;
-  };
-  struct group_entry {
-    std::unique_ptr<group_tracker> tracker;
-    std::list<waiter> waiters;
-  };
-
   void produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
-  void fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::FetchRequest& req);
-  void settle(const std::shared_ptr<responder>& c, std::uint64_t corr, int kind, const std::string& group,
-              const google::protobuf::RepeatedPtrField<v1::DeliveryRef>& refs, std::uint32_t ms);
   void create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);
-  void create_group(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateGroupRequest& req);
-  void describe_group(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group);
-  void list_groups(const std::shared_ptr<responder>& c, std::uint64_t corr);
-  void dlq_list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::DlqListRequest& req);
-  void dlq_redrive(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group);
+  void list_topics(const std::shared_ptr<responder>& c, std::uint64_t corr);
+  void describe_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& name);
 
-  // Runs fn with the group's tracker once the group exists and subscribes to all topics
-  // (creating or extending it in the store first). fn gets an error instead when that fails.
-  void with_group(const std::string& name, const std::vector<std::string>& topics, storage::group_start start,
-                  std::function<void(result<group_entry*>)> fn);
-  // Hands deliverable messages to parked long polls of the group, oldest first.
-  void serve_waiters(group_entry& g);
-  // Answers a fetch from the tracker; false when it found nothing.
-  bool try_fetch(group_entry& g, responder& c, std::uint64_t corr, const std::vector<std::string>& topics,
-                 std::size_t max, std::chrono::milliseconds ack_deadline, bool answer_empty);
-  void persist(storage::group_update update, bool sync = false);
-  // Serves the long polls of the groups that read `topics` or are named in `groups`.
+  // Messages of `topics` became visible and deliveries of `groups` were settled: wake the
+  // webhook subscriptions and the long polls parked on them.
   void wake(const std::vector<std::string>& topics, const std::vector<std::string>& groups);
-  void register_group_metrics(const std::string& name);
   void on_tick();
-  v1::GroupInfo describe(const std::string& name, group_entry& g);
 
   boost::asio::io_context& io_;
   storage::store& store_;
   service_settings settings_;
   broker_metrics* metrics_;
-  std::map<std::string, group_entry> groups_;
+  std::unique_ptr<consumer_groups> groups_;
   std::map<std::uint64_t, std::weak_ptr<responder>> connections_;
   boost::asio::steady_timer tick_;
   bool stopped_ = false;
