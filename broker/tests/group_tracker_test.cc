@@ -1,4 +1,4 @@
-// The delivery rules of DESIGN §2, decided by group_tracker with an explicit clock, over a
+// The delivery rules of docs/semantics.md §2, decided by group_tracker with an explicit clock, over a
 // real (in-memory) store.
 
 #include "groups/group_tracker.h"

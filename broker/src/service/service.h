@@ -42,7 +42,7 @@ struct service_settings {
   std::string broker_id = "txmq-1";
   // Transactions and check-back; the limits above are copied into it.
   tx_settings tx;
-  // Webhook subscriptions (DESIGN §5); max_frame_bytes is copied into it.
+  // Webhook subscriptions (docs/protocol.md §11); max_frame_bytes is copied into it.
   webhook_settings webhooks;
 };
 

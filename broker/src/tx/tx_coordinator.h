@@ -1,7 +1,8 @@
 #pragma once
 
-// Transactions on the broker (DESIGN §3): the handlers of Prepare and EndTx, the operator's
-// TxList, TxShow and TxResolve, and the check-back scheduler.
+// Transactions on the broker (docs/protocol.md §9): the handlers of Prepare and EndTx
+// (tx_coordinator.cc), the operator's TxList and TxShow (tx_admin.cc) and TxResolve, and the
+// check-back scheduler (check_back.cc).
 //
 // The durable state (PREPARED / COMMITTED / ROLLED_BACK / ABANDONED, check counts, the due
 // index, first-resolution-wins, acks applied in the commit write) lives in storage::store;

@@ -1,7 +1,7 @@
 #pragma once
 
-// Best-effort notification (DESIGN §5): webhook subscriptions, each served as the consumer
-// group "webhook:<id>" by the broker's own HTTP notifier.
+// Best-effort notification (docs/protocol.md §11): webhook subscriptions, each served as the
+// consumer group "webhook:<id>" by the broker's own HTTP notifier.
 //
 // - The subscription record (topic, filter, URL, secrets, schedule, timeout, limits, token) is
 //   durable in the store; the delivery state is an ordinary group_tracker with the
@@ -15,7 +15,8 @@
 //   schedule); anything else, a timeout or a connection error → retried on the schedule; after
 //   the last attempt the message is exhausted. Every attempt is logged in the store and kept
 //   for webhook_attempt_retention.
-// - Admin requests (Frame fields 70-80) and the reconciliation API on the admin HTTP port.
+// - Admin requests (Frame fields 70-80, webhook_admin.cc) and the reconciliation API on the
+//   admin HTTP port (webhook_reconcile.cc). Delivery is in webhook_notifier.cc.
 //
 // Runs on the broker's io thread, like the service that owns it; not thread-safe. Storage
 // completions are posted back to the io thread.
