@@ -35,9 +35,9 @@
 
 #include <boost/asio.hpp>
 
-#include "tx/check_policy.h"
-#include "net/responder.h"
 #include "groups/group_tracker.h"
+#include "net/responder.h"
+#include "tx/check_policy.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {
