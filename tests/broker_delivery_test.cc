@@ -1,4 +1,4 @@
-// Consumer-group semantics of docs/semantics.md §1 against the real broker binary: publish and consume,
+// Consumer-group semantics of docs/semantics.md §2 against the real broker binary: publish and consume,
 // redelivery after the ack deadline, per-key order with concurrent consumers, dead letters and
 // redrive, delayed delivery, state across restarts, and acknowledged produces across SIGKILL.
 

@@ -1,4 +1,4 @@
-// Transactions of docs/semantics.md §2 against the real broker binary, read-process-write: a transaction
+// Transactions of docs/semantics.md §3 against the real broker binary, read-process-write: a transaction
 // that publishes to one topic and acks a delivery of another, the ack applied with COMMIT,
 // durable, and refused when the delivery was acked elsewhere first.
 // Part of the broker_tx_test executable (see broker_tx_test.cc).

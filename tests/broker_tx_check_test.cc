@@ -1,4 +1,4 @@
-// Transactions of docs/semantics.md §2 against the real broker binary, the check-back: COMMIT answers
+// Transactions of docs/semantics.md §3 against the real broker binary, the check-back: COMMIT answers
 // resolve, UNKNOWN answers until ABANDONED and then an operator's decision, no producer
 // connected, checks only to the declared group, flood control per group, restart after SIGKILL
 // with thousands of transactions open, a late EndTx, a returning producer asked at once.

@@ -1,4 +1,4 @@
-// Transactions of docs/semantics.md §2 against the real broker binary, Prepare and EndTx: commit makes
+// Transactions of docs/semantics.md §3 against the real broker binary, Prepare and EndTx: commit makes
 // messages visible (a parked long poll included) and rollback never does, a transaction across
 // topics becomes visible at once, EndTx is idempotent and a contrary one is refused, Prepare is
 // validated like Produce.

@@ -1,4 +1,4 @@
-// The outbox route end to end (docs/semantics.md §3): a real PostgreSQL, the real broker, real txmq-relay
+// The outbox route end to end (docs/semantics.md §4): a real PostgreSQL, the real broker, real txmq-relay
 // processes. outbox_relay.*: plain-SQL rows, connection loss and shard takeover, clean stop
 // (ctest label pg). outbox_relay_fault.*: writers, rollbacks, relays and the broker SIGKILLed,
 // PostgreSQL restarted, every committed row consumed exactly once through pg_inbox in per-key

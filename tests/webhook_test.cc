@@ -1,4 +1,4 @@
-// Webhooks end to end (docs/semantics.md §4): the real txmq-broker and txmq CLI against an HTTP receiver
+// Webhooks end to end (docs/semantics.md §5): the real txmq-broker and txmq CLI against an HTTP receiver
 // that runs in this test process on a free loopback port, with shortened schedules.
 
 #include <chrono>

@@ -8,10 +8,10 @@
 #include <boost/asio.hpp>
 
 #include "broker_metrics.h"
-#include "connection.h"
+#include "net/connection.h"
 #include "txmq/common/admin_http.h"
 #include "txmq/common/log.h"
-#include "service.h"
+#include "service/service.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {

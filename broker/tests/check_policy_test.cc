@@ -1,7 +1,7 @@
-// The pure check-back decisions of DESIGN §3: the check schedule with ABANDONED after
+// The pure check-back decisions of docs/protocol.md §9: the check schedule with ABANDONED after
 // tx_max_checks, round-robin over a group's producers, and the cap on open checks per group.
 
-#include "check_policy.h"
+#include "tx/check_policy.h"
 
 #include <gtest/gtest.h>
 

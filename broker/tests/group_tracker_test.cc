@@ -1,7 +1,7 @@
-// The delivery rules of DESIGN §2, decided by group_tracker with an explicit clock, over a
+// The delivery rules of docs/semantics.md §2, decided by group_tracker with an explicit clock, over a
 // real (in-memory) store.
 
-#include "group_tracker.h"
+#include "groups/group_tracker.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 #pragma once
 
-// `txmq webhook create|list|delete|attempts|replay|rotate-secret` (docs/semantics.md §4, cli/README.md): webhook
+// `txmq webhook create|list|delete|attempts|replay|rotate-secret` (docs/semantics.md §5, cli/README.md): webhook
 // subscriptions on the broker. Each command has an options function and an execute function
 // taking the parsed options; bad arguments throw boost::program_options::error (a usage error).
 // Private to txmq_cli.

@@ -1,6 +1,6 @@
 #pragma once
 
-// The transaction requests of the wire protocol (docs/semantics.md §2) as the broker_tx tests send them
+// The transaction requests of the wire protocol (docs/semantics.md §3) as the broker_tx tests send them
 // through raw_client: frame builders, Prepare, TxShow, TxList, Fetch and CheckTx answers. A
 // request that is not answered as expected is a test failure (gtest EXPECT/ASSERT inside), not
 // an exception, so this is header-only: the support library does not link gtest.

@@ -1,6 +1,6 @@
 #pragma once
 
-// An idempotent inbox in the consumer's PostgreSQL database (docs/semantics.md §3): the handler runs inside
+// An idempotent inbox in the consumer's PostgreSQL database (docs/semantics.md §4): the handler runs inside
 // a transaction that first records the message id in txmq_inbox, so its database effects and
 // the record commit together. A redelivery of a message whose transaction committed finds the
 // id and is acked without running the handler; a transaction that failed left no record, so

@@ -1,6 +1,6 @@
 #pragma once
 
-// txmq-relay's engine (docs/semantics.md §3): owns outbox shards through PostgreSQL advisory
+// txmq-relay's engine (docs/semantics.md §4): owns outbox shards through PostgreSQL advisory
 // locks, reads each owned shard in seq order in batches, publishes the rows with their id as
 // message id and deletes them only after the broker acknowledged them (fsynced).
 //

@@ -1,6 +1,6 @@
 #pragma once
 
-// Writes outbox rows (docs/semantics.md §3) inside the caller's own PostgreSQL transaction, so that the
+// Writes outbox rows (docs/semantics.md §4) inside the caller's own PostgreSQL transaction, so that the
 // business rows and the messages about them commit or roll back together; txmq-relay publishes
 // the committed rows with the row id as the message id.
 //

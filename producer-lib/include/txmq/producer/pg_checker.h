@@ -1,6 +1,6 @@
 #pragma once
 
-// A transaction checker backed by the producer's own PostgreSQL database (docs/semantics.md §2, after
+// A transaction checker backed by the producer's own PostgreSQL database (docs/semantics.md §3, after
 // dtm's barrier), and the barrier helper that goes with it.
 //
 // Inside the business transaction, before COMMIT:

@@ -1,6 +1,6 @@
 #pragma once
 
-// The tables txmq keeps in an application's PostgreSQL database (docs/semantics.md §2, §3):
+// The tables txmq keeps in an application's PostgreSQL database (docs/semantics.md §3, §4):
 //   txmq_outbox      rows waiting for txmq-relay; plain SQL, any language can INSERT into it
 //   txmq_tx_barrier  one row per transactional-message txid: 'commit' or 'rollback'
 //   txmq_inbox       ids of messages a PgInbox handler already ran for

@@ -1,6 +1,6 @@
 #pragma once
 
-// Transactional messages (docs/semantics.md §2): half messages that become visible to consumers if and
+// Transactional messages (docs/semantics.md §3): half messages that become visible to consumers if and
 // only if the producer's local transaction committed.
 //
 //   transactional_producer p({.connection = {.address = ..., .producer_group = "payments"},

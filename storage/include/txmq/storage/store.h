@@ -285,7 +285,7 @@ struct due_delivery {
   delivery_record delivery;
 };
 
-// ---- Webhook subscriptions and their attempt log (docs/semantics.md §4) ---------------------
+// ---- Webhook subscriptions and their attempt log (docs/semantics.md §5) ---------------------
 // A subscription's delivery state is an ordinary consumer group ("webhook:<id>"); the store
 // keeps the subscription record (with its secrets and token) and the attempt log apart.
 

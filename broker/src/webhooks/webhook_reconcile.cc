@@ -1,4 +1,4 @@
-// The reconciliation API of webhooks (DESIGN §5) on the admin HTTP port:
+// The reconciliation API of webhooks (docs/protocol.md §11) on the admin HTTP port:
 //   GET /v1/topics/{topic}/messages?after={id}&limit={n}
 //   GET /v1/messages/{id}
 // authorised by the subscription's token (Authorization: Bearer <token>). Answers JSON with
@@ -21,7 +21,7 @@
 
 #include "txmq/common/admin_http.h"
 #include "txmq/common/base64.h"
-#include "webhook_subscription.h"
+#include "webhooks/webhook_subscription.h"
 
 namespace txmq::broker {
 

@@ -1,4 +1,4 @@
-#include "group_tracker.h"
+#include "groups/group_tracker.h"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 #pragma once
 
-// Best-effort notification (DESIGN §5): webhook subscriptions, each served as the consumer
-// group "webhook:<id>" by the broker's own HTTP notifier.
+// Best-effort notification (docs/protocol.md §11): webhook subscriptions, each served as the
+// consumer group "webhook:<id>" by the broker's own HTTP notifier.
 //
 // - The subscription record (topic, filter, URL, secrets, schedule, timeout, limits, token) is
 //   durable in the store; the delivery state is an ordinary group_tracker with the
@@ -15,7 +15,8 @@
 //   schedule); anything else, a timeout or a connection error → retried on the schedule; after
 //   the last attempt the message is exhausted. Every attempt is logged in the store and kept
 //   for webhook_attempt_retention.
-// - Admin requests (Frame fields 70-80) and the reconciliation API on the admin HTTP port.
+// - Admin requests (Frame fields 70-80, webhook_admin.cc) and the reconciliation API on the
+//   admin HTTP port (webhook_reconcile.cc). Delivery is in webhook_notifier.cc.
 //
 // Runs on the broker's io thread, like the service that owns it; not thread-safe. Storage
 // completions are posted back to the io thread.
@@ -31,7 +32,7 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 
-#include "connection.h"
+#include "net/responder.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::common {
@@ -79,18 +80,18 @@ class webhook_notifier {
   // Messages were committed to `topic`: start attempts for them.
   void wake(const std::string& topic);
   // A webhook admin request (Frame fields 70-89); answers exactly once.
-  void handle(const std::shared_ptr<connection>& c, v1::Frame& frame);
+  void handle(const std::shared_ptr<responder>& c, v1::Frame& frame);
   // GET /v1/topics/{topic}/messages and GET /v1/messages/{id}, bearer token per subscription.
   void register_routes(common::admin_http_server& http);
 
  private:
   struct subscription;
-  void create(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::WebhookCreateRequest& req);
-  void list(const std::shared_ptr<connection>& c, std::uint64_t corr);
-  void remove(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& id);
-  void attempts(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::WebhookAttemptsRequest& req);
-  void replay(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::WebhookReplayRequest& req);
-  void rotate(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::WebhookRotateSecretRequest& req);
+  void create(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::WebhookCreateRequest& req);
+  void list(const std::shared_ptr<responder>& c, std::uint64_t corr);
+  void remove(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& id);
+  void attempts(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::WebhookAttemptsRequest& req);
+  void replay(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::WebhookReplayRequest& req);
+  void rotate(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::WebhookRotateSecretRequest& req);
 
   result<std::shared_ptr<subscription>> make_subscription(v1::Webhook rec, const storage::group_state& state);
   void pump(const std::shared_ptr<subscription>& s);
@@ -109,13 +110,10 @@ class webhook_notifier {
   void flush();
   void on_tick();
   void expire_attempts(std::int64_t before_ms);
-  [[nodiscard]] std::int64_t now_ms() const;
   [[nodiscard]] v1::Webhook public_view(const subscription& s) const;
   [[nodiscard]] std::uint64_t backlog(const subscription& s) const;
   // The subscription whose token the request carries, or an HTTP error.
   struct http_auth;
-  template <class T, class Fn>
-  storage::completion<T> on_io(Fn&& fn);
 
   boost::asio::io_context& io_;
   storage::store& store_;

@@ -1,7 +1,7 @@
 #pragma once
 
-// The pure decisions of transaction check-back (DESIGN §3), kept apart from the io so they can
-// be tested with an explicit clock:
+// The pure decisions of transaction check-back (docs/protocol.md §9), kept apart from the io so
+// they can be tested with an explicit clock:
 //   - check_schedule: when the next check is due after an undecided one, and when a
 //     transaction is abandoned;
 //   - producer_pool: which live connection of a producer group gets the next check

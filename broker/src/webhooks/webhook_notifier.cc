@@ -1,13 +1,18 @@
-#include "webhook_notifier.h"
+// Webhook delivery: the subscriptions' lifecycle, the pump that starts attempts under each
+// subscription's concurrency and rate, the attempt itself (sign, POST, classify the answer), its
+// outcome in the group and the attempt log (merged per io-loop turn), and the tick. The admin
+// requests are in webhook_admin.cc, the reconciliation API in webhook_reconcile.cc.
+
+#include "webhooks/webhook_notifier.h"
 
 #include <algorithm>
 
 #include <boost/beast/http.hpp>
 
 #include "broker_metrics.h"
+#include "io_thread.h"
 #include "txmq/common/log.h"
-#include "request_checks.h"
-#include "webhook_subscription.h"
+#include "webhooks/webhook_subscription.h"
 
 namespace txmq::broker {
 
@@ -17,13 +22,9 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr std::size_t k_max_schedule = 100;
-constexpr std::uint32_t k_max_concurrency = 1024;
-constexpr milliseconds k_max_timeout = std::chrono::minutes(5);
 // The tracker's ack deadline only matters when an attempt never completes (it always does,
 // within its timeout); the margin keeps a slow completion from racing the deadline.
 constexpr milliseconds k_deadline_margin = std::chrono::seconds(30);
-constexpr std::size_t k_max_replay = 10'000;
 constexpr std::size_t k_expiry_batch = 10'000;
 constexpr std::uint32_t k_max_retry_after_ms = 24u * 3600 * 1000;
 
@@ -32,10 +33,6 @@ std::string outcome_name(v1::WebhookOutcome o) {
   std::string name = v1::WebhookOutcome_Name(o).substr(std::string_view("WEBHOOK_").size());
   for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return name;
-}
-
-bool is_empty(const storage::group_update& u) {
-  return u.dispatched.empty() && u.deliveries.empty() && u.acks.empty() && u.dead.empty() && u.redrive.empty();
 }
 
 }  // namespace
@@ -50,17 +47,6 @@ webhook_notifier::webhook_notifier(asio::io_context& io, storage::store& store, 
       tick_(io) {}
 
 webhook_notifier::~webhook_notifier() = default;
-
-std::int64_t webhook_notifier::now_ms() const {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-template <class T, class Fn>
-storage::completion<T> webhook_notifier::on_io(Fn&& fn) {
-  return [this, fn = std::forward<Fn>(fn)](result<T> r) mutable {
-    asio::post(io_, [fn = std::move(fn), r = std::move(r)]() mutable { fn(std::move(r)); });
-  };
-}
 
 result<void> webhook_notifier::start() {
   boost::system::error_code ec;
@@ -389,7 +375,7 @@ void webhook_notifier::on_tick() {
 void webhook_notifier::expire_attempts(std::int64_t before_ms) {
   // Bounded passes, so the writer thread serves other requests in between; a full pass means
   // there is more to delete (thousands of attempts a second outgrow one pass a minute).
-  store_.expire_webhook_attempts(before_ms, k_expiry_batch, on_io<std::uint64_t>([this, before_ms](result<std::uint64_t> r) {
+  store_.expire_webhook_attempts(before_ms, k_expiry_batch, on_io<std::uint64_t>(io_, [this, before_ms](result<std::uint64_t> r) {
     if (!r) {
       common::log::error("webhooks: expiring old attempts failed: ", r.error().message);
     } else if (r.value() == k_expiry_batch && !stopped_) {
@@ -407,242 +393,6 @@ std::uint64_t webhook_notifier::backlog(const subscription& s) const {
     }
   }
   return lag;
-}
-
-v1::Webhook webhook_notifier::public_view(const subscription& s) const {
-  v1::Webhook out = s.rec;
-  out.clear_secrets();
-  out.clear_token();
-  out.set_backlog(backlog(s));
-  if (auto d = store_.dead_letters(s.group, 1'000'000)) out.set_exhausted(d.value().size());
-  out.set_in_flight(s.in_flight);
-  return out;
-}
-
-// ---- admin requests ---------------------------------------------------------------------------
-
-void webhook_notifier::handle(const std::shared_ptr<connection>& c, v1::Frame& frame) {
-  const std::uint64_t corr = frame.correlation_id();
-  switch (frame.body_case()) {
-    case v1::Frame::kWebhookCreate: return create(c, corr, *frame.mutable_webhook_create());
-    case v1::Frame::kWebhookList: return list(c, corr);
-    case v1::Frame::kWebhookDelete: return remove(c, corr, frame.webhook_delete().id());
-    case v1::Frame::kWebhookAttempts: return attempts(c, corr, frame.webhook_attempts());
-    case v1::Frame::kWebhookReplay: return replay(c, corr, frame.webhook_replay());
-    case v1::Frame::kWebhookRotateSecret: return rotate(c, corr, frame.webhook_rotate_secret());
-    default:
-      return c->respond_error(corr, v1::UNKNOWN_REQUEST, "not a webhook request");
-  }
-}
-
-void webhook_notifier::create(const std::shared_ptr<connection>& c, std::uint64_t corr,
-                              v1::WebhookCreateRequest& req) {
-  auto& w = *req.mutable_webhook();
-  if (auto bad = bad_name("topic", w.topic())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
-  if (!store_.topic(w.topic())) {
-    return c->respond_error(corr, v1::UNKNOWN_TOPIC,
-                            "no topic '" + w.topic() + "'; create it first (txmq topic create " + w.topic() + ")");
-  }
-  if (auto url = parse_webhook_url(w.url()); !url) {
-    return c->respond_error(corr, v1::INVALID_ARGUMENT, "webhook URL: " + url.error().message);
-  }
-  if (subs_.size() >= settings_.max_webhooks) {
-    return c->respond_error(corr, v1::LIMIT_EXCEEDED,
-                            "the broker already has webhook_max_subscriptions (" +
-                                std::to_string(settings_.max_webhooks) + ") webhooks");
-  }
-  if (static_cast<std::size_t>(w.schedule_ms_size()) > k_max_schedule) {
-    return c->respond_error(corr, v1::INVALID_ARGUMENT,
-                            "a webhook schedule has at most " + std::to_string(k_max_schedule) + " steps");
-  }
-  for (auto ms : w.schedule_ms()) {
-    if (ms == 0) return c->respond_error(corr, v1::INVALID_ARGUMENT, "webhook schedule steps must be positive");
-  }
-  if (w.schedule_ms().empty()) {
-    for (auto d : settings_.schedule) w.add_schedule_ms(static_cast<std::uint32_t>(d.count()));
-  }
-  if (w.timeout_ms() == 0) w.set_timeout_ms(static_cast<std::uint32_t>(settings_.timeout.count()));
-  if (milliseconds(w.timeout_ms()) > k_max_timeout) {
-    return c->respond_error(corr, v1::INVALID_ARGUMENT, "webhook timeout is at most 5m");
-  }
-  if (w.concurrency() == 0) w.set_concurrency(settings_.concurrency);
-  if (w.concurrency() > k_max_concurrency) {
-    return c->respond_error(corr, v1::INVALID_ARGUMENT,
-                            "webhook concurrency is at most " + std::to_string(k_max_concurrency));
-  }
-  if (w.rate_per_second() == 0) w.set_rate_per_second(settings_.rate_per_second);
-  std::string secret = w.secrets().empty() ? std::string() : w.secrets(0).secret();
-  if (secret.empty()) {
-    secret = generate_webhook_secret();
-  } else if (!webhook_secret_key(secret)) {
-    return c->respond_error(corr, v1::INVALID_ARGUMENT,
-                            "webhook secret must be whsec_ followed by base64 (as generated when none is given)");
-  }
-  w.clear_secrets();
-  w.add_secrets()->set_secret(secret);
-  w.set_id("wh_" + random_hex(8));
-  w.set_token("whtok_" + random_hex(24));
-  w.set_created_ms(now_ms());
-  w.set_disabled(false);
-  const auto start = req.from_earliest() ? storage::group_start::earliest : storage::group_start::latest;
-  std::weak_ptr<connection> weak = c;
-  // The record first: a group without one is ignored, a record without a group gets one at start.
-  store_.put_webhook(w, on_io<void>([this, weak, corr, rec = w, start](result<void> r) mutable {
-    if (!r) {
-      if (auto c = weak.lock()) c->respond_error(corr, wire_code(r.error()), "storing the webhook failed: " + r.error().message);
-      return;
-    }
-    storage::group_info info{std::string(k_webhook_group_prefix) + rec.id(), {rec.topic()}, 0};
-    store_.ensure_group(std::move(info), start,
-                        on_io<storage::group_state>([this, weak, corr, rec = std::move(rec)](result<storage::group_state> g) mutable {
-      auto c = weak.lock();
-      if (!g) {
-        if (c) c->respond_error(corr, wire_code(g.error()), "creating the webhook's group failed: " + g.error().message);
-        return;
-      }
-      v1::Webhook answer = rec;
-      auto s = make_subscription(std::move(rec), g.value());
-      if (!s) {
-        if (c) c->respond_error(corr, v1::INTERNAL, "starting the webhook failed: " + s.error().message);
-        return;
-      }
-      common::log::info("webhooks: created ", answer.id(), " for topic '", answer.topic(), "' -> ", answer.url());
-      pump(s.value());
-      if (!c) return;
-      v1::Frame out;
-      out.set_correlation_id(corr);
-      *out.mutable_webhook() = std::move(answer);
-      c->respond(std::move(out));
-    }));
-  }));
-}
-
-void webhook_notifier::list(const std::shared_ptr<connection>& c, std::uint64_t corr) {
-  v1::Frame out;
-  out.set_correlation_id(corr);
-  auto* resp = out.mutable_webhook_list_response();
-  for (auto& [id, s] : subs_) *resp->add_webhooks() = public_view(*s);
-  c->respond(std::move(out));
-}
-
-void webhook_notifier::remove(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& id) {
-  auto it = subs_.find(id);
-  if (it == subs_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + id + "'; see txmq webhook list");
-  it->second->deleted = true;
-  it->second->endpoint->close_idle();
-  subs_.erase(it);
-  if (metrics_) metrics_->registry.remove("txmq_webhook_backlog", {{"webhook", id}});
-  std::weak_ptr<connection> weak = c;
-  store_.delete_webhook(id, on_io<bool>([weak, corr, id](result<bool> r) {
-    auto c = weak.lock();
-    if (!c) return;
-    if (!r) return c->respond_error(corr, wire_code(r.error()), "deleting webhook '" + id + "' failed: " + r.error().message);
-    common::log::info("webhooks: deleted ", id);
-    v1::Frame out;
-    out.set_correlation_id(corr);
-    out.mutable_webhook_delete_response();
-    c->respond(std::move(out));
-  }));
-}
-
-void webhook_notifier::attempts(const std::shared_ptr<connection>& c, std::uint64_t corr,
-                                const v1::WebhookAttemptsRequest& req) {
-  storage::webhook_attempts_query q;
-  q.webhook_id = req.id();
-  q.limit = req.limit() ? std::min<std::uint32_t>(req.limit(), 100'000) : 1000;
-  if (!req.message_id().empty()) {
-    auto m = protocol::uuid::from_bytes(req.message_id());
-    if (!m) return c->respond_error(corr, v1::INVALID_ARGUMENT, "message_id must be 16 bytes");
-    q.message = m.value();
-  }
-  if (req.id().empty() || req.id().size() > k_max_name) {
-    return c->respond_error(corr, v1::INVALID_ARGUMENT, "a webhook id is needed");
-  }
-  auto r = store_.webhook_attempts(q);
-  if (!r) return c->respond_error(corr, wire_code(r.error()), "reading the attempt log failed: " + r.error().message);
-  // A deleted subscription's log stays readable until it expires.
-  if (r.value().empty() && !subs_.count(req.id())) {
-    return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + req.id() + "' and no attempts logged for it");
-  }
-  v1::Frame out;
-  out.set_correlation_id(corr);
-  auto* resp = out.mutable_webhook_attempts_response();
-  for (auto& a : r.value()) *resp->add_attempts() = std::move(a);
-  c->respond(std::move(out));
-}
-
-void webhook_notifier::replay(const std::shared_ptr<connection>& c, std::uint64_t corr,
-                              const v1::WebhookReplayRequest& req) {
-  auto it = subs_.find(req.id());
-  if (it == subs_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + req.id() + "'");
-  auto& s = *it->second;
-  auto t = store_.topic(s.rec.topic());
-  if (!t) return c->respond_error(corr, v1::UNKNOWN_TOPIC, "the webhook's topic '" + s.rec.topic() + "' is gone");
-  std::vector<v1::Message> found;
-  for (std::uint32_t p = 0; p < t->partitions.size() && found.size() < k_max_replay; ++p) {
-    storage::read_request rr;
-    rr.topic = s.rec.topic();
-    rr.partition = p;
-    rr.from_offset = t->partitions[p].start_offset;
-    const auto end = t->partitions[p].next_offset;
-    while (rr.from_offset < end && found.size() < k_max_replay) {
-      auto r = store_.read(rr);
-      if (!r) return c->respond_error(corr, wire_code(r.error()), "reading the topic failed: " + r.error().message);
-      if (r.value().messages.empty()) break;
-      for (auto& m : r.value().messages) {
-        if (m.publish_time_ms() >= req.since_ms() && s.matches(m) && found.size() < k_max_replay) {
-          m.set_attempt(1);
-          found.push_back(std::move(m));
-        }
-      }
-      rr.from_offset = r.value().next_offset;
-    }
-  }
-  std::sort(found.begin(), found.end(), [](const v1::Message& a, const v1::Message& b) {
-    return a.publish_time_ms() != b.publish_time_ms() ? a.publish_time_ms() < b.publish_time_ms() : a.id() < b.id();
-  });
-  for (auto& m : found) s.replays.push_back(std::move(m));
-  pump(it->second);
-  v1::Frame out;
-  out.set_correlation_id(corr);
-  out.mutable_webhook_replay_response()->set_queued(found.size());
-  c->respond(std::move(out));
-}
-
-void webhook_notifier::rotate(const std::shared_ptr<connection>& c, std::uint64_t corr,
-                              const v1::WebhookRotateSecretRequest& req) {
-  auto it = subs_.find(req.id());
-  if (it == subs_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + req.id() + "'");
-  std::string secret = req.secret();
-  if (secret.empty()) {
-    secret = generate_webhook_secret();
-  } else if (!webhook_secret_key(secret)) {
-    return c->respond_error(corr, v1::INVALID_ARGUMENT, "webhook secret must be whsec_ followed by base64");
-  }
-  auto& rec = it->second->rec;
-  const auto now = now_ms();
-  const std::int64_t until = now + (req.grace_ms() ? std::int64_t{req.grace_ms()} : settings_.secret_grace.count());
-  v1::Webhook next = rec;
-  next.clear_secrets();
-  next.add_secrets()->set_secret(secret);
-  for (auto& old : rec.secrets()) {
-    if (old.expires_ms() != 0 && old.expires_ms() <= now) continue;
-    auto* kept = next.add_secrets();
-    kept->set_secret(old.secret());
-    kept->set_expires_ms(old.expires_ms() == 0 ? until : std::min(old.expires_ms(), until));
-  }
-  rec = next;
-  std::weak_ptr<connection> weak = c;
-  store_.put_webhook(next, on_io<void>([weak, corr, next](result<void> r) mutable {
-    auto c = weak.lock();
-    if (!c) return;
-    if (!r) return c->respond_error(corr, wire_code(r.error()), "storing the new secret failed: " + r.error().message);
-    v1::Frame out;
-    out.set_correlation_id(corr);
-    next.clear_token();
-    *out.mutable_webhook() = std::move(next);
-    c->respond(std::move(out));
-  }));
 }
 
 }  // namespace txmq::broker

@@ -1,4 +1,4 @@
-#include "webhook_client.h"
+#include "webhooks/webhook_client.h"
 
 #include <optional>
 

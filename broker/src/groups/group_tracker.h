@@ -4,8 +4,8 @@
 // member until when, which wait for a retry or their delivery time, which are held back behind
 // an earlier message of the same key, and how far the group has acknowledged.
 //
-// It makes the decisions of DESIGN §2 (ack deadline, retry schedule, max attempts → dead
-// letters, per-key order, delayed messages) and returns, with each decision, the
+// It makes the decisions of docs/semantics.md §2 (ack deadline, retry schedule, max attempts →
+// dead letters, per-key order, delayed messages) and returns, with each decision, the
 // storage::group_update that records it; the caller persists it. It reads messages from the
 // store (synchronously, RocksDB reads) but never writes. Not thread-safe: one owner thread.
 
@@ -46,6 +46,11 @@ struct delivery_ref {
   std::uint64_t offset = 0;
   std::uint32_t attempt = 0;
 };
+
+// Whether an update records nothing (nothing to write).
+[[nodiscard]] inline bool is_empty(const storage::group_update& u) {
+  return u.dispatched.empty() && u.deliveries.empty() && u.acks.empty() && u.dead.empty() && u.redrive.empty();
+}
 
 struct partition_summary {
   std::string topic;
@@ -104,7 +109,7 @@ class group_tracker {
   // flight, or waiting for a retry): what a transaction may carry as an ack.
   [[nodiscard]] bool outstanding(const std::string& topic, std::uint32_t partition, std::uint64_t offset) const;
   // The store already acknowledged these messages for the group (the commit of a transaction
-  // carrying them, DESIGN §3 read-process-write): forget them, whatever their state, without
+  // carrying them, read-process-write in docs/protocol.md §9): forget them, whatever their state, without
   // another write. Refs the tracker does not hold are ignored.
   void acked_elsewhere(const std::vector<storage::message_ref>& refs);
 

@@ -2,7 +2,8 @@
 
 // One client connection: a reader coroutine that checks each frame's length before allocating,
 // parses it and hands requests to the service, and a writer coroutine that drains a bounded
-// queue of encoded frames. Runs on the broker's io thread; not thread-safe.
+// queue of encoded frames. The handlers answer through its responder interface. Runs on the
+// broker's io thread; not thread-safe.
 
 #include <cstdint>
 #include <deque>
@@ -11,6 +12,7 @@
 
 #include <boost/asio.hpp>
 
+#include "net/responder.h"
 #include "txmq/v1/frame.pb.h"
 
 namespace txmq::broker {
@@ -23,25 +25,21 @@ struct connection_limits {
   std::size_t max_queued_bytes = 64u << 20;
 };
 
-class connection : public std::enable_shared_from_this<connection> {
+class connection final : public responder, public std::enable_shared_from_this<connection> {
  public:
   connection(boost::asio::ip::tcp::socket socket, service& svc, connection_limits limits, std::uint64_t id);
 
   void start();
-  // Answers a request: the frame must carry the request's correlation_id.
-  void respond(v1::Frame frame);
-  // Answers a request with an error.
-  void respond_error(std::uint64_t correlation_id, v1::ErrorCode code, std::string text);
-  // Sends a request of the broker's own (CheckTx); its answer comes back through
-  // service::handle_answer and does not count against the connection's in-flight requests.
-  void send_request(const v1::Frame& frame);
+  // The responder interface (net/responder.h). Answers and requests are queued for the writer.
+  void respond(v1::Frame frame) override;
+  void send_request(const v1::Frame& frame) override;
   // Closes after the queued frames are written.
-  void close();
-  [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
-  [[nodiscard]] bool is_open() const noexcept { return !closed_; }
-  [[nodiscard]] const std::string& client_id() const noexcept { return client_id_; }
-  [[nodiscard]] const std::string& producer_group() const noexcept { return producer_group_; }
-  [[nodiscard]] const std::string& peer() const noexcept { return peer_; }
+  void close() override;
+  [[nodiscard]] std::uint64_t id() const noexcept override { return id_; }
+  [[nodiscard]] bool is_open() const noexcept override { return !closed_; }
+  [[nodiscard]] const std::string& client_id() const noexcept override { return client_id_; }
+  [[nodiscard]] const std::string& producer_group() const noexcept override { return producer_group_; }
+  [[nodiscard]] const std::string& peer() const noexcept override { return peer_; }
 
  private:
   boost::asio::awaitable<void> reader();

@@ -1,7 +1,8 @@
 #pragma once
 
-// Transactions on the broker (DESIGN §3): the handlers of Prepare and EndTx, the operator's
-// TxList, TxShow and TxResolve, and the check-back scheduler.
+// Transactions on the broker (docs/protocol.md §9): the handlers of Prepare and EndTx
+// (tx_coordinator.cc), the operator's TxList and TxShow (tx_admin.cc) and TxResolve, and the
+// check-back scheduler (check_back.cc).
 //
 // The durable state (PREPARED / COMMITTED / ROLLED_BACK / ABANDONED, check counts, the due
 // index, first-resolution-wins, acks applied in the commit write) lives in storage::store;
@@ -34,9 +35,9 @@
 
 #include <boost/asio.hpp>
 
-#include "check_policy.h"
-#include "connection.h"
-#include "group_tracker.h"
+#include "groups/group_tracker.h"
+#include "net/responder.h"
+#include "tx/check_policy.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {
@@ -84,18 +85,18 @@ class tx_coordinator {
   void stop();
 
   // A connection finished Hello / closed. Connections with a producer group receive checks.
-  void connection_opened(const std::shared_ptr<connection>& c);
-  void connection_closed(connection& c);
+  void connection_opened(const std::shared_ptr<responder>& c);
+  void connection_closed(responder& c);
 
   // Request handlers; each answers the connection exactly once.
-  void prepare(const std::shared_ptr<connection>& c, std::uint64_t corr, v1::PrepareRequest& req);
-  void end_tx(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::EndTxRequest& req);
-  void operator_resolve(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxResolveRequest& req);
-  void list(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxListRequest& req);
-  void show(const std::shared_ptr<connection>& c, std::uint64_t corr, const v1::TxShowRequest& req);
+  void prepare(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::PrepareRequest& req);
+  void end_tx(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::EndTxRequest& req);
+  void operator_resolve(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxResolveRequest& req);
+  void list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxListRequest& req);
+  void show(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxShowRequest& req);
   // A CheckTxResult or Error frame: the answer to one of our CheckTx (matched by
   // correlation_id and connection). Anything else is ignored; nothing is sent back.
-  void handle_answer(const std::shared_ptr<connection>& c, v1::Frame&& frame);
+  void handle_answer(const std::shared_ptr<responder>& c, v1::Frame&& frame);
 
   // CheckTx frames sent and not yet answered, timed out or lost.
   [[nodiscard]] std::size_t open_checks() const noexcept { return open_.size(); }
@@ -117,7 +118,7 @@ class tx_coordinator {
     const char* why = "";  // metrics label: unknown, timeout, lost, error, no_producer
   };
 
-  void resolve(const std::shared_ptr<connection>& c, std::uint64_t corr, const std::string& what,
+  void resolve(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& what,
                const std::string& txid_bytes, v1::TxOutcome outcome, storage::resolver by);
   // Read-process-write: a COMMIT may apply its acks only while each consumed delivery is still
   // in flight in its group and no other commit is applying it. Otherwise (its deadline passed,
@@ -134,7 +135,7 @@ class tx_coordinator {
   void scan(std::int64_t now_ms, std::vector<undecided_check>& undecided);
   // Sends checks of the group's backlog while the group has a producer and room under its cap.
   void pump(const std::string& group);
-  void send_check(connection& c, const storage::tx_record& rec);
+  void send_check(responder& c, const storage::tx_record& rec);
   void resolve_by_check(const open_check& check, storage::tx_outcome outcome);
   // Records undecided checks (one store write) and abandons the transactions that reached
   // tx_max_checks.
@@ -143,12 +144,9 @@ class tx_coordinator {
   void fill_info(const storage::tx_record& rec, v1::TxInfo& out, bool with_messages,
                  const std::unordered_set<storage::txid, protocol::uuid_hash>& open) const;
   [[nodiscard]] std::unordered_set<storage::txid, protocol::uuid_hash> open_txids() const;
-  [[nodiscard]] std::int64_t now_ms() const;
   // Deliveries claimed by commits being written (group, topic, partition, offset) → by which
   // transaction (a retried EndTx of the same one is not a conflict).
   std::map<std::tuple<std::string, std::string, std::uint32_t, std::uint64_t>, storage::txid> claimed_;
-  template <class T, class Fn>
-  storage::completion<T> on_io(Fn&& fn);
 
   boost::asio::io_context& io_;
   storage::store& store_;
@@ -185,7 +183,7 @@ class tx_coordinator {
   std::map<std::string, std::deque<storage::txid>> returning_;
   static constexpr std::size_t k_max_orphans_per_group = 200'000;
   // Connections that declared a producer group, by connection id.
-  std::unordered_map<std::uint64_t, std::weak_ptr<connection>> producers_;
+  std::unordered_map<std::uint64_t, std::weak_ptr<responder>> producers_;
 };
 
 }  // namespace txmq::broker

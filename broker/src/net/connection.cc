@@ -1,9 +1,9 @@
-#include "connection.h"
+#include "net/connection.h"
 
 #include <array>
 
 #include "txmq/common/log.h"
-#include "service.h"
+#include "service/service.h"
 #include "txmq/protocol/frame_codec.h"
 
 namespace txmq::broker {
@@ -41,7 +41,8 @@ void connection::start() {
 }
 
 awaitable<void> connection::reader() {
-  auto self = shared_from_this();
+  // The handlers see the connection as a responder (converted once, not per request).
+  const std::shared_ptr<responder> self = shared_from_this();
   std::array<std::byte, protocol::frame_header_bytes> header{};
   std::string body;
   while (!closing_) {
@@ -172,14 +173,6 @@ void connection::respond(v1::Frame frame) {
 }
 
 void connection::send_request(const v1::Frame& frame) { enqueue(frame); }
-
-void connection::respond_error(std::uint64_t correlation_id, v1::ErrorCode code, std::string text) {
-  v1::Frame f;
-  f.set_correlation_id(correlation_id);
-  f.mutable_error()->set_code(code);
-  f.mutable_error()->set_message(std::move(text));
-  respond(std::move(f));
-}
 
 void connection::fail(v1::ErrorCode code, std::string text, std::uint64_t correlation_id) {
   common::log::info("connection ", id_, " (", peer_, ") closed: ", text);

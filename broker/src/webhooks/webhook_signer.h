@@ -1,6 +1,6 @@
 #pragma once
 
-// The pure parts of webhook delivery (docs/semantics.md §4), unit-tested without a network:
+// The pure parts of webhook delivery (docs/semantics.md §5), unit-tested without a network:
 //   - Standard Webhooks signing: `whsec_<base64>` secrets whose HMAC key is the decoded part,
 //     and `webhook-signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`, one
 //     signature per secret still valid (rotation keeps the old one signing for a grace period);

@@ -1,4 +1,4 @@
-#include "check_policy.h"
+#include "tx/check_policy.h"
 
 #include <algorithm>
 

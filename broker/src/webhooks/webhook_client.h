@@ -20,7 +20,7 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/http.hpp>
 
-#include "webhook_signer.h"
+#include "webhooks/webhook_signer.h"
 
 namespace txmq::broker {
 

@@ -1,4 +1,4 @@
-#include "webhook_signer.h"
+#include "webhooks/webhook_signer.h"
 
 #include <ctime>
 #include <iomanip>

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "group_tracker.h"
-#include "webhook_client.h"
-#include "webhook_notifier.h"
-#include "webhook_signer.h"
+#include "groups/group_tracker.h"
+#include "webhooks/webhook_client.h"
+#include "webhooks/webhook_notifier.h"
+#include "webhooks/webhook_signer.h"
 
 namespace txmq::broker {
 

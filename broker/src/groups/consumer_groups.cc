@@ -1,0 +1,285 @@
+// Consumer-group delivery: Fetch with its long polls, Ack, Nack and Extend, and the tick that
+// expires deadlines.
+
+#include "groups/consumer_groups.h"
+
+#include <algorithm>
+
+#include "broker_metrics.h"
+#include "io_thread.h"
+#include "txmq/common/log.h"
+#include "request_checks.h"
+#include "webhooks/webhook_notifier.h"
+
+namespace txmq::broker {
+
+namespace {
+
+constexpr std::size_t k_max_refs = 10'000;
+
+}  // namespace
+
+consumer_groups::consumer_groups(boost::asio::io_context& io, storage::store& store, consumer_group_settings settings,
+                                 broker_metrics* metrics)
+    : io_(io), store_(store), settings_(std::move(settings)), metrics_(metrics) {}
+
+std::string consumer_groups::reserved_group(const std::string& name) {
+  return "group name '" + name + "' is reserved for webhook subscriptions (see txmq webhook list)";
+}
+
+result<void> consumer_groups::load() {
+  for (auto& info : store_.groups()) {
+    // Served by the webhook notifier, with each subscription's own schedule.
+    if (is_webhook_group(info.name)) continue;
+    auto state = store_.load_group(info.name);
+    if (!state) return state.error();
+    auto& g = groups_[info.name];
+    g.tracker = std::make_unique<group_tracker>(info.name, settings_.delivery, store_);
+    register_group_metrics(info.name);
+    TXMQ_TRY(g.tracker->load(state.value(), now_ms()));
+  }
+  return outcome::success();
+}
+
+void consumer_groups::stop() {
+  for (auto& [name, g] : groups_) {
+    for (auto& w : g.waiters) {
+      if (auto c = w.conn.lock()) c->respond_error(w.correlation_id, v1::SHUTTING_DOWN, "broker is shutting down");
+    }
+    g.waiters.clear();
+  }
+}
+
+void consumer_groups::connection_closed(const responder& c) {
+  for (auto& [name, g] : groups_) {
+    g.waiters.remove_if([&](const waiter& w) {
+      auto p = w.conn.lock();
+      return !p || p.get() == &c;
+    });
+  }
+}
+
+group_tracker* consumer_groups::find(const std::string& name) {
+  auto it = groups_.find(name);
+  return it == groups_.end() ? nullptr : it->second.tracker.get();
+}
+
+void consumer_groups::wake(const std::vector<std::string>& topics, const std::vector<std::string>& groups) {
+  for (auto& [name, g] : groups_) {
+    if (g.waiters.empty()) continue;
+    const bool named = std::find(groups.begin(), groups.end(), name) != groups.end();
+    if (named || std::any_of(topics.begin(), topics.end(), [&](const std::string& t) { return g.tracker->subscribes(t); })) {
+      serve_waiters(g);
+    }
+  }
+}
+
+void consumer_groups::wake_topic(const std::string& topic) {
+  for (auto& [name, g] : groups_) {
+    if (!g.waiters.empty() && g.tracker->subscribes(topic)) serve_waiters(g);
+  }
+}
+
+void consumer_groups::register_group_metrics(const std::string& name) {
+  if (!metrics_) return;
+  // Read at scrape time on the io thread, where the admin server runs.
+  metrics_->registry.add_gauge_callback("txmq_group_lag", "Messages of the group's topics not yet acknowledged",
+                                        {{"group", name}}, [this, name] {
+    for (auto& g : gauges()) {
+      if (g.group == name) return static_cast<double>(g.lag);
+    }
+    return 0.0;
+  });
+  metrics_->registry.add_gauge_callback("txmq_group_in_flight", "Deliveries awaiting their ack", {{"group", name}},
+                                        [this, name] {
+    auto it = groups_.find(name);
+    return it == groups_.end() ? 0.0 : static_cast<double>(it->second.tracker->in_flight());
+  });
+}
+
+std::vector<consumer_groups::group_gauges> consumer_groups::gauges() const {
+  std::vector<group_gauges> out;
+  for (auto& [name, g] : groups_) {
+    group_gauges gg;
+    gg.group = name;
+    gg.in_flight = g.tracker->in_flight();
+    for (auto& s : g.tracker->summary()) {
+      if (auto t = store_.topic(s.topic); t && s.partition < t->partitions.size()) {
+        gg.lag += t->partitions[s.partition].next_offset - std::min(s.acked, t->partitions[s.partition].next_offset);
+      }
+    }
+    out.push_back(std::move(gg));
+  }
+  return out;
+}
+
+// ---- delivery -------------------------------------------------------------------------------
+
+void consumer_groups::with_group(const std::string& name, const std::vector<std::string>& topics, storage::group_start start,
+                         std::function<void(result<group_entry*>)> fn) {
+  auto it = groups_.find(name);
+  if (it != groups_.end() &&
+      std::all_of(topics.begin(), topics.end(), [&](const std::string& t) { return it->second.tracker->subscribes(t); })) {
+    return fn(&it->second);
+  }
+  if (it == groups_.end() && groups_.size() >= settings_.max_groups) {
+    return fn(make_error_code(protocol::errc::limit_exceeded));
+  }
+  storage::group_info info;
+  info.name = name;
+  info.topics = topics;
+  store_.ensure_group(std::move(info), start, on_io<storage::group_state>(io_, [this, name, fn = std::move(fn)](result<storage::group_state> r) {
+    if (!r) return fn(r.error());
+    auto& g = groups_[name];
+    if (!g.tracker) {
+      g.tracker = std::make_unique<group_tracker>(name, settings_.delivery, store_);
+      register_group_metrics(name);
+    }
+    if (auto l = g.tracker->load(r.value(), now_ms()); !l) return fn(l.error());
+    fn(&g);
+  }));
+}
+
+bool consumer_groups::try_fetch(group_entry& g, responder& c, std::uint64_t corr, const std::vector<std::string>& topics,
+                        std::size_t max, std::chrono::milliseconds ack_deadline, bool answer_empty) {
+  // The answer must fit in one frame, with room for the envelope.
+  const std::size_t max_bytes = settings_.max_frame_bytes > 65536 ? settings_.max_frame_bytes - 65536 : settings_.max_frame_bytes / 2;
+  auto r = g.tracker->fetch(c.id(), topics, max, max_bytes, ack_deadline, now_ms());
+  if (!r) {
+    c.respond_error(corr, wire_code(r.error()), "fetch for group '" + g.tracker->name() + "' failed: " + r.error().message);
+    return true;
+  }
+  persist(std::move(r.value().update));
+  if (r.value().messages.empty() && !answer_empty) return false;
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  auto* resp = out.mutable_fetch_response();
+  const auto now = now_ms();
+  for (auto& d : r.value().messages) {
+    if (metrics_) {
+      metrics_->messages_out.inc();
+      metrics_->bytes_out.inc(d.message.body().size());
+      if (d.message.attempt() > 1) {
+        metrics_->redeliveries.inc();
+      } else {
+        const auto from = std::max(d.message.publish_time_ms(), d.message.deliver_at_ms());
+        metrics_->end_to_end_latency.observe(std::chrono::milliseconds(std::max<std::int64_t>(0, now - from)));
+      }
+    }
+    auto* del = resp->add_deliveries();
+    *del->mutable_message() = std::move(d.message);
+    del->set_deadline_ms(d.deadline_ms);
+  }
+  c.respond(std::move(out));
+  return true;
+}
+
+void consumer_groups::fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::FetchRequest& req) {
+  if (auto bad = bad_name("group", req.group())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
+  if (is_webhook_group(req.group())) return c->respond_error(corr, v1::INVALID_ARGUMENT, reserved_group(req.group()));
+  if (req.topics().empty()) return c->respond_error(corr, v1::INVALID_ARGUMENT, "fetch names no topic");
+  std::vector<std::string> topics(req.topics().begin(), req.topics().end());
+  for (auto& t : topics) {
+    if (!store_.topic(t)) return c->respond_error(corr, v1::UNKNOWN_TOPIC, "no topic '" + t + "'");
+  }
+  std::size_t max = req.max_messages() ? req.max_messages() : settings_.default_fetch_messages;
+  max = std::min<std::size_t>(max, settings_.max_fetch_messages);
+  const std::chrono::milliseconds wait{req.max_wait_ms()};
+  const std::chrono::milliseconds ack_deadline{req.ack_deadline_ms()};
+  std::weak_ptr<responder> weak = c;
+  with_group(req.group(), topics, storage::group_start::earliest,
+             [this, weak, corr, topics, max, wait, ack_deadline, group = req.group()](result<group_entry*> g) {
+    auto c = weak.lock();
+    if (!c || !c->is_open()) return;
+    if (!g) return c->respond_error(corr, wire_code(g.error()), "group '" + group + "': " + g.error().message);
+    const bool answer_now = wait.count() == 0;
+    // Older long polls first: a new fetch must not overtake parked ones.
+    if (!g.value()->waiters.empty() && !answer_now) {
+      g.value()->waiters.push_back({weak, corr, topics, max, ack_deadline, std::chrono::steady_clock::now() + wait});
+      return serve_waiters(*g.value());
+    }
+    if (try_fetch(*g.value(), *c, corr, topics, max, ack_deadline, answer_now)) return;
+    g.value()->waiters.push_back({weak, corr, topics, max, ack_deadline, std::chrono::steady_clock::now() + wait});
+  });
+}
+
+void consumer_groups::serve_waiters(group_entry& g) {
+  const auto now = now_ms();
+  while (!g.waiters.empty() && g.tracker->has_deliverable(now)) {
+    auto w = std::move(g.waiters.front());
+    g.waiters.pop_front();
+    auto c = w.conn.lock();
+    if (!c || !c->is_open()) continue;
+    if (!try_fetch(g, *c, w.correlation_id, w.topics, w.max, w.ack_deadline, false)) {
+      // Deliverable, but not for this waiter's topics: keep it and stop here.
+      g.waiters.push_front(std::move(w));
+      break;
+    }
+  }
+}
+
+void consumer_groups::settle(const std::shared_ptr<responder>& c, std::uint64_t corr, settle_kind kind,
+                             const std::string& group, const google::protobuf::RepeatedPtrField<v1::DeliveryRef>& refs, std::uint32_t ms) {
+  auto it = groups_.find(group);
+  if (it == groups_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + group + "'");
+  if (refs.empty() || static_cast<std::size_t>(refs.size()) > k_max_refs) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            "between 1 and " + std::to_string(k_max_refs) + " deliveries per request");
+  }
+  if (kind == settle_kind::extend && ms == 0) return c->respond_error(corr, v1::INVALID_ARGUMENT, "extend_ms must be positive");
+  std::vector<delivery_ref> mrefs;
+  mrefs.reserve(static_cast<std::size_t>(refs.size()));
+  for (auto& r : refs) mrefs.push_back({r.topic(), r.partition(), r.offset(), r.attempt()});
+  auto& g = it->second;
+  const auto now = now_ms();
+  auto res = kind == settle_kind::ack    ? g.tracker->ack(mrefs, now)
+             : kind == settle_kind::nack ? g.tracker->nack(mrefs, std::chrono::milliseconds(ms), now)
+                                         : g.tracker->extend(mrefs, std::chrono::milliseconds(ms), now);
+  if (metrics_) {
+    std::uint64_t ok = 0;
+    for (auto e : res.results) ok += e == protocol::errc{} ? 1 : 0;
+    if (kind == settle_kind::ack) metrics_->acks.inc(ok);
+    if (kind == settle_kind::nack) metrics_->nacks.inc(ok);
+  }
+  persist(std::move(res.update));
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  auto* dr = out.mutable_delivery_results();
+  for (auto e : res.results) dr->add_results(e == protocol::errc{} ? v1::ERROR_CODE_UNSPECIFIED : v1::UNKNOWN_DELIVERY);
+  c->respond(std::move(out));
+  // An ack may unblock the next message of a key.
+  if (kind == settle_kind::ack && !g.waiters.empty()) serve_waiters(g);
+}
+
+void consumer_groups::persist(storage::group_update update, bool sync) {
+  if (is_empty(update)) return;
+  if (metrics_) metrics_->dead_letters.inc(update.dead.size());
+  update.sync = sync;
+  const std::string group = update.group;
+  store_.update_group(std::move(update), [group](result<storage::group_update_result> r) {
+    // A lost group write only means a redelivery; the store refuses all later writes anyway.
+    if (!r) common::log::error("storing the state of group '", group, "' failed: ", r.error().message);
+  });
+}
+
+void consumer_groups::tick() {
+  const auto now = now_ms();
+  const auto steady_now = std::chrono::steady_clock::now();
+  for (auto& [name, g] : groups_) {
+    persist(g.tracker->expire(now));
+    if (!g.waiters.empty()) {
+      serve_waiters(g);
+      // Long polls whose time is up get an empty answer.
+      for (auto it = g.waiters.begin(); it != g.waiters.end();) {
+        if (it->deadline <= steady_now) {
+          if (auto c = it->conn.lock()) try_fetch(g, *c, it->correlation_id, it->topics, it->max, it->ack_deadline, true);
+          it = g.waiters.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace txmq::broker

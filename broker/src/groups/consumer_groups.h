@@ -1,0 +1,118 @@
+#pragma once
+
+// The consumer groups clients read through (the webhook subscriptions' groups are the
+// notifier's): one group_tracker per group and the group's parked long polls, the handlers of
+// Fetch, Ack, Nack and Extend (consumer_groups.cc) and of CreateGroup, DescribeGroup,
+// ListGroups, DlqList and DlqRedrive (group_admin.cc).
+//
+// Group state is written through storage::store::update_group without waiting for the fsync (a
+// lost write only causes a redelivery). Runs on the broker's io thread, like the service that
+// owns it; not thread-safe. Storage completions are posted back to the io thread.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "groups/group_tracker.h"
+#include "net/responder.h"
+#include "txmq/storage/store.h"
+
+namespace txmq::broker {
+
+struct broker_metrics;
+
+struct consumer_group_settings {
+  delivery_settings delivery;
+  std::uint32_t max_frame_bytes = 8u << 20;
+  std::size_t max_groups = 10'000;
+  std::uint32_t default_fetch_messages = 100;
+  std::uint32_t max_fetch_messages = 10'000;
+};
+
+class consumer_groups {
+ public:
+  consumer_groups(boost::asio::io_context& io, storage::store& store, consumer_group_settings settings,
+                  broker_metrics* metrics);
+
+  // Loads every stored group but the webhook subscriptions'. Called before the io thread runs.
+  // Errors: the store's, or a group whose stored state does not load.
+  [[nodiscard]] result<void> load();
+  // Answers the parked long polls SHUTTING_DOWN.
+  void stop();
+  // Drops the long polls of a client that is gone.
+  void connection_closed(const responder& c);
+  // Deadlines that passed become retries or dead letters; long polls get what became
+  // deliverable, or an empty answer once their wait is over. Called every tick.
+  void tick();
+  // Serves the long polls of the groups that read `topics` or are named in `groups`.
+  void wake(const std::vector<std::string>& topics, const std::vector<std::string>& groups);
+  // Serves the long polls of the groups that read `topic` (new messages were stored).
+  void wake_topic(const std::string& topic);
+  // The tracker of a loaded group, or nullptr.
+  [[nodiscard]] group_tracker* find(const std::string& name);
+
+  // Request handlers; each answers `c` exactly once (a fetch that waits: when messages come,
+  // its wait is over, or the broker stops).
+  void fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::FetchRequest& req);
+  enum class settle_kind { ack, nack, extend };
+  // Ack, Nack (ms: the retry delay, 0 = the retry schedule) or Extend (ms: by how much).
+  void settle(const std::shared_ptr<responder>& c, std::uint64_t corr, settle_kind kind, const std::string& group,
+              const google::protobuf::RepeatedPtrField<v1::DeliveryRef>& refs, std::uint32_t ms);
+  void create_group(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateGroupRequest& req);
+  void describe_group(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group);
+  void list_groups(const std::shared_ptr<responder>& c, std::uint64_t corr);
+  void dlq_list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::DlqListRequest& req);
+  void dlq_redrive(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group);
+
+  // Gauges for /metrics, computed on the io thread.
+  struct group_gauges {
+    std::string group;
+    std::uint64_t lag = 0;
+    std::uint64_t in_flight = 0;
+  };
+  [[nodiscard]] std::vector<group_gauges> gauges() const;
+
+ private:
+  struct waiter {
+    std::weak_ptr<responder> conn;
+    std::uint64_t correlation_id = 0;
+    std::vector<std::string> topics;
+    std::size_t max = 0;
+    std::chrono::milliseconds ack_deadline{0};
+    std::chrono::steady_clock::time_point deadline;
+  };
+  struct group_entry {
+    std::unique_ptr<group_tracker> tracker;
+    std::list<waiter> waiters;
+  };
+
+  // Runs fn with the group's tracker once the group exists and subscribes to all topics
+  // (creating or extending it in the store first). fn gets an error instead when that fails.
+  void with_group(const std::string& name, const std::vector<std::string>& topics, storage::group_start start,
+                  std::function<void(result<group_entry*>)> fn);
+  // Hands deliverable messages to parked long polls of the group, oldest first.
+  void serve_waiters(group_entry& g);
+  // Answers a fetch from the tracker; false when it found nothing.
+  bool try_fetch(group_entry& g, responder& c, std::uint64_t corr, const std::vector<std::string>& topics,
+                 std::size_t max, std::chrono::milliseconds ack_deadline, bool answer_empty);
+  void persist(storage::group_update update, bool sync = false);
+  void register_group_metrics(const std::string& name);
+  v1::GroupInfo describe(const std::string& name, group_entry& g);
+  // The answer to a client that names the group of a webhook subscription.
+  [[nodiscard]] static std::string reserved_group(const std::string& name);
+
+  boost::asio::io_context& io_;
+  storage::store& store_;
+  consumer_group_settings settings_;
+  broker_metrics* metrics_;
+  std::map<std::string, group_entry> groups_;
+};
+
+}  // namespace txmq::broker

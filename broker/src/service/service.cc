@@ -1,0 +1,131 @@
+#include "service/service.h"
+
+#include "txmq/common/log.h"
+
+namespace txmq::broker {
+
+namespace asio = boost::asio;
+
+service::service(asio::io_context& io, storage::store& store, service_settings settings, broker_metrics* metrics)
+    : io_(io), store_(store), settings_(std::move(settings)), metrics_(metrics), tick_(io) {
+  consumer_group_settings gs;
+  gs.delivery = settings_.delivery;
+  gs.max_frame_bytes = settings_.max_frame_bytes;
+  gs.max_groups = settings_.max_groups;
+  gs.default_fetch_messages = settings_.default_fetch_messages;
+  gs.max_fetch_messages = settings_.max_fetch_messages;
+  groups_ = std::make_unique<consumer_groups>(io_, store_, std::move(gs), metrics_);
+  tx_settings ts = settings_.tx;
+  ts.max_message_bytes = settings_.max_message_bytes;
+  ts.auto_create_topics = settings_.auto_create_topics;
+  ts.default_partitions = settings_.default_partitions;
+  ts.max_topics = settings_.max_topics;
+  ts.sync = settings_.sync;
+  tx_coordinator::group_access access;
+  access.find_group = [this](const std::string& name) { return groups_->find(name); };
+  access.wake = [this](const std::vector<std::string>& topics, const std::vector<std::string>& groups) {
+    wake(topics, groups);
+  };
+  tx_ = std::make_unique<tx_coordinator>(io_, store_, std::move(ts), metrics_, std::move(access));
+  webhook_settings ws = settings_.webhooks;
+  ws.max_frame_bytes = settings_.max_frame_bytes;
+  webhooks_ = std::make_unique<webhook_notifier>(io_, store_, std::move(ws), metrics_);
+}
+
+result<void> service::start() {
+  TXMQ_TRY(groups_->load());
+  TXMQ_TRY(tx_->start());
+  TXMQ_TRY(webhooks_->start());
+  tick_.expires_after(settings_.tick);
+  tick_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) on_tick();
+  });
+  return outcome::success();
+}
+
+void service::stop() {
+  stopped_ = true;
+  tick_.cancel();
+  tx_->stop();
+  webhooks_->stop();
+  groups_->stop();
+}
+
+void service::close_all() {
+  auto all = connections_;
+  for (auto& [id, weak] : all) {
+    if (auto c = weak.lock()) c->close();
+  }
+}
+
+void service::connection_opened(const std::shared_ptr<responder>& c) {
+  connections_[c->id()] = c;
+  tx_->connection_opened(c);
+}
+void service::connection_closed(responder& c) {
+  connections_.erase(c.id());
+  tx_->connection_closed(c);
+  groups_->connection_closed(c);
+}
+
+void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
+  using settle_kind = consumer_groups::settle_kind;
+  const std::uint64_t corr = frame.correlation_id();
+  if (stopped_) return c->respond_error(corr, v1::SHUTTING_DOWN, "broker is shutting down");
+  switch (frame.body_case()) {
+    case v1::Frame::kProduce: return produce(c, corr, *frame.mutable_produce());
+    case v1::Frame::kFetch: return groups_->fetch(c, corr, frame.fetch());
+    case v1::Frame::kAck: return groups_->settle(c, corr, settle_kind::ack, frame.ack().group(), frame.ack().refs(), 0);
+    case v1::Frame::kNack:
+      return groups_->settle(c, corr, settle_kind::nack, frame.nack().group(), frame.nack().refs(),
+                             frame.nack().delay_ms());
+    case v1::Frame::kExtend:
+      return groups_->settle(c, corr, settle_kind::extend, frame.extend().group(), frame.extend().refs(),
+                             frame.extend().extend_ms());
+    case v1::Frame::kCreateTopic: return create_topic(c, corr, frame.create_topic());
+    case v1::Frame::kListTopics: return list_topics(c, corr);
+    case v1::Frame::kDescribeTopic: return describe_topic(c, corr, frame.describe_topic().name());
+    case v1::Frame::kCreateGroup: return groups_->create_group(c, corr, frame.create_group());
+    case v1::Frame::kListGroups: return groups_->list_groups(c, corr);
+    case v1::Frame::kDescribeGroup: return groups_->describe_group(c, corr, frame.describe_group().group());
+    case v1::Frame::kDlqList: return groups_->dlq_list(c, corr, frame.dlq_list());
+    case v1::Frame::kDlqRedrive: return groups_->dlq_redrive(c, corr, frame.dlq_redrive().group());
+    case v1::Frame::kPrepare: return tx_->prepare(c, corr, *frame.mutable_prepare());
+    case v1::Frame::kEndTx: return tx_->end_tx(c, corr, frame.end_tx());
+    case v1::Frame::kTxList: return tx_->list(c, corr, frame.tx_list());
+    case v1::Frame::kTxShow: return tx_->show(c, corr, frame.tx_show());
+    case v1::Frame::kTxResolve: return tx_->operator_resolve(c, corr, frame.tx_resolve());
+    case v1::Frame::kWebhookCreate:
+    case v1::Frame::kWebhookList:
+    case v1::Frame::kWebhookDelete:
+    case v1::Frame::kWebhookAttempts:
+    case v1::Frame::kWebhookReplay:
+    case v1::Frame::kWebhookRotateSecret: return webhooks_->handle(c, frame);
+    case v1::Frame::kHello:
+      return c->respond_error(corr, v1::INVALID_ARGUMENT, "Hello was already received on this connection");
+    default:
+      return c->respond_error(corr, v1::UNKNOWN_REQUEST,
+                              "request type " + std::to_string(static_cast<int>(frame.body_case())) +
+                                  " is not one this broker serves");
+  }
+}
+
+void service::handle_answer(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
+  tx_->handle_answer(c, std::move(frame));
+}
+
+void service::wake(const std::vector<std::string>& topics, const std::vector<std::string>& groups) {
+  for (auto& t : topics) webhooks_->wake(t);
+  groups_->wake(topics, groups);
+}
+
+void service::on_tick() {
+  if (stopped_) return;
+  groups_->tick();
+  tick_.expires_after(settings_.tick);
+  tick_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) on_tick();
+  });
+}
+
+}  // namespace txmq::broker

@@ -1,0 +1,95 @@
+#pragma once
+
+// The broker's request handling: the dispatch table from each Frame body type to its handler,
+// the handlers of Produce (produce.cc) and of the topic requests (topic_admin.cc), and the
+// subsystems it owns and drives: the consumer groups, the transaction coordinator and the
+// webhook notifier. Everything here runs on the broker's io thread (one thread: no locks);
+// storage work runs on the store's own threads and its completions are posted back here.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "groups/consumer_groups.h"
+#include "groups/group_tracker.h"
+#include "net/responder.h"
+#include "tx/tx_coordinator.h"
+#include "webhooks/webhook_notifier.h"
+#include "txmq/storage/store.h"
+
+namespace txmq::broker {
+
+struct broker_metrics;
+
+struct service_settings {
+  delivery_settings delivery;
+  std::uint32_t max_message_bytes = 4u << 20;
+  std::uint32_t max_frame_bytes = 8u << 20;
+  bool auto_create_topics = true;
+  std::uint32_t default_partitions = 4;
+  std::int64_t default_retention_ms = 7LL * 24 * 3600 * 1000;
+  bool sync = true;  // durability = sync
+  std::size_t max_topics = 10'000;
+  std::size_t max_groups = 10'000;
+  std::uint32_t default_fetch_messages = 100;
+  std::uint32_t max_fetch_messages = 10'000;
+  std::chrono::milliseconds tick{20};
+  std::string broker_id = "txmq-1";
+  // Transactions and check-back; the limits above are copied into it.
+  tx_settings tx;
+  // Webhook subscriptions (docs/protocol.md §11); max_frame_bytes is copied into it.
+  webhook_settings webhooks;
+};
+
+class service {
+ public:
+  service(boost::asio::io_context& io, storage::store& store, service_settings settings, broker_metrics* metrics);
+
+  // Loads every stored group and starts the timer that expires deadlines and long polls.
+  [[nodiscard]] result<void> start();
+  // Stops the timer and answers parked long polls with what they have (nothing).
+  void stop();
+  // Closes every connection once its queued answers are written.
+  void close_all();
+
+  void connection_opened(const std::shared_ptr<responder>& c);
+  void connection_closed(responder& c);
+  // One request frame after Hello. The client gets exactly one answer for it.
+  void handle(const std::shared_ptr<responder>& c, v1::Frame&& frame);
+  // An answer to a request of the broker's own (CheckTx): CheckTxResult or Error. Gets no answer.
+  void handle_answer(const std::shared_ptr<responder>& c, v1::Frame&& frame);
+
+  [[nodiscard]] const std::string& broker_id() const noexcept { return settings_.broker_id; }
+  [[nodiscard]] std::uint32_t max_message_bytes() const noexcept { return settings_.max_message_bytes; }
+  [[nodiscard]] std::size_t connections() const noexcept { return connections_.size(); }
+  [[nodiscard]] webhook_notifier& webhooks() noexcept { return *webhooks_; }
+
+ private:
+  void produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
+  void create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);
+  void list_topics(const std::shared_ptr<responder>& c, std::uint64_t corr);
+  void describe_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& name);
+
+  // Messages of `topics` became visible and deliveries of `groups` were settled: wake the
+  // webhook subscriptions and the long polls parked on them.
+  void wake(const std::vector<std::string>& topics, const std::vector<std::string>& groups);
+  void on_tick();
+
+  boost::asio::io_context& io_;
+  storage::store& store_;
+  service_settings settings_;
+  broker_metrics* metrics_;
+  std::unique_ptr<consumer_groups> groups_;
+  std::map<std::uint64_t, std::weak_ptr<responder>> connections_;
+  boost::asio::steady_timer tick_;
+  bool stopped_ = false;
+  std::unique_ptr<tx_coordinator> tx_;
+  std::unique_ptr<webhook_notifier> webhooks_;
+};
+
+}  // namespace txmq::broker

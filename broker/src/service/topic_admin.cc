@@ -1,0 +1,77 @@
+// CreateTopic, ListTopics and DescribeTopic.
+
+#include "service/service.h"
+
+#include "io_thread.h"
+#include "request_checks.h"
+
+namespace txmq::broker {
+
+using storage::errc;
+
+namespace {
+
+void fill_topic(v1::TopicInfo& out, const storage::topic_info& t) {
+  out.set_name(t.config.name);
+  out.set_partitions(t.config.partitions);
+  out.set_retention_ms(t.config.retention_ms);
+  out.set_retention_bytes(t.config.retention_bytes);
+  out.set_created_ms(t.created_ms);
+  for (std::uint32_t p = 0; p < t.partitions.size(); ++p) {
+    auto* pi = out.add_partition_info();
+    pi->set_partition(p);
+    pi->set_start_offset(t.partitions[p].start_offset);
+    pi->set_end_offset(t.partitions[p].next_offset);
+    pi->set_bytes(t.partitions[p].bytes);
+  }
+}
+
+}  // namespace
+
+void service::create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req) {
+  if (auto bad = bad_name("topic", req.name())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
+  if (req.partitions() > 1024) return c->respond_error(corr, v1::INVALID_ARGUMENT, "at most 1024 partitions per topic");
+  if (!store_.topic(req.name()) && store_.topics().size() >= settings_.max_topics) {
+    return c->respond_error(corr, v1::LIMIT_EXCEEDED,
+                            "the broker already has max_topics (" + std::to_string(settings_.max_topics) + ") topics");
+  }
+  storage::topic_config cfg;
+  cfg.name = req.name();
+  cfg.partitions = req.partitions() ? req.partitions() : settings_.default_partitions;
+  cfg.retention_ms = req.retention_ms() ? req.retention_ms() : settings_.default_retention_ms;
+  cfg.retention_bytes = req.retention_bytes();
+  std::weak_ptr<responder> weak = c;
+  store_.create_topic(cfg, on_io<storage::topic_info>(io_, [weak, corr, name = cfg.name](result<storage::topic_info> r) {
+    auto c = weak.lock();
+    if (!c) return;
+    if (!r) {
+      std::string text = r.error() == errc::topic_exists
+                             ? "topic '" + name + "' exists with another partition count"
+                             : "creating topic '" + name + "' failed: " + r.error().message;
+      return c->respond_error(corr, wire_code(r.error()), text);
+    }
+    v1::Frame out;
+    out.set_correlation_id(corr);
+    fill_topic(*out.mutable_topic_info(), r.value());
+    c->respond(std::move(out));
+  }));
+}
+
+void service::list_topics(const std::shared_ptr<responder>& c, std::uint64_t corr) {
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  auto* resp = out.mutable_list_topics_response();
+  for (auto& t : store_.topics()) fill_topic(*resp->add_topics(), t);
+  c->respond(std::move(out));
+}
+
+void service::describe_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& name) {
+  auto t = store_.topic(name);
+  if (!t) return c->respond_error(corr, v1::UNKNOWN_TOPIC, "no topic '" + name + "'");
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  fill_topic(*out.mutable_topic_info(), *t);
+  c->respond(std::move(out));
+}
+
+}  // namespace txmq::broker

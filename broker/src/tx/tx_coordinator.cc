@@ -1,0 +1,321 @@
+// Transactions: the coordinator's lifecycle, Prepare, EndTx and TxResolve, and what a
+// resolution changes in the consumer groups (read-process-write). The check-back is in
+// check_back.cc, TxList and TxShow in tx_admin.cc.
+
+#include "tx/tx_coordinator.h"
+
+#include <algorithm>
+
+#include "broker_metrics.h"
+#include "io_thread.h"
+#include "txmq/common/log.h"
+#include "request_checks.h"
+#include "tx/tx_names.h"
+
+namespace txmq::broker {
+
+namespace asio = boost::asio;
+using detail::wire_state;
+using detail::state_text;
+using detail::resolver_label;
+using detail::resolver_text;
+using storage::errc;
+using storage::resolver;
+using storage::tx_outcome;
+using storage::tx_state;
+
+namespace {
+
+constexpr std::size_t k_max_acks = 10'000;
+
+}  // namespace
+
+tx_coordinator::tx_coordinator(asio::io_context& io, storage::store& store, tx_settings settings,
+                               broker_metrics* metrics, group_access groups)
+    : io_(io),
+      store_(store),
+      settings_(std::move(settings)),
+      metrics_(metrics),
+      groups_(std::move(groups)),
+      schedule_(settings_.check_schedule, settings_.max_checks),
+      pool_(settings_.checks_in_flight),
+      timer_(io) {}
+
+result<void> tx_coordinator::start() {
+  if (metrics_) {
+    for (auto state : {tx_state::prepared, tx_state::abandoned}) {
+      std::uint64_t n = 0;
+      std::optional<storage::txid> after;
+      for (;;) {
+        TXMQ_TRY(auto page, store_.list_txs(state, 1000, after));
+        n += page.size();
+        if (page.size() < 1000) break;
+        after = page.back().id;
+      }
+      (state == tx_state::prepared ? metrics_->tx_prepared : metrics_->tx_abandoned_now).set(static_cast<double>(n));
+    }
+    metrics_->registry.add_gauge_callback("txmq_tx_checks_open", "Check-backs sent and waiting for an answer", {},
+                                          [this] { return static_cast<double>(open_.size()); });
+  }
+  timer_.expires_after(settings_.scan_interval);
+  timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) on_tick();
+  });
+  return outcome::success();
+}
+
+void tx_coordinator::stop() {
+  stopped_ = true;
+  timer_.cancel();
+}
+
+// ---- Prepare / EndTx / operator -------------------------------------------------------------
+
+void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::PrepareRequest& req) {
+  auto id = protocol::uuid::from_bytes(req.txid());
+  if (!id || id.value().is_nil()) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            "Prepare needs a txid of 16 bytes, not all zero (a random UUIDv4 made by the client); got " +
+                                std::to_string(req.txid().size()) + " bytes");
+  }
+  const std::string tx_text = id.value().to_string();
+  if (auto bad = bad_name("producer group", req.producer_group())) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            "transaction " + tx_text + ": " + *bad + "; check-backs go to this group's producers");
+  }
+  auto checked = check_messages({.messages = req.messages(),
+                                  .request = "transaction " + tx_text,
+                                  .message_prefix = "transaction " + tx_text + ", "},
+                                 {settings_.max_message_bytes, settings_.auto_create_topics, settings_.max_topics}, store_);
+  if (!checked) return c->respond_error(corr, wire_code(checked.error()), std::move(checked.error().message));
+
+  std::vector<storage::ack_ref> acks;
+  if (!req.acks().empty()) {
+    if (auto bad = bad_name("ack group", req.ack_group())) {
+      return c->respond_error(corr, v1::INVALID_ARGUMENT, "transaction " + tx_text + " carries acks: " + *bad);
+    }
+    if (static_cast<std::size_t>(req.acks_size()) > k_max_acks) {
+      return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                              "at most " + std::to_string(k_max_acks) + " acks per transaction");
+    }
+    auto* tracker = groups_.find_group ? groups_.find_group(req.ack_group()) : nullptr;
+    if (!tracker) {
+      return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + req.ack_group() + "'");
+    }
+    for (auto& a : req.acks()) {
+      if (!tracker->outstanding(a.topic(), a.partition(), a.offset())) {
+        return c->respond_error(corr, v1::UNKNOWN_DELIVERY,
+                                "transaction " + tx_text + " acks " + a.topic() + "/" + std::to_string(a.partition()) +
+                                    "@" + std::to_string(a.offset()) + ", which group '" + req.ack_group() +
+                                    "' has not delivered or has already settled (acked or dead-lettered)");
+      }
+      acks.push_back({req.ack_group(), a.topic(), a.partition(), a.offset()});
+    }
+  }
+
+  storage::prepare_request pr;
+  pr.id = id.value();
+  pr.producer_group = req.producer_group();
+  pr.acks = std::move(acks);
+  for (auto& m : *req.mutable_messages()) {
+    // Fields the broker owns are set when the transaction commits.
+    m.clear_publish_time_ms();
+    m.clear_partition();
+    m.clear_offset();
+    m.clear_attempt();
+    m.clear_txid();
+    pr.messages.push_back(std::move(m));
+  }
+  const std::chrono::milliseconds timeout =
+      req.tx_timeout_ms() ? std::chrono::milliseconds(req.tx_timeout_ms()) : settings_.tx_timeout;
+  pr.first_check_ms = now_ms() + timeout.count();
+  if (settings_.auto_create_topics) pr.auto_create_partitions = settings_.default_partitions;
+  pr.sync = settings_.sync;
+  const std::int64_t first_check = pr.first_check_ms;
+  std::weak_ptr<responder> weak = c;
+  store_.prepare(std::move(pr), on_io<storage::prepare_result>(io_, [this, weak, corr, txid = id.value(), first_check](
+                                                                   result<storage::prepare_result> r) {
+    if (r && !r.value().duplicate && metrics_) {
+      metrics_->tx_prepares.inc();
+      metrics_->tx_prepared.inc();
+    }
+    auto c = weak.lock();
+    if (!c) return;
+    const std::string tx_text = txid.to_string();
+    bool duplicate = r && r.value().duplicate;
+    std::int64_t due = first_check;
+    if (!r && r.error() == errc::tx_not_prepared) {
+      // A retry of a Prepare whose transaction was abandoned meanwhile is still the same
+      // transaction; one that was resolved means the txid is being reused.
+      auto rec = store_.find_tx(txid);
+      if (rec && rec.value() && rec.value()->state == tx_state::abandoned) {
+        duplicate = true;
+      } else {
+        const std::string state = rec && rec.value() ? state_text(rec.value()->state) : "resolved";
+        return c->respond_error(corr, v1::TX_ALREADY_RESOLVED,
+                                "transaction " + tx_text + " was already " + state +
+                                    "; a txid is never reused: make a new one for a new transaction");
+      }
+    } else if (!r) {
+      return c->respond_error(corr, wire_code(r.error()),
+                              "preparing transaction " + tx_text + " failed: " + r.error().message);
+    }
+    if (duplicate) {
+      if (auto rec = store_.find_tx(txid); rec && rec.value()) due = rec.value()->next_check_ms;
+    }
+    v1::Frame out;
+    out.set_correlation_id(corr);
+    out.mutable_prepare_response()->set_duplicate(duplicate);
+    out.mutable_prepare_response()->set_first_check_ms(due);
+    c->respond(std::move(out));
+  }));
+}
+
+void tx_coordinator::end_tx(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::EndTxRequest& req) {
+  resolve(c, corr, "EndTx", req.txid(), req.outcome(), resolver::producer);
+}
+
+void tx_coordinator::operator_resolve(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                                      const v1::TxResolveRequest& req) {
+  resolve(c, corr, "TxResolve", req.txid(), req.outcome(), resolver::operator_);
+}
+
+void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& what,
+                             const std::string& txid_bytes, v1::TxOutcome outcome, resolver by) {
+  auto id = protocol::uuid::from_bytes(txid_bytes);
+  if (!id) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            what + " needs a 16-byte txid; got " + std::to_string(txid_bytes.size()) + " bytes");
+  }
+  if (outcome != v1::COMMIT && outcome != v1::ROLLBACK) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT, what + " needs outcome COMMIT or ROLLBACK");
+  }
+  const std::string tx_text = id.value().to_string();
+  auto found = store_.find_tx(id.value());
+  if (!found) {
+    return c->respond_error(corr, wire_code(found.error()),
+                            "reading transaction " + tx_text + " failed: " + found.error().message);
+  }
+  if (!found.value()) {
+    return c->respond_error(corr, v1::UNKNOWN_TX,
+                            "no transaction " + tx_text +
+                                " (never prepared on this broker, or resolved longer than dedupe_window ago)");
+  }
+  storage::resolve_request rr;
+  rr.id = id.value();
+  rr.outcome = outcome == v1::COMMIT ? tx_outcome::commit : tx_outcome::rollback;
+  rr.by = by;
+  rr.sync = settings_.sync;
+  std::optional<std::string> stale;
+  if (rr.outcome == tx_outcome::commit) {
+    stale = claim_acks(*found.value());
+    if (stale) rr.outcome = tx_outcome::rollback;
+  }
+  std::weak_ptr<responder> weak = c;
+  store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, weak, corr, by, outcome, tx_text, stale,
+                                                     before = std::move(*found.value())](
+                                                        result<storage::resolve_result> r) {
+    if (outcome == v1::COMMIT) release_acks(before);
+    if (r && r.value().status == storage::resolve_status::applied) resolved(before, r.value(), by);
+    auto c = weak.lock();
+    if (!c) return;
+    if (r && stale && r.value().status == storage::resolve_status::applied) {
+      common::log::info("tx ", tx_text, " rolled back instead of committed: ", *stale);
+      return c->respond_error(corr, v1::UNKNOWN_DELIVERY, "transaction " + tx_text + " was rolled back: " + *stale);
+    }
+    if (!r) {
+      std::string text = r.error() == errc::unknown_topic
+                             ? "transaction " + tx_text + " cannot commit: a topic of its messages no longer exists"
+                             : "resolving transaction " + tx_text + " failed: " + r.error().message;
+      return c->respond_error(corr, wire_code(r.error()), text);
+    }
+    const auto& res = r.value();
+    if (res.status == storage::resolve_status::conflict) {
+      std::string text = "transaction " + tx_text + " was already " + state_text(res.state);
+      if (before.resolved_by && (before.state == tx_state::committed || before.state == tx_state::rolled_back)) {
+        text += std::string(" ") + resolver_text(*before.resolved_by);
+      }
+      text += std::string("; ") + (outcome == v1::COMMIT ? "COMMIT" : "ROLLBACK") + " changes nothing";
+      return c->respond_error(corr, v1::TX_ALREADY_RESOLVED, text);
+    }
+    v1::Frame out;
+    out.set_correlation_id(corr);
+    auto* resp = out.mutable_end_tx_response();
+    resp->set_state(wire_state(res.state));
+    resp->set_already_resolved(res.status == storage::resolve_status::repeated);
+    for (auto& p : res.positions) {
+      auto* pos = resp->add_positions();
+      pos->set_partition(p.partition);
+      pos->set_offset(p.offset);
+      pos->set_duplicate(p.duplicate);
+    }
+    c->respond(std::move(out));
+  }));
+}
+
+void tx_coordinator::resolved(const storage::tx_record& before, const storage::resolve_result& r, resolver by) {
+  const bool committed = r.state == tx_state::committed;
+  const std::string tx_text = before.id.to_string();
+  if (metrics_) {
+    metrics_->registry
+        .add_counter(committed ? "txmq_tx_committed_total" : "txmq_tx_rolled_back_total",
+                     committed ? "Transactions committed, by who decided" : "Transactions rolled back, by who decided",
+                     {{"by", resolver_label(by)}})
+        .inc();
+    if (before.state == tx_state::abandoned) {
+      metrics_->tx_abandoned_now.dec();
+    } else if (before.state == tx_state::prepared) {
+      metrics_->tx_prepared.dec();
+    }
+    metrics_->tx_resolution_latency.observe(
+        std::chrono::milliseconds(std::max<std::int64_t>(0, now_ms() - before.prepared_ms)));
+  }
+  if (by == resolver::operator_) {
+    common::log::info("operator ", committed ? "committed" : "rolled back", " tx ", tx_text, " (producer group '",
+              before.producer_group, "', ", before.messages.size(), " messages, was ", state_text(before.state), ")");
+  } else if (by == resolver::check) {
+    common::log::debug("check-back ", committed ? "committed" : "rolled back", " tx ", tx_text, " of producer group '",
+              before.producer_group, "'");
+  }
+  if (!committed) return;
+  // The store applied the acks in the commit write; the in-memory trackers must not hand those
+  // messages out again.
+  std::map<std::string, std::vector<storage::message_ref>> acks;
+  for (auto& a : before.acks) acks[a.group].push_back({a.topic, a.partition, a.offset});
+  std::vector<std::string> groups;
+  for (auto& [group, refs] : acks) {
+    if (auto* t = groups_.find_group ? groups_.find_group(group) : nullptr) t->acked_elsewhere(refs);
+    groups.push_back(group);
+  }
+  std::vector<std::string> topics;
+  for (auto& m : before.messages) {
+    if (std::find(topics.begin(), topics.end(), m.topic()) == topics.end()) topics.push_back(m.topic());
+  }
+  if (groups_.wake) groups_.wake(topics, groups);
+}
+
+std::optional<std::string> tx_coordinator::claim_acks(const storage::tx_record& rec) {
+  if (rec.acks.empty() || (rec.state != tx_state::prepared && rec.state != tx_state::abandoned)) return std::nullopt;
+  for (const auto& a : rec.acks) {
+    auto* tracker = groups_.find_group ? groups_.find_group(a.group) : nullptr;
+    const bool in_flight = tracker && tracker->outstanding(a.topic, a.partition, a.offset);
+    auto claim = claimed_.find({a.group, a.topic, a.partition, a.offset});
+    if (!in_flight || (claim != claimed_.end() && claim->second != rec.id)) {
+      return "it acks " + a.topic + "/" + std::to_string(a.partition) + "@" + std::to_string(a.offset) +
+             ", which consumer group '" + a.group +
+             "' no longer has in flight for it (acked by another consumer or transaction after its ack deadline "
+             "passed, or the broker restarted since it was delivered); committing would publish its result twice";
+    }
+  }
+  for (const auto& a : rec.acks) claimed_.emplace(std::make_tuple(a.group, a.topic, a.partition, a.offset), rec.id);
+  return std::nullopt;
+}
+
+void tx_coordinator::release_acks(const storage::tx_record& rec) {
+  for (const auto& a : rec.acks) {
+    auto it = claimed_.find({a.group, a.topic, a.partition, a.offset});
+    if (it != claimed_.end() && it->second == rec.id) claimed_.erase(it);
+  }
+}
+
+}  // namespace txmq::broker
