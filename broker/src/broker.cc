@@ -9,9 +9,9 @@
 
 #include "broker_metrics.h"
 #include "net/connection.h"
+#include "service/service.h"
 #include "txmq/common/admin_http.h"
 #include "txmq/common/log.h"
-#include "service/service.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {

@@ -5,23 +5,15 @@
 namespace txmq::cli::detail {
 
 std::shared_ptr<client::connection> session::connect() {
-  if (conn_) return conn_;
-  client::connection_options o;
-  o.address = broker_;
-  o.client_id = "txmq-cli";
-  o.connect_timeout = connect_timeout_;
-  o.request_timeout = timeout_;
-  auto c = client::connection::connect(std::move(o));
-  if (!c) {
-    fail("cannot reach the broker at " + broker_ + " (check --broker or TXMQ_BROKER, and that txmq-broker runs)",
-         c.error());
-    return nullptr;
-  }
-  conn_ = std::move(c).value();
+  if (!conn_) conn_ = open_connection("");
   return conn_;
 }
 
 std::shared_ptr<client::connection> session::connect_as_producer(const std::string& producer_group) {
+  return open_connection(producer_group);
+}
+
+std::shared_ptr<client::connection> session::open_connection(const std::string& producer_group) {
   client::connection_options o;
   o.address = broker_;
   o.client_id = "txmq-cli";

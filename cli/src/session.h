@@ -34,6 +34,10 @@ class session {
   int fail(const std::string& what);
 
  private:
+  // A handshaken connection whose Hello declares producer_group (empty: none), or nullptr
+  // after reporting why there is none.
+  std::shared_ptr<client::connection> open_connection(const std::string& producer_group);
+
   environment& env_;
   bool json_;
   std::string broker_;

@@ -2,8 +2,8 @@
 
 #include <array>
 
-#include "txmq/common/log.h"
 #include "service/service.h"
+#include "txmq/common/log.h"
 #include "txmq/protocol/frame_codec.h"
 
 namespace txmq::broker {

@@ -1,7 +1,5 @@
 #include "service/service.h"
 
-#include "txmq/common/log.h"
-
 namespace txmq::broker {
 
 namespace asio = boost::asio;
