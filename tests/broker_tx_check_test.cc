@@ -230,7 +230,11 @@ TEST(broker_tx_test, a_returning_producer_never_has_more_than_tx_checks_in_fligh
   EXPECT_EQ(max_outstanding, 32u) << "the producer was never flooded up to the cap";
   EXPECT_TRUE(other_checked) << "a flooded group held up another group's check";
   EXPECT_TRUE(eventually([&] { return list(c, v1::TX_STATE_UNSPECIFIED).empty(); }, 30s));
-  EXPECT_EQ(partition_end_sum(c, "t"), static_cast<std::uint64_t>(n));
+  // A transaction's record says COMMITTED as soon as its write is applied, while its messages'
+  // offsets are published after the fsync that makes them durable: wait for those too.
+  std::uint64_t committed = 0;
+  EXPECT_TRUE(eventually([&] { return (committed = partition_end_sum(c, "t")) == static_cast<std::uint64_t>(n); }, 30s))
+      << committed << " of " << n << " committed messages readable";
 }
 
 TEST(broker_tx_test, checks_resume_after_a_sigkill_and_resolve_per_the_producers_answers) {
