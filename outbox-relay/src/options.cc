@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "txmq/client/connection.h"
 #include "txmq/common/units.h"
 
 namespace txmq::relay {
@@ -84,6 +85,10 @@ result<command_line> parse_relay_options(int argc, const char* const* argv) {
 
   auto& o = out.relay;
   if (o.conninfo.empty()) return invalid("--pg is required (the database with the outbox)");
+
+  // The broker's address is checked here, so a typo exits 2 with the flag named instead of
+  // failing later, when the relay first connects.
+  if (auto broker = client::broker_address::parse(o.broker); !broker) return bad_value("broker", broker.error());
 
   auto poll = common::parse_duration(text.poll);
   if (!poll) return bad_value("poll-interval", poll.error());

@@ -115,6 +115,13 @@ TEST(relay_options, other_errors_name_the_flag) {
   EXPECT_THAT(parse_error({"--no-such-flag"}), HasSubstr("no-such-flag"));
 }
 
+TEST(relay_options, a_bad_broker_address_is_refused_when_parsing) {
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:x", "127.0.0.1:0", "127.0.0.1:70000", ""}) {
+    EXPECT_THAT(parse_error({"--broker", bad}), HasSubstr("--broker")) << bad;
+  }
+  EXPECT_EQ(parse_ok({"--broker", "broker.internal:7878"}).relay.broker, "broker.internal:7878");
+}
+
 TEST(relay_options, help_asks_to_exit_with_the_usage) {
   auto r = parse({"--help"});
   ASSERT_TRUE(r);
