@@ -2,7 +2,6 @@
 
 #include <exception>
 #include <future>
-#include <iostream>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -16,6 +15,8 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+
+#include "txmq/common/log.h"
 
 namespace txmq::common {
 
@@ -48,7 +49,7 @@ struct admin_http_state : std::enable_shared_from_this<admin_http_state> {
     if (options_.log_error) {
       options_.log_error(text);
     } else {
-      std::cerr << "txmq admin HTTP: " << text << '\n';
+      log::warn("admin HTTP: ", text);
     }
   }
 

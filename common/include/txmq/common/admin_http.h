@@ -72,7 +72,7 @@ struct admin_http_options {
   std::chrono::milliseconds write_timeout{10'000};  // whole response
   std::size_t max_connections = 64;  // further connections are closed on accept
   // Where errors go (failed accepts, handler exceptions, connection coroutines that threw).
-  // Called on an io_context thread. Empty: written to stderr.
+  // Called on an io_context thread. Empty: a warning through txmq/common/log.h.
   std::function<void(std::string_view)> log_error;
 };
 
