@@ -208,8 +208,10 @@ void connection::deadline_passed() {
                                    format_duration(limits_.frame_read_timeout) + ")");
       break;
     case deadline_kind::idle:
-      if (in_flight_ > 0) {  // waiting for the broker's answers is not idleness
-        set_deadline(deadline_kind::idle, limits_.idle_timeout);
+      if (in_flight_ > 0) {
+        // Waiting for the broker's answers is no idleness: respond() starts the idle time again
+        // when the last one is sent.
+        set_deadline(deadline_kind::idle, std::chrono::milliseconds(0));
         return;
       }
       fail(v1::LIMIT_EXCEEDED, "idle for idle_timeout (" + format_duration(limits_.idle_timeout) + ")");
@@ -278,7 +280,9 @@ void connection::enqueue(const v1::Frame& frame) {
 }
 
 void connection::respond(v1::Frame frame) {
-  if (in_flight_ > 0) --in_flight_;
+  if (in_flight_ > 0 && --in_flight_ == 0 && deadline_kind_ == deadline_kind::idle) {
+    set_deadline(deadline_kind::idle, limits_.idle_timeout);
+  }
   enqueue(frame);
 }
 
