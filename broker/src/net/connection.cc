@@ -224,7 +224,6 @@ void connection::deadline_passed() {
   // Ends the reader's pending read; the writer sends the reason, then closes the socket.
   boost::system::error_code ec;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
-  set_deadline(deadline_kind::closing, k_close_grace);
 }
 
 awaitable<void> connection::writer() {
@@ -297,6 +296,8 @@ void connection::fail(v1::ErrorCode code, std::string text, std::uint64_t correl
   enqueue(error_frame(correlation_id, code, std::move(text)));
   closing_ = true;
   wake_writer_.cancel();
+  // A peer that does not read the reason does not keep the connection.
+  set_deadline(deadline_kind::closing, k_close_grace);
 }
 
 void connection::close() {
