@@ -8,6 +8,7 @@
 #include <boost/asio.hpp>
 
 #include "broker_metrics.h"
+#include "io_thread.h"
 #include "net/connection.h"
 #include "service/service.h"
 #include "txmq/common/admin_http.h"
@@ -33,20 +34,40 @@ struct broker::impl {
         co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
         continue;
       }
-      auto c = std::make_shared<connection>(std::move(socket), *svc, limits, ++next_connection_id);
-      if (svc->connections() >= config.max_connections) {
-        common::log::warn("refusing connection from ", c->peer(), ": max_connections (", config.max_connections, ") reached");
-        v1::Frame f;
-        f.mutable_error()->set_code(v1::LIMIT_EXCEEDED);
-        f.mutable_error()->set_message("the broker has max_connections (" + std::to_string(config.max_connections) +
-                                       ") connections; try again later");
-        c->start();
-        c->respond(std::move(f));
-        c->close();
+      // Counted from accept, so sockets that never finish Hello take slots too (they hold file
+      // descriptors); hello_timeout frees the slots of those that never speak.
+      if (open_connections >= config.max_connections) {
+        refuse(std::move(socket));
         continue;
       }
+      ++open_connections;
+      auto c = std::make_shared<connection>(std::move(socket), *svc, limits, ++next_connection_id,
+                                            [this] { --open_connections; });
       c->start();
     }
+  }
+
+  void refuse(tcp::socket socket) {
+    boost::system::error_code ec;
+    const auto ep = socket.remote_endpoint(ec);
+    common::log::warn("refusing connection from ", ec ? std::string("?") : ep.address().to_string(),
+                      ": max_connections (", config.max_connections, ") reached");
+    // Refusals linger a second each; a flood beyond this many is closed without an answer.
+    if (refusing >= k_max_refusing) return;
+    ++refusing;
+    v1::Frame f;
+    f.mutable_error()->set_code(v1::LIMIT_EXCEEDED);
+    f.mutable_error()->set_message("the broker has max_connections (" + std::to_string(config.max_connections) +
+                                   ") connections; try again later");
+    asio::co_spawn(io, refuse_connection(std::move(socket), std::move(f)), [this](std::exception_ptr e) {
+      --refusing;
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        common::log::error("refusing a connection failed: ", ex.what());
+      }
+    });
   }
 
   void schedule_retention() {
@@ -72,6 +93,10 @@ struct broker::impl {
   std::unique_ptr<service> svc;
   connection_limits limits;
   std::uint64_t next_connection_id = 0;
+  // Sockets accepted and not yet closed, Hello or not; checked against max_connections.
+  std::size_t open_connections = 0;
+  static constexpr std::size_t k_max_refusing = 64;
+  std::size_t refusing = 0;  // sockets being refused (answer written, lingering)
   std::thread io_thread;
   tcp::endpoint bound;
   tcp::endpoint http_bound;
@@ -123,6 +148,9 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   ss.webhooks.max_webhooks = config.webhook_max_subscriptions;
   m.limits.max_frame_bytes = static_cast<std::uint32_t>(config.max_frame_bytes);
   m.limits.max_in_flight = config.max_in_flight_per_connection;
+  m.limits.hello_timeout = config.hello_timeout;
+  m.limits.frame_read_timeout = config.frame_read_timeout;
+  m.limits.idle_timeout = config.idle_timeout;
   m.metrics = std::make_unique<broker_metrics>(m.registry);
   m.svc = std::make_unique<service>(m.io, *m.store, ss, m.metrics.get());
   {
@@ -188,7 +216,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   m.schedule_retention();
   m.io_thread = std::thread([&m] {
     auto guard = asio::make_work_guard(m.io);
-    m.io.run();
+    run_guarded(m.io, m.metrics->internal_errors);
   });
 
   common::log::info("txmq broker listening on ", m.bound.address().to_string(), ":", m.bound.port(), " (admin HTTP on ",

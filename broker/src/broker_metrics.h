@@ -35,7 +35,10 @@ struct broker_metrics {
                                    "Transactions abandoned after tx_max_checks undecided check-backs")),
         tx_resolution_latency(r.add_histogram("txmq_tx_resolution_seconds",
                                               "Prepare to commit or rollback of a transaction",
-                                              k_tx_resolution_buckets_seconds)) {}
+                                              k_tx_resolution_buckets_seconds)),
+        internal_errors(r.add_counter("txmq_internal_errors_total",
+                                      "Exceptions that escaped a handler or timer on the io thread (logged; the "
+                                      "broker kept serving)")) {}
 
   common::metrics_registry& registry;
   common::counter& messages_in;
@@ -57,6 +60,8 @@ struct broker_metrics {
   common::counter& tx_prepares;
   common::counter& tx_abandoned;
   common::histogram& tx_resolution_latency;
+  // Bumped by run_guarded (io_thread.h).
+  common::counter& internal_errors;
 };
 
 }  // namespace txmq::broker

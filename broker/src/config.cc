@@ -102,6 +102,12 @@ const setting k_settings[] = {
     {"max_in_flight_per_connection", kind::count, &broker_config::max_in_flight_per_connection,
      "requests of one connection being processed at once"},
     {"max_topics", kind::count, &broker_config::max_topics, "topics the broker accepts"},
+    {"hello_timeout", kind::duration, &broker_config::hello_timeout,
+     "close a connection that has not completed Hello by then"},
+    {"frame_read_timeout", kind::duration, &broker_config::frame_read_timeout,
+     "close a connection whose started frame has not arrived completely by then"},
+    {"idle_timeout", kind::duration, &broker_config::idle_timeout,
+     "close a connection that sent nothing and waits for no answer this long (0 = never)"},
     {"auto_create_topics", kind::boolean, &broker_config::auto_create_topics,
      "create a topic on its first produce"},
     {"default_partitions", kind::count, &broker_config::default_partitions,
@@ -594,6 +600,8 @@ result<void> validate(const broker_config& c) {
       !check_at_least_one("max_connections", c.max_connections) ||
       !check_at_least_one("max_in_flight_per_connection", c.max_in_flight_per_connection) ||
       !check_at_least_one("max_topics", c.max_topics) ||
+      !check_positive("hello_timeout", c.hello_timeout) ||
+      !check_positive("frame_read_timeout", c.frame_read_timeout) ||
       !check_at_least_one("default_partitions", c.default_partitions) ||
       !check_schedule("webhook_schedule", c.webhook_schedule) ||
       !check_positive("webhook_timeout", c.webhook_timeout) ||
@@ -603,6 +611,7 @@ result<void> validate(const broker_config& c) {
     return invalid(error_text);
   }
   if (c.retention.count() < 0) return fail("retention must not be negative");
+  if (c.idle_timeout.count() < 0) return fail("idle_timeout must not be negative");
   if (c.webhook_timeout > std::chrono::minutes(5)) return fail("webhook_timeout is at most 5m");
   if (c.webhook_schedule.size() > 100) return fail("webhook_schedule has at most 100 steps");
   if (c.webhook_concurrency > 1024) return fail("webhook_concurrency is at most 1024");

@@ -110,6 +110,9 @@ TEST(broker_config, defaults_are_those_of_the_design) {
   EXPECT_EQ(c.max_connections, 1024u);
   EXPECT_EQ(c.max_in_flight_per_connection, 1024u);
   EXPECT_EQ(c.max_topics, 10000u);
+  EXPECT_EQ(c.hello_timeout, 10s);
+  EXPECT_EQ(c.frame_read_timeout, 30s);
+  EXPECT_EQ(c.idle_timeout, 0s);
   EXPECT_FALSE(c.insecure);
   EXPECT_EQ(c.log_level, "info");
 
@@ -140,6 +143,9 @@ broker_config every_setting_changed() {
   c.max_connections = 10;
   c.max_in_flight_per_connection = 7;
   c.max_topics = 100;
+  c.hello_timeout = 2s;
+  c.frame_read_timeout = 500ms;
+  c.idle_timeout = 5min;
   c.auto_create_topics = false;
   c.default_partitions = 8;
   c.retention = 24h;
@@ -176,6 +182,9 @@ TEST(broker_config, every_flag_parses) {
                                       "--max-connections", "10",
                                       "--max-in-flight-per-connection", "7",
                                       "--max-topics", "100",
+                                      "--hello-timeout", "2s",
+                                      "--frame-read-timeout", "500ms",
+                                      "--idle-timeout", "5m",
                                       "--auto-create-topics", "false",
                                       "--default-partitions", "8",
                                       "--retention", "1d",
@@ -215,6 +224,9 @@ max_frame_bytes = 2097152
 max_connections = 10
 max_in_flight_per_connection = 7
 max_topics = 100
+hello_timeout = "2s"
+frame_read_timeout = "500ms"
+idle_timeout = "5m"
 auto_create_topics = false
 default_partitions = 8
 retention = "1d"
@@ -246,7 +258,7 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
   EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
   EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 32);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 35);
 
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {
     broker_config round_trip;
@@ -413,6 +425,24 @@ TEST(broker_config, validate_checks_relations_between_settings) {
   r = validate(c);
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message, HasSubstr("retry_schedule"));
+}
+
+TEST(broker_config, connection_timeouts_are_validated) {
+  broker_config c;
+  c.hello_timeout = 0s;
+  auto r = validate(c);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("hello_timeout"));
+  c = broker_config{};
+  c.frame_read_timeout = 0s;
+  r = validate(c);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("frame_read_timeout"));
+  c = broker_config{};
+  c.idle_timeout = 0s;  // off
+  r = validate(c);
+  EXPECT_TRUE(r) << r.error();
+  EXPECT_EQ(parse_ok({"--idle-timeout", "0s"}).idle_timeout, 0s);
 }
 
 TEST(broker_config, the_configuration_doc_lists_every_setting_and_its_example_is_valid) {

@@ -32,6 +32,8 @@ class broker_process {
   // SIGKILL, no goodbye.
   void kill();
   [[nodiscard]] bool running() const noexcept { return proc_ != nullptr; }
+  // The running broker's process id (for /proc); -1 when it is not running.
+  [[nodiscard]] pid_t pid() const noexcept { return proc_ ? proc_->pid() : -1; }
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   [[nodiscard]] std::uint16_t http_port() const noexcept { return http_port_; }

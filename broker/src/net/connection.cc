@@ -1,9 +1,12 @@
 #include "net/connection.h"
 
+#include <algorithm>
 #include <array>
+#include <utility>
 
 #include "service/service.h"
 #include "txmq/common/log.h"
+#include "txmq/common/units.h"
 #include "txmq/protocol/frame_codec.h"
 
 namespace txmq::broker {
@@ -13,14 +16,38 @@ using asio::awaitable;
 using asio::use_awaitable;
 constexpr auto as_tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 constexpr std::uint32_t k_protocol_version = 1;
+// A body larger than this is read in chunks that double as its bytes arrive.
+constexpr std::size_t k_first_body_chunk = 64 * 1024;
+// How long a connection closed for a passed deadline may take to write its last frames.
+constexpr std::chrono::milliseconds k_close_grace{2'000};
+// How long a refused socket lingers for its peer to read the answer and close.
+constexpr std::chrono::milliseconds k_refuse_linger{1'000};
 
-connection::connection(asio::ip::tcp::socket socket, service& svc, connection_limits limits, std::uint64_t id)
-    : socket_(std::move(socket)), service_(svc), limits_(limits), id_(id), wake_writer_(socket_.get_executor()) {
+namespace {
+v1::Frame error_frame(std::uint64_t correlation_id, v1::ErrorCode code, std::string text) {
+  v1::Frame f;
+  f.set_correlation_id(correlation_id);
+  f.mutable_error()->set_code(code);
+  f.mutable_error()->set_message(std::move(text));
+  return f;
+}
+}  // namespace
+
+connection::connection(asio::ip::tcp::socket socket, service& svc, connection_limits limits, std::uint64_t id,
+                       std::function<void()> on_closed)
+    : socket_(std::move(socket)),
+      service_(svc),
+      limits_(limits),
+      id_(id),
+      on_closed_(std::move(on_closed)),
+      wake_writer_(socket_.get_executor()),
+      deadline_timer_(socket_.get_executor()) {
   boost::system::error_code ec;
   auto ep = socket_.remote_endpoint(ec);
   peer_ = ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   wake_writer_.expires_at(asio::steady_timer::time_point::max());
+  deadline_timer_.expires_at(asio::steady_timer::time_point::max());
 }
 
 void connection::start() {
@@ -36,8 +63,10 @@ void connection::start() {
       self->shutdown();
     };
   };
+  set_deadline(deadline_kind::hello, limits_.hello_timeout);
   asio::co_spawn(socket_.get_executor(), reader(), log_end("reader"));
   asio::co_spawn(socket_.get_executor(), writer(), log_end("writer"));
+  asio::co_spawn(socket_.get_executor(), watchdog(), log_end("watchdog"));
 }
 
 awaitable<void> connection::reader() {
@@ -46,8 +75,18 @@ awaitable<void> connection::reader() {
   std::array<std::byte, protocol::frame_header_bytes> header{};
   std::string body;
   while (!closing_) {
-    auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(header), as_tuple_awaitable);
+    if (hello_done_) set_deadline(deadline_kind::idle, limits_.idle_timeout);
+    // The first byte starts the frame and its frame_read_timeout; waiting for it is idleness.
+    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(header), as_tuple_awaitable);
     if (ec) break;  // peer closed or reset: nothing to say
+    if (hello_done_ || std::chrono::steady_clock::now() + limits_.frame_read_timeout < deadline_) {
+      set_deadline(deadline_kind::frame, limits_.frame_read_timeout);
+    }
+    if (n < header.size()) {
+      auto [ec1, n1] = co_await asio::async_read(socket_, asio::buffer(header.data() + n, header.size() - n),
+                                                 as_tuple_awaitable);
+      if (ec1) break;
+    }
     const std::uint32_t limit = hello_done_ ? limits_.max_frame_bytes : protocol::pre_hello_max_frame_bytes;
     auto length = protocol::decode_frame_length(header, limit);
     if (!length) {
@@ -59,10 +98,28 @@ awaitable<void> connection::reader() {
       }
       break;
     }
-    body.resize(length.value());
-    auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(body), as_tuple_awaitable);
-    if (ec2) break;
-    auto frame = protocol::decode_frame_body(std::as_bytes(std::span(body.data(), body.size())));
+    // The buffer grows with the bytes that arrived (at most twice them), never to the announced
+    // length up front: a slow sender announcing 8 MiB holds 64 KiB until it sends more.
+    const std::size_t frame_bytes = length.value();
+    std::size_t got = 0;
+    bool read_failed = false;
+    while (got < frame_bytes) {
+      const std::size_t next = std::min(frame_bytes, std::max(k_first_body_chunk, 2 * got));
+      body.resize(next);
+      auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(body.data() + got, next - got),
+                                                 as_tuple_awaitable);
+      if (ec2) {
+        read_failed = true;
+        break;
+      }
+      got = next;
+    }
+    if (read_failed) break;
+    // Before Hello the hello (or frame) deadline stays: this frame completes Hello or fails.
+    if (hello_done_) set_deadline(deadline_kind::none, std::chrono::milliseconds(0));
+    auto frame = protocol::decode_frame_body(std::as_bytes(std::span(body.data(), frame_bytes)));
+    // A connection that sent one large frame does not keep its buffer while idle.
+    if (body.capacity() > k_first_body_chunk) std::string().swap(body);
     if (!frame) {
       fail(v1::FRAME_MALFORMED, "frame body is not a txmq.v1.Frame");
       break;
@@ -103,9 +160,10 @@ awaitable<void> connection::reader() {
       break;
     }
     if (in_flight_ >= limits_.max_in_flight) {
-      respond_error(f.correlation_id(), v1::LIMIT_EXCEEDED,
-                    "more than " + std::to_string(limits_.max_in_flight) +
-                        " requests in flight on this connection; wait for answers before sending more");
+      // Not through respond(): the refused request never took a slot, so its answer frees none.
+      send_error(f.correlation_id(), v1::LIMIT_EXCEEDED,
+                 "more than " + std::to_string(limits_.max_in_flight) +
+                     " requests in flight on this connection; wait for answers before sending more");
       continue;
     }
     ++in_flight_;
@@ -113,6 +171,59 @@ awaitable<void> connection::reader() {
   }
   closing_ = true;
   wake_writer_.cancel();
+}
+
+awaitable<void> connection::watchdog() {
+  auto self = shared_from_this();
+  while (!closed_) {
+    auto [ec] = co_await deadline_timer_.async_wait(as_tuple_awaitable);
+    (void)ec;  // cancelled = the deadline moved, or the connection closed
+    if (closed_) break;
+    if (std::chrono::steady_clock::now() < deadline_) {
+      deadline_timer_.expires_at(deadline_);
+      continue;
+    }
+    deadline_passed();
+  }
+}
+
+void connection::set_deadline(deadline_kind kind, std::chrono::milliseconds after) {
+  deadline_kind_ = kind;
+  deadline_ = after.count() > 0 ? std::chrono::steady_clock::now() + after : asio::steady_timer::time_point::max();
+  // A later deadline leaves the timer alone (the watchdog re-arms when it fires early); only an
+  // earlier one moves it, so the frames of a busy connection rarely touch the timer.
+  if (deadline_ < deadline_timer_.expiry()) deadline_timer_.expires_at(deadline_);
+}
+
+void connection::deadline_passed() {
+  using common::format_duration;
+  switch (deadline_kind_) {
+    case deadline_kind::none:
+      return;
+    case deadline_kind::hello:
+      fail(v1::HELLO_REQUIRED, "no Hello within hello_timeout (" + format_duration(limits_.hello_timeout) + ")");
+      break;
+    case deadline_kind::frame:
+      fail(v1::LIMIT_EXCEEDED, "a frame was not completed within frame_read_timeout (" +
+                                   format_duration(limits_.frame_read_timeout) + ")");
+      break;
+    case deadline_kind::idle:
+      if (in_flight_ > 0) {
+        // Waiting for the broker's answers is no idleness: respond() starts the idle time again
+        // when the last one is sent.
+        set_deadline(deadline_kind::idle, std::chrono::milliseconds(0));
+        return;
+      }
+      fail(v1::LIMIT_EXCEEDED, "idle for idle_timeout (" + format_duration(limits_.idle_timeout) + ")");
+      break;
+    case deadline_kind::closing:
+      // The peer did not take the reason within the grace: drop it.
+      shutdown();
+      return;
+  }
+  // Ends the reader's pending read; the writer sends the reason, then closes the socket.
+  boost::system::error_code ec;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
 }
 
 awaitable<void> connection::writer() {
@@ -168,21 +279,25 @@ void connection::enqueue(const v1::Frame& frame) {
 }
 
 void connection::respond(v1::Frame frame) {
-  if (in_flight_ > 0) --in_flight_;
+  if (in_flight_ > 0 && --in_flight_ == 0 && deadline_kind_ == deadline_kind::idle) {
+    set_deadline(deadline_kind::idle, limits_.idle_timeout);
+  }
   enqueue(frame);
 }
 
 void connection::send_request(const v1::Frame& frame) { enqueue(frame); }
 
+void connection::send_error(std::uint64_t correlation_id, v1::ErrorCode code, std::string text) {
+  enqueue(error_frame(correlation_id, code, std::move(text)));
+}
+
 void connection::fail(v1::ErrorCode code, std::string text, std::uint64_t correlation_id) {
   common::log::info("connection ", id_, " (", peer_, ") closed: ", text);
-  v1::Frame f;
-  f.set_correlation_id(correlation_id);
-  f.mutable_error()->set_code(code);
-  f.mutable_error()->set_message(std::move(text));
-  enqueue(f);
+  enqueue(error_frame(correlation_id, code, std::move(text)));
   closing_ = true;
   wake_writer_.cancel();
+  // A peer that does not read the reason does not keep the connection.
+  set_deadline(deadline_kind::closing, k_close_grace);
 }
 
 void connection::close() {
@@ -201,9 +316,39 @@ void connection::shutdown() {
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   socket_.close(ec);
   wake_writer_.cancel();
+  deadline_timer_.cancel();
   queue_.clear();
   queued_bytes_ = 0;
   service_.connection_closed(*this);
+  if (on_closed_) std::exchange(on_closed_, nullptr)();
+}
+
+awaitable<void> refuse_connection(asio::ip::tcp::socket socket, v1::Frame error) {
+  // Shared with the linger timer's handler, which may run after this coroutine ended.
+  auto s = std::make_shared<asio::ip::tcp::socket>(std::move(socket));
+  boost::system::error_code ec;
+  asio::steady_timer linger(s->get_executor(), k_refuse_linger);
+  // Closing the socket when the linger ends wakes the read below.
+  linger.async_wait([s](boost::system::error_code wait_ec) {
+    if (wait_ec) return;
+    boost::system::error_code close_ec;
+    s->close(close_ec);
+  });
+  std::string bytes;
+  if (protocol::encode_frame(error, bytes, protocol::pre_hello_max_frame_bytes)) {
+    // A few hundred bytes into the empty send buffer of a new socket: completes at once.
+    co_await asio::async_write(*s, asio::buffer(bytes), as_tuple_awaitable);
+  }
+  s->shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  std::array<char, 4096> sink{};
+  std::size_t drained = 0;
+  while (s->is_open() && drained < protocol::pre_hello_max_frame_bytes) {
+    auto [read_ec, n] = co_await s->async_read_some(asio::buffer(sink), as_tuple_awaitable);
+    if (read_ec) break;
+    drained += n;
+  }
+  linger.cancel();
+  s->close(ec);
 }
 
 }  // namespace txmq::broker

@@ -1,12 +1,16 @@
 #pragma once
 
 // One client connection: a reader coroutine that checks each frame's length before allocating,
-// parses it and hands requests to the service, and a writer coroutine that drains a bounded
-// queue of encoded frames. The handlers answer through its responder interface. Runs on the
+// reads large bodies in chunks as their bytes arrive, parses each frame and hands requests to the
+// service; a writer coroutine that drains a bounded queue of encoded frames; and a watchdog that
+// closes the connection when a deadline passes (Hello, a started frame, idleness;
+// docs/semantics.md §6). The handlers answer through its responder interface. Runs on the
 // broker's io thread; not thread-safe.
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,11 +27,19 @@ struct connection_limits {
   std::uint32_t max_frame_bytes = 8u << 20;
   std::uint32_t max_in_flight = 1024;
   std::size_t max_queued_bytes = 64u << 20;
+  // From accept to the end of the Hello frame.
+  std::chrono::milliseconds hello_timeout{10'000};
+  // From a frame's first byte to its last.
+  std::chrono::milliseconds frame_read_timeout{30'000};
+  // Nothing received and no request in flight for this long closes the connection; 0 = off.
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 class connection final : public responder, public std::enable_shared_from_this<connection> {
  public:
-  connection(boost::asio::ip::tcp::socket socket, service& svc, connection_limits limits, std::uint64_t id);
+  // `on_closed` runs once, when the socket is closed (the broker counts open sockets with it).
+  connection(boost::asio::ip::tcp::socket socket, service& svc, connection_limits limits, std::uint64_t id,
+             std::function<void()> on_closed = {});
 
   void start();
   // The responder interface (net/responder.h). Answers and requests are queued for the writer.
@@ -42,9 +54,18 @@ class connection final : public responder, public std::enable_shared_from_this<c
   [[nodiscard]] const std::string& peer() const noexcept override { return peer_; }
 
  private:
+  // What the watchdog enforces now; each kind closes the connection with its own reason.
+  enum class deadline_kind { none, hello, frame, idle, closing };
+
   boost::asio::awaitable<void> reader();
   boost::asio::awaitable<void> writer();
+  boost::asio::awaitable<void> watchdog();
+  // `after` 0 = no deadline.
+  void set_deadline(deadline_kind kind, std::chrono::milliseconds after);
+  void deadline_passed();
   void enqueue(const v1::Frame& frame);
+  // An Error frame that is no answer to an admitted request, so it frees no in-flight slot.
+  void send_error(std::uint64_t correlation_id, v1::ErrorCode code, std::string text);
   // A protocol violation: tell the peer why (answering `correlation_id` when the frame that
   // broke the rules had one), then close.
   void fail(v1::ErrorCode code, std::string text, std::uint64_t correlation_id = 0);
@@ -54,6 +75,7 @@ class connection final : public responder, public std::enable_shared_from_this<c
   service& service_;
   connection_limits limits_;
   std::uint64_t id_;
+  std::function<void()> on_closed_;
   std::string peer_;
   std::string client_id_;
   std::string producer_group_;
@@ -64,6 +86,14 @@ class connection final : public responder, public std::enable_shared_from_this<c
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;
   boost::asio::steady_timer wake_writer_;
+  boost::asio::steady_timer deadline_timer_;
+  boost::asio::steady_timer::time_point deadline_ = boost::asio::steady_timer::time_point::max();
+  deadline_kind deadline_kind_ = deadline_kind::none;
 };
+
+// Answers a socket accepted beyond max_connections with `error` (correlation id 0) and closes
+// it. The close lingers up to a second, reading and dropping what the peer sends, so that an
+// unread Hello does not turn the close into a reset that discards the answer.
+boost::asio::awaitable<void> refuse_connection(boost::asio::ip::tcp::socket socket, v1::Frame error);
 
 }  // namespace txmq::broker

@@ -80,6 +80,9 @@ struct broker_config {
   std::uint32_t max_connections = 1024;
   std::uint32_t max_in_flight_per_connection = 1024;
   std::uint32_t max_topics = 10000;
+  duration hello_timeout = std::chrono::seconds(10);       // accept to Hello, or closed
+  duration frame_read_timeout = std::chrono::seconds(30);  // a frame's first byte to its last
+  duration idle_timeout = duration::zero();                // nothing sent, nothing in flight; 0 = off
 
   // --- topics
   bool auto_create_topics = true;
