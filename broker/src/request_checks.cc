@@ -18,6 +18,10 @@ v1::ErrorCode wire_code(const std::error_code& ec) {
       case errc::unknown_group: return v1::UNKNOWN_GROUP;
       case errc::unknown_partition: return v1::INVALID_ARGUMENT;
       case errc::closed: return v1::SHUTTING_DOWN;
+      // A write failed, or was refused after one: the message names the first failure.
+      case errc::io_error:
+      case errc::store_failed: return v1::STORE_UNAVAILABLE;
+      case errc::store_full: return v1::STORE_FULL;
       default: return v1::STORAGE_ERROR;
     }
   }

@@ -65,6 +65,8 @@ error from_wire(int code, std::string message) {
     case protocol::errc::storage_error:
     case protocol::errc::shutting_down:
     case protocol::errc::internal:
+    case protocol::errc::store_unavailable:
+    case protocol::errc::store_full:
       return error(static_cast<protocol::errc>(code), std::move(message));
     default:
       break;

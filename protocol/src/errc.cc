@@ -49,6 +49,10 @@ class protocol_category_impl final : public std::error_category {
         return "broker is shutting down";
       case errc::internal:
         return "internal broker error";
+      case errc::store_unavailable:
+        return "broker store is not taking writes after a failure; retry later";
+      case errc::store_full:
+        return "broker disk is nearly full (below min_free_disk_bytes); retry after space is freed";
       case errc::frame_empty:
         return "frame length prefix is zero";
       case errc::frame_truncated:
@@ -88,6 +92,8 @@ std::string_view errc_name(errc e) noexcept {
     case errc::storage_error: return "STORAGE_ERROR";
     case errc::shutting_down: return "SHUTTING_DOWN";
     case errc::internal: return "INTERNAL";
+    case errc::store_unavailable: return "STORE_UNAVAILABLE";
+    case errc::store_full: return "STORE_FULL";
     case errc::frame_empty: return "FRAME_EMPTY";
     case errc::frame_truncated: return "FRAME_TRUNCATED";
     case errc::bad_message_id: return "BAD_MESSAGE_ID";

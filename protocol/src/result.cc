@@ -23,6 +23,8 @@ class condition_category_impl final : public std::error_category {
       case protocol::errc::shutting_down:
       case protocol::errc::internal:
       case protocol::errc::limit_exceeded:
+      case protocol::errc::store_unavailable:
+      case protocol::errc::store_full:
         return true;
       default:
         return false;

@@ -46,6 +46,8 @@ TEST(result_test, value_of_an_error_throws_the_error) {
 
 TEST(result_test, retriable_protocol_codes) {
   EXPECT_TRUE(error(protocol::errc::storage_error).retriable());
+  EXPECT_TRUE(error(protocol::errc::store_unavailable).retriable());
+  EXPECT_TRUE(error(protocol::errc::store_full).retriable());
   EXPECT_TRUE(error(protocol::errc::shutting_down).retriable());
   EXPECT_TRUE(error(protocol::errc::internal).retriable());
   EXPECT_TRUE(error(protocol::errc::limit_exceeded).retriable());

@@ -21,6 +21,7 @@ class category final : public std::error_category {
       case errc::corruption: return "stored data is corrupt";
       case errc::store_failed: return "store failed";
       case errc::closed: return "store is closed";
+      case errc::store_full: return "disk nearly full: free space below the configured minimum";
       case errc::not_a_store: return "directory is not a txmq store (or its files are missing)";
     }
     return "storage error " + std::to_string(ev);

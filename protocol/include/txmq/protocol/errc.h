@@ -30,6 +30,8 @@ enum class errc : int {
   storage_error = 40,
   shutting_down = 41,
   internal = 42,
+  store_unavailable = 43,
+  store_full = 44,
   // Local-only framing conditions (not on the wire).
   frame_empty = 100,      // a length prefix of zero
   frame_truncated = 101,  // the stream ended inside a frame

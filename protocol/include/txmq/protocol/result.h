@@ -63,7 +63,7 @@ struct error {
   error(E e, std::string m) : error(make_error_code(e), std::move(m)) {}
 
   // Worth trying again with the same request: connection trouble, timeouts, and the broker's
-  // STORAGE_ERROR, SHUTTING_DOWN, INTERNAL and LIMIT_EXCEEDED.
+  // STORAGE_ERROR, STORE_UNAVAILABLE, STORE_FULL, SHUTTING_DOWN, INTERNAL and LIMIT_EXCEEDED.
   [[nodiscard]] bool retriable() const noexcept { return code == condition::retriable; }
   template <class E>
     requires std::is_error_code_enum_v<E>

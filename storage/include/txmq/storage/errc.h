@@ -19,6 +19,8 @@ enum class errc : int {
   store_failed = 22,     // an earlier write failed: restart after fixing the cause
   closed = 23,           // the store is shutting down
   not_a_store = 24,      // the directory holds files that are not a txmq store
+  store_full = 25,       // free disk space below store_options::min_free_bytes: appends and
+                         // prepares are refused, every other write still runs
 };
 
 const std::error_category& storage_category() noexcept;
