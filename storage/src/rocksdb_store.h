@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -233,6 +234,7 @@ class rocksdb_store final : public store {
   result<void> compact() override;
   result<std::uint64_t> count_dedupe_entries() const override;
   store_stats stats() const override;
+  store_health health() const override;
   void close() override;
 
  private:
@@ -265,9 +267,21 @@ class rocksdb_store final : public store {
   // The store takes no more writes after its first failed write, fsync or read inside the
   // writer. Latches that (the first failure's text is kept) and returns the error for the
   // requests it failed: what failed, RocksDB's text, what to do.
-  error latch_failure(error first);
+  // `no_space`: the failure was RocksDB's NoSpace on a write, the one failure the store
+  // resumes from (see resume_if_space()).
+  error latch_failure(error first, bool no_space = false);
   // The error of a write refused after the latch: store_failed, naming the first failure.
   error refusal() const;
+  // The error of an append or prepare while the disk is full: store_full, with the numbers.
+  error full_refusal() const;
+  // Writer thread, before each group and at least every disk_check_interval when idle:
+  // measures the free space (store_full below min_free_bytes) and resumes a store latched by
+  // a full disk once there is room.
+  void check_disk();
+  void resume_if_space(std::optional<std::uint64_t> free);
+  // After DB::Resume(): the writer's partition state back to what the database holds (a group
+  // that failed had advanced it in memory only), published to readers.
+  result<void> reload_partition_state();
 
   // ---- reader side
   std::shared_ptr<topic_state> find_topic(std::string_view name) const;
@@ -305,6 +319,13 @@ class rocksdb_store final : public store {
   std::atomic<bool> failed_{false};
   mutable std::mutex failure_mu_;
   std::string failure_;
+  bool failure_no_space_ = false;  // under failure_mu_: the latch may be lifted (resume_if_space)
+  std::string last_resume_error_;  // under failure_mu_: why the last attempt to resume failed
+
+  // Disk space, measured by the writer thread.
+  std::atomic<bool> full_{false};
+  std::atomic<std::uint64_t> free_bytes_{0};
+  std::chrono::steady_clock::time_point next_disk_check_{};
 
   std::mutex sync_mu_;
   std::condition_variable sync_cv_;

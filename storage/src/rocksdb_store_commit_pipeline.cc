@@ -10,8 +10,10 @@ void rocksdb_store::writer_loop() {
   for (;;) {
     {
       std::unique_lock lk(queue_mu_);
-      queue_cv_.wait(lk, [&] { return !queue_.empty() || stopping_; });
-      if (queue_.empty()) break;  // stopping and drained
+      // Woken at least every disk_check_interval: the free space is measured, and a store
+      // latched by a full disk resumes, also while no request comes.
+      queue_cv_.wait_for(lk, options_.disk_check_interval, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty() && stopping_) break;  // stopping and drained
       std::size_t bytes = 0;
       while (!queue_.empty() && (ops.empty() || bytes + queue_.front().bytes <= options_.max_group_bytes)) {
         bytes += queue_.front().bytes;
@@ -19,6 +21,8 @@ void rocksdb_store::writer_loop() {
         queue_.pop_front();
       }
     }
+    check_disk();
+    if (ops.empty()) continue;
     run_group(ops);
     ops.clear();
   }
@@ -51,7 +55,8 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
       // one fsync before anyone hears of them.
       auto s = db_->Write(rocksdb::WriteOptions(), &ctx.batch);
       if (!s.ok()) {
-        g.failure = latch_failure(error(to_error(s), "writing a commit group to RocksDB failed: " + s.ToString()));
+        g.failure = latch_failure(error(to_error(s), "writing a commit group to RocksDB failed: " + s.ToString()),
+                                  s.IsNoSpace());
       }
       g.wrote = true;
     }
@@ -148,21 +153,165 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
   }
 }
 
-error rocksdb_store::latch_failure(error first) {
+namespace {
+constexpr std::string_view k_resumes = "it takes writes again by itself once the disk has free space";
+constexpr std::string_view k_restart = "restart after fixing the cause";
+}  // namespace
+
+error rocksdb_store::latch_failure(error first, bool no_space) {
+  bool resumes = false;
   {
     std::lock_guard lk(failure_mu_);
     // The writer and the syncer can both fail; the first failure is the cause, later ones its echo.
-    if (failure_.empty()) failure_ = first.message.empty() ? first.code.message() : first.message;
+    if (failure_.empty()) {
+      failure_ = first.message.empty() ? first.code.message() : first.message;
+      failure_no_space_ = no_space;
+    } else if (!no_space) {
+      // An echo that is not a full disk (the syncer's fsync failing while the writer found the
+      // disk full) may have lost data: never resume blindly over it.
+      failure_no_space_ = false;
+    }
+    resumes = failure_no_space_;
   }
   failed_ = true;
-  first.message += "; the store takes no more writes: restart after fixing the cause";
+  first.message += "; the store takes no more writes: ";
+  first.message += resumes ? k_resumes : k_restart;
   return first;
 }
 
 error rocksdb_store::refusal() const {
   std::lock_guard lk(failure_mu_);
-  return error(errc::store_failed,
-               "the store stopped taking writes after: " + failure_ + "; restart after fixing the cause");
+  return error(errc::store_failed, "the store stopped taking writes after: " + failure_ + "; " +
+                                       std::string(failure_no_space_ ? k_resumes : k_restart));
+}
+
+error rocksdb_store::full_refusal() const {
+  return error(errc::store_full, "the disk of " + options_.dir.string() + " has " +
+                                     std::to_string(free_bytes_.load()) + " bytes free, below the minimum of " +
+                                     std::to_string(options_.min_free_bytes) +
+                                     ": new messages are refused until space is freed (consume and ack, let "
+                                     "retention run, or grow the disk); acks and commits still run");
+}
+
+store_health rocksdb_store::health() const {
+  if (failed_) {
+    std::lock_guard lk(failure_mu_);
+    store_health h{store_health::state::failed,
+                   "the store stopped taking writes after: " + failure_ + "; " +
+                       std::string(failure_no_space_ ? k_resumes : k_restart),
+                   failure_no_space_};
+    if (!last_resume_error_.empty()) h.reason += " (the last attempt to resume: " + last_resume_error_ + ")";
+    return h;
+  }
+  if (full_) {
+    auto e = full_refusal();
+    return {store_health::state::full, std::move(e.message), false};
+  }
+  return {};
+}
+
+void rocksdb_store::check_disk() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_disk_check_) return;
+  next_disk_check_ = now + options_.disk_check_interval;
+  std::optional<std::uint64_t> free;
+  if (options_.free_bytes) {
+    free = options_.free_bytes();
+  } else if (!options_.in_memory) {
+    std::error_code ec;
+    auto space = fs::space(path_, ec);
+    if (!ec) free = space.available;
+  }
+  if (free) {
+    free_bytes_ = *free;
+    full_ = options_.min_free_bytes > 0 && *free < options_.min_free_bytes;
+  }
+  if (failed_) resume_if_space(free);
+}
+
+// Resuming is allowed only when every failure since the latch was RocksDB's NoSpace on a write.
+// Such a write never reached the memtable; RocksDB stops its own writes with a background error
+// it can recover from, and DB::Resume() flushes every memtable and starts a new WAL, so a
+// half-written WAL record is left behind in a log that recovery no longer reads. Any other
+// failure (an I/O error, a failed fsync of the WAL) may mean acknowledged-looking data is not
+// on disk as RocksDB believes (Linux may drop the dirty pages of a failed fsync), so those keep
+// the latch until an operator restarts the broker: the restart rebuilds from what is durable.
+// No SstFileManager: its own recovery thread would call Resume() behind the writer's back,
+// while the writer must repair its in-memory state in the same step; the free space is
+// measured here instead (statvfs of the data directory, once per disk_check_interval).
+void rocksdb_store::resume_if_space(std::optional<std::uint64_t> free) {
+  {
+    std::lock_guard lk(failure_mu_);
+    if (!failure_no_space_) return;
+  }
+  // Room again: at least the minimum when there is one, any room at all otherwise. Unknown
+  // free space: try, RocksDB's flush inside Resume() tells.
+  if (free && (*free == 0 || *free < options_.min_free_bytes)) return;
+  // The sync stage must be idle (no group between write and completion); the writer is this
+  // thread, so none arrives meanwhile. Busy: the next check tries again.
+  {
+    std::lock_guard lk(sync_mu_);
+    if (!sync_queue_.empty() || syncer_busy_) return;
+    syncer_busy_ = true;
+  }
+  auto s = db_->Resume();
+  result<void> reloaded = outcome::success();
+  if (s.ok()) reloaded = reload_partition_state();
+  {
+    std::lock_guard lk(failure_mu_);
+    if (!s.ok()) {
+      last_resume_error_ = "RocksDB could not resume: " + s.ToString();
+    } else if (!reloaded) {
+      last_resume_error_ = reloaded.error().message;
+      failure_no_space_ = false;  // the state in memory cannot be trusted: restart
+    } else {
+      failure_.clear();
+      failure_no_space_ = false;
+      last_resume_error_.clear();
+      unsynced_ = true;  // the next synced request fsyncs whatever the flush left in the new WAL
+      failed_ = false;
+    }
+  }
+  std::lock_guard lk(sync_mu_);
+  syncer_busy_ = false;
+}
+
+result<void> rocksdb_store::reload_partition_state() {
+  // A failed group handed out offsets and may have created topics in memory only; groups
+  // written before it but refused at the fsync stage are in the database (and flushed by
+  // Resume()) although nobody was told: a producer retrying them gets the original positions
+  // from the dedupe index.
+  std::vector<std::string> gone;
+  for (auto& [name, t] : writer_topics_) {
+    std::string v;
+    auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_default], topic_key(name), &v);
+    if (s.IsNotFound()) {
+      gone.push_back(name);
+      continue;
+    }
+    if (!s.ok()) return status_error(s, "reading topic '" + name + "' after resuming");
+    for (std::uint32_t p = 0; p < t->partitions.size(); ++p) {
+      auto& ps = *t->partitions[p];
+      std::string mv;
+      partition_meta meta;
+      s = db_->Get(rocksdb::ReadOptions(), handles_[cf_default], partition_meta_key(t->record.id(), p), &mv);
+      if (!s.ok() || !decode(mv, meta)) {
+        return error(s.ok() ? make_error_code(errc::corruption) : to_error(s),
+                     "reading the state of topic '" + name + "' partition " + std::to_string(p) +
+                         " after resuming: " + s.ToString());
+      }
+      ps.meta = meta;
+      ps.next = meta.next_offset;
+      ps.start_offset.store(meta.start_offset, std::memory_order_release);
+      ps.bytes.store(meta.bytes, std::memory_order_release);
+      ps.committed_next.store(meta.next_offset, std::memory_order_release);
+    }
+    std::unique_lock lk(topics_mu_);
+    topics_by_id_[t->record.id()] = t;
+    topics_[name] = t;
+  }
+  for (auto& name : gone) writer_topics_.erase(name);
+  return outcome::success();
 }
 
 void rocksdb_store::close() {

@@ -89,6 +89,9 @@ void rocksdb_store::append(append_request request, completion<append_result> don
   submit<append_result>(request.sync, bytes, std::move(done),
                         [this, topic = std::move(request.topic), create = request.auto_create_partitions,
                          messages = std::move(messages)](group_ctx& ctx) -> result<append_result> {
+    // Decided by the writer, so a request queued before the disk filled is judged like one after.
+    // A latched store answers its failure instead (the graver news, and what health() says).
+    if (full_ && !failed_) return full_refusal();
     TXMQ_TRY(auto t, writer_topic_or_create(ctx, topic, create));
     append_result out;
     out.positions.reserve(messages.size());

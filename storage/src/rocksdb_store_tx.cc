@@ -27,6 +27,7 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
   const std::size_t bytes = request_bytes(request.messages);
   const bool sync = request.sync;
   submit<prepare_result>(sync, bytes, std::move(done), [this, req = std::move(request)](group_ctx& ctx) mutable -> result<prepare_result> {
+    if (full_ && !failed_) return full_refusal();
     if (req.id.is_nil() || !valid_messages(req.messages) || !valid_name(req.producer_group, k_max_group_name)) {
       return errc::invalid_argument;
     }

@@ -16,7 +16,10 @@
 // (errc::store_failed): reopen it after fixing the cause. Nothing is acknowledged that was not
 // written. The failing calls' error text says what failed with RocksDB's reason ("fsync of the
 // write-ahead log failed: IO error: ..."), and every refused write's text repeats that first
-// failure, so the cause reaches whoever sees any of them.
+// failure, so the cause reaches whoever sees any of them. One exception: when the first failure
+// was a write that found the disk full, the store resumes by itself once space is back (see
+// health()). Below store_options::min_free_bytes of free space, append and prepare fail with
+// errc::store_full while every other write still runs.
 
 #include <chrono>
 #include <cstdint>
@@ -61,6 +64,30 @@ struct store_options {
   std::size_t memtable_budget_bytes = 64u << 20;
   // Unix milliseconds; tests inject a fake clock. Default: the system clock.
   std::function<std::int64_t()> clock;
+  // Below this many free bytes on the file system of `dir`, append and prepare fail with
+  // errc::store_full (acks, resolutions, group updates and retention still run, so space can
+  // be freed). 0: no minimum. Checked every disk_check_interval by the writer thread, also when
+  // idle, never per request.
+  std::uint64_t min_free_bytes = 0;
+  std::chrono::milliseconds disk_check_interval{1000};
+  // The free bytes of the data directory's file system; tests inject a fake disk. Default:
+  // statvfs(dir) (an in-memory store without one has no disk to fill: never full).
+  std::function<std::optional<std::uint64_t>()> free_bytes;
+};
+
+// What store::health() answers.
+struct store_health {
+  enum class state : std::uint8_t {
+    ok,      // takes every write
+    full,    // free space below min_free_bytes: append and prepare refused, the rest runs
+    failed,  // takes no writes after a failed write, fsync or read inside the writer
+  };
+  state status = state::ok;
+  // For a person, empty when ok: the first failure's text, or the free space and the minimum,
+  // and what happens next.
+  std::string reason;
+  // failed only: the failure was a full disk, and the store resumes by itself when space is back.
+  bool resumes = false;
 };
 
 // ---- Topics -------------------------------------------------------------------------------
@@ -376,6 +403,9 @@ class store {
   [[nodiscard]] virtual result<std::uint64_t> count_dedupe_entries() const = 0;
 
   [[nodiscard]] virtual store_stats stats() const = 0;
+  // Whether the store takes writes now, and why not (see store_health). Cheap: reads state the
+  // writer thread keeps; never touches the disk. Thread-safe.
+  [[nodiscard]] virtual store_health health() const = 0;
   // Stops the writer after the queued writes are done; later writes fail with errc::closed.
   virtual void close() = 0;
 };
