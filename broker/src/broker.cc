@@ -11,6 +11,7 @@
 #include "io_thread.h"
 #include "net/connection.h"
 #include "service/service.h"
+#include "store_health.h"
 #include "txmq/common/admin_http.h"
 #include "txmq/common/log.h"
 #include "txmq/storage/store.h"
@@ -118,6 +119,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   storage::store_options so;
   so.dir = config.data_dir;
   so.dedupe_window = config.dedupe_window;
+  so.min_free_bytes = config.min_free_disk_bytes;
   auto opened = storage::open_store(so);
   if (!opened) return opened.error();
   m.store = std::move(opened.value());
@@ -204,6 +206,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   if (!http_bound) return http_bound.error();
   m.http_bound = http_bound.value();
   m.svc->webhooks().register_routes(*m.http);
+  watch_store_health(*m.store, m.registry, *m.http);
 
   asio::co_spawn(m.io, m.accept_loop(), [](std::exception_ptr e) {
     if (!e) return;

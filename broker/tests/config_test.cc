@@ -107,6 +107,7 @@ TEST(broker_config, defaults_are_those_of_the_design) {
   EXPECT_EQ(c.default_partitions, 4u);
   EXPECT_EQ(c.retention, 7 * 24h);
   EXPECT_EQ(c.retention_bytes, 0u);
+  EXPECT_EQ(c.min_free_disk_bytes, 256u * 1024 * 1024);
   EXPECT_EQ(c.max_connections, 1024u);
   EXPECT_EQ(c.max_in_flight_per_connection, 1024u);
   EXPECT_EQ(c.max_topics, 10000u);
@@ -150,6 +151,7 @@ broker_config every_setting_changed() {
   c.default_partitions = 8;
   c.retention = 24h;
   c.retention_bytes = 1024ull * 1024 * 1024;
+  c.min_free_disk_bytes = 64ull * 1024 * 1024;
   c.durability = durability_mode::async;
   c.insecure = true;
   c.log_level = "debug";
@@ -189,6 +191,7 @@ TEST(broker_config, every_flag_parses) {
                                       "--default-partitions", "8",
                                       "--retention", "1d",
                                       "--retention-bytes", "1GiB",
+                                      "--min-free-disk-bytes", "64MiB",
                                       "--webhook-schedule", "1s,2s",
                                       "--webhook-timeout", "2s",
                                       "--webhook-concurrency", "4",
@@ -231,6 +234,7 @@ auto_create_topics = false
 default_partitions = 8
 retention = "1d"
 retention_bytes = "1GiB"
+min_free_disk_bytes = "64MiB"
 webhook_schedule = ["1s", "2s"]
 webhook_timeout = "2s"
 webhook_concurrency = 4
@@ -258,7 +262,7 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
   EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
   EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 35);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 36);
 
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {
     broker_config round_trip;

@@ -67,11 +67,12 @@ class handler_test : public ::testing::Test {
  protected:
   handler_test() { settings.tick = 5ms; }
 
-  // Tests change settings before start().
+  // Tests change settings (and the store's options: a fake disk, say) before start().
   service_settings settings;
+  storage::store_options store_options;
 
   void start() {
-    storage::store_options o;
+    storage::store_options o = store_options;
     o.in_memory = true;
     auto s = storage::open_store(o);
     ASSERT_TRUE(s) << s.error().message;

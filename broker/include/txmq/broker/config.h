@@ -89,6 +89,9 @@ struct broker_config {
   std::uint32_t default_partitions = 4;
   duration retention = std::chrono::hours(24 * 7);  // 0 = keep regardless of age
   std::uint64_t retention_bytes = 0;                // per partition; 0 = no size limit
+  // Below this much free space on the data directory's disk, Produce and Prepare answer
+  // STORE_FULL (acks, EndTx, group updates and retention still run); 0 = no minimum.
+  std::uint64_t min_free_disk_bytes = 256 * 1024 * 1024;
 
   // --- webhooks: defaults of new subscriptions and notifier limits
   std::vector<duration> webhook_schedule = {
