@@ -325,7 +325,8 @@ class rocksdb_store final : public store {
   // Disk space, measured by the writer thread.
   std::atomic<bool> full_{false};
   std::atomic<std::uint64_t> free_bytes_{0};
-  std::chrono::steady_clock::time_point next_disk_check_{};
+  std::chrono::steady_clock::time_point next_disk_check_{};  // writer-only
+  std::uint64_t bytes_since_disk_check_ = 0;                   // writer-only
 
   std::mutex sync_mu_;
   std::condition_variable sync_cv_;

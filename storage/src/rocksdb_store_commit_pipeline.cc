@@ -59,6 +59,7 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
                                   s.IsNoSpace());
       }
       g.wrote = true;
+      bytes_since_disk_check_ += ctx.batch.GetDataSize();
     }
     for (auto* p : ctx.touched) g.publish.emplace_back(p, p->meta);
     g.new_topics = std::move(ctx.new_topics);
@@ -212,8 +213,12 @@ store_health rocksdb_store::health() const {
 
 void rocksdb_store::check_disk() {
   const auto now = std::chrono::steady_clock::now();
-  if (now < next_disk_check_) return;
+  // Also after an eighth of the minimum was written since the last look, so a fast producer
+  // cannot write through the margin between two timed checks.
+  const std::uint64_t byte_budget = std::max<std::uint64_t>(options_.min_free_bytes / 8, 1u << 20);
+  if (now < next_disk_check_ && (options_.min_free_bytes == 0 || bytes_since_disk_check_ < byte_budget)) return;
   next_disk_check_ = now + options_.disk_check_interval;
+  bytes_since_disk_check_ = 0;
   std::optional<std::uint64_t> free;
   if (options_.free_bytes) {
     free = options_.free_bytes();

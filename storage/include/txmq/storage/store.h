@@ -66,8 +66,8 @@ struct store_options {
   std::function<std::int64_t()> clock;
   // Below this many free bytes on the file system of `dir`, append and prepare fail with
   // errc::store_full (acks, resolutions, group updates and retention still run, so space can
-  // be freed). 0: no minimum. Checked every disk_check_interval by the writer thread, also when
-  // idle, never per request.
+  // be freed). 0: no minimum. Measured by the writer thread every disk_check_interval (also
+  // when idle) and after each eighth of the minimum written (at least 1 MiB), never per request.
   std::uint64_t min_free_bytes = 0;
   std::chrono::milliseconds disk_check_interval{1000};
   // The free bytes of the data directory's file system; tests inject a fake disk. Default:
