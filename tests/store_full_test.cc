@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ostream>
 #include <set>
 #include <string>
 
@@ -62,6 +63,8 @@ struct fill_case {
   v1::ErrorCode refused_with;     // what produce answers once the disk is full
   const char* reason;             // in that answer and in /healthz
 };
+
+void PrintTo(const fill_case& c, std::ostream* os) { *os << c.name; }
 
 class store_full_test : public testing::TestWithParam<fill_case> {};
 
