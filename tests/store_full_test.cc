@@ -105,6 +105,8 @@ TEST_P(store_full_test, produce_until_full_then_grow_the_disk_and_produce_again_
   EXPECT_THAT(health, HasSubstr(" 503 ")) << health;
   EXPECT_THAT(health, HasSubstr(c.reason)) << health;
   EXPECT_THAT(http_get(broker.http_port(), "/metrics"), HasSubstr("\ntxmq_store_healthy 0\n"));
+  // And the log says it once, with the reason (the broker looks every second).
+  EXPECT_TRUE(eventually([&] { return broker.log().find(c.reason) != std::string::npos; }, 10s)) << broker.log();
 
   // More room, same broker process: produce is taken again (the store measures the disk about
   // once a second and resumes by itself).
@@ -128,6 +130,8 @@ TEST_P(store_full_test, produce_until_full_then_grow_the_disk_and_produce_again_
   EXPECT_EQ(broker.pid(), pid);
   EXPECT_THAT(http_get(broker.http_port(), "/healthz"), HasSubstr(" 200 "));
   EXPECT_THAT(http_get(broker.http_port(), "/metrics"), HasSubstr("\ntxmq_store_healthy 1\n"));
+  EXPECT_TRUE(eventually([&] { return broker.log().find("the store takes writes again") != std::string::npos; }, 10s))
+      << broker.log();
 
   // Every acknowledged message is there, once; nothing refused is visible.
   raw_client consumer(broker.port());

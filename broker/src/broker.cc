@@ -83,6 +83,21 @@ struct broker::impl {
     });
   }
 
+  // Logs a change of the store's health (checked every second): the reason, once.
+  void schedule_health_log() {
+    health_timer.expires_after(std::chrono::seconds(1));
+    health_timer.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      const auto h = store->health();
+      if (auto line = store_health_change(logged_health, h)) {
+        if (h.status == storage::store_health::state::ok) common::log::info(*line);
+        else common::log::error(*line);
+      }
+      logged_health = h.status;
+      schedule_health_log();
+    });
+  }
+
   broker_config config;
   asio::io_context io;
   common::metrics_registry registry;
@@ -90,6 +105,8 @@ struct broker::impl {
   std::unique_ptr<common::admin_http_server> http;
   tcp::acceptor acceptor;
   asio::steady_timer retention_timer{io};
+  asio::steady_timer health_timer{io};
+  storage::store_health::state logged_health = storage::store_health::state::ok;
   std::unique_ptr<storage::store> store;
   std::unique_ptr<service> svc;
   connection_limits limits;
@@ -217,6 +234,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     }
   });
   m.schedule_retention();
+  m.schedule_health_log();
   m.io_thread = std::thread([&m] {
     auto guard = asio::make_work_guard(m.io);
     run_guarded(m.io, m.metrics->internal_errors);
@@ -249,6 +267,7 @@ void broker::stop() {
     m.acceptor.close(ec);
     if (m.http) m.http->stop();
     m.retention_timer.cancel();
+    m.health_timer.cancel();
     m.svc->stop();
     accepted_stopped.set_value();
   });

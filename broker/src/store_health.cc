@@ -17,4 +17,16 @@ void watch_store_health(const storage::store& store, common::metrics_registry& r
   http.set_health_check([&store] { return store_health_status(store); });
 }
 
+std::optional<std::string> store_health_change(storage::store_health::state before,
+                                               const storage::store_health& now) {
+  using state = storage::store_health::state;
+  if (now.status == before) return std::nullopt;
+  switch (now.status) {
+    case state::ok: return std::string("the store takes writes again");
+    case state::full: return "produce and Prepare are refused (STORE_FULL): " + now.reason;
+    case state::failed: return "the store refuses every write (STORE_UNAVAILABLE): " + now.reason;
+  }
+  return std::nullopt;
+}
+
 }  // namespace txmq::broker

@@ -123,6 +123,18 @@ TEST_F(store_health_test, below_min_free_disk_healthz_is_503_the_gauge_0_and_pro
   EXPECT_TRUE(request(c, produce_frame("t", {message("c")})).has_produce_response());
 }
 
+TEST(store_health_change, logs_the_reason_once_when_it_starts_and_the_recovery) {
+  using state = storage::store_health::state;
+  const storage::store_health failed{state::failed, "the store stopped taking writes after: No space", true};
+  EXPECT_EQ(store_health_change(state::ok, failed),
+            "the store refuses every write (STORE_UNAVAILABLE): the store stopped taking writes after: No space");
+  EXPECT_EQ(store_health_change(state::failed, failed), std::nullopt);
+  const storage::store_health full{state::full, "3 bytes free", false};
+  EXPECT_EQ(store_health_change(state::ok, full), "produce and Prepare are refused (STORE_FULL): 3 bytes free");
+  EXPECT_EQ(store_health_change(state::full, storage::store_health{}), "the store takes writes again");
+  EXPECT_EQ(store_health_change(state::ok, storage::store_health{}), std::nullopt);
+}
+
 TEST(store_wire_codes, a_failed_store_is_store_unavailable_and_a_full_disk_store_full) {
   EXPECT_EQ(wire_code(make_error_code(storage::errc::store_failed)), v1::STORE_UNAVAILABLE);
   EXPECT_EQ(wire_code(make_error_code(storage::errc::io_error)), v1::STORE_UNAVAILABLE);
