@@ -23,6 +23,9 @@ for f in bin/txmq-broker bin/txmq-relay bin/txmq include/txmq/v1/frame.pb.h incl
          "$libdir/cmake/txmq/txmq-config.cmake" "$libdir/pkgconfig/txmq-producer.pc"; do
   [[ -e $prefix/$f ]] || fail "$f is not installed"
 done
+# Everything lands under the prefix: the package's system files (/etc, systemd units) are not
+# part of a plain install (packaging/CMakeLists.txt).
+if grep -v "^$prefix/" "$build/install_manifest.txt"; then fail "cmake --install wrote outside the prefix"; fi
 # Nothing of the build or source tree may leak into what a user of the prefix sees.
 if grep -rl -e "$build" -e "$src/" "$prefix/$libdir/cmake" "$prefix/$libdir/pkgconfig"; then
   fail "the installed package files name the build or source tree"
