@@ -94,7 +94,7 @@ const setting k_settings[] = {
     {"dedupe_window", kind::duration, &broker_config::dedupe_window,
      "how long message ids and transaction outcomes are remembered"},
     {"max_message_bytes", kind::size, &broker_config::max_message_bytes,
-     "largest message body"},
+     "largest message: key + header names and values + body"},
     {"max_frame_bytes", kind::size, &broker_config::max_frame_bytes,
      "largest wire frame (>= max_message_bytes + 64KiB)"},
     {"max_connections", kind::count, &broker_config::max_connections,

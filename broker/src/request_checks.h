@@ -26,6 +26,15 @@ inline constexpr std::size_t k_max_name = 200;
 // Why `name` is not acceptable as a topic or group name (`what` names the kind), or nullopt.
 [[nodiscard]] std::optional<std::string> bad_name(const std::string& what, const std::string& name);
 
+// At most this many headers per message, and this many bytes of header names and values.
+inline constexpr std::size_t k_max_headers = 64;
+inline constexpr std::size_t k_max_header_bytes = 16 * 1024;
+
+// Why the headers of a message are not acceptable, or nullopt: more than k_max_headers, more
+// than k_max_header_bytes of names and values, an empty name, or a name or value with a control
+// character (below 0x20 but tab, or 0x7f; so no CR, LF or NUL). The text names the header.
+[[nodiscard]] std::optional<std::string> bad_headers(const google::protobuf::Map<std::string, std::string>& headers);
+
 // What Produce and Prepare accept, from the broker's settings.
 struct message_limits {
   std::uint32_t max_message_bytes = 4u << 20;
@@ -47,7 +56,8 @@ struct message_batch {
 
 // The one check of the messages a Produce or a Prepare would store, so both accept the same:
 // a topic name (the request's, or each message's), at least one message, a 16-byte id on each,
-// key and body within max_message_bytes, and for topics that do not exist yet
+// headers as bad_headers accepts them, key + header names and values + body within
+// max_message_bytes, and for topics that do not exist yet
 // auto_create_topics on and room under max_topics. Returns the topics the write will create,
 // or the first failure (protocol::errc invalid_argument, message_too_large, unknown_topic,
 // limit_exceeded) with a text naming the request and the message.

@@ -75,7 +75,7 @@ struct broker_config {
   duration dedupe_window = std::chrono::hours(24);
 
   // --- limits
-  std::uint64_t max_message_bytes = 4 * 1024 * 1024;  // body size
+  std::uint64_t max_message_bytes = 4 * 1024 * 1024;  // key + header names and values + body
   std::uint64_t max_frame_bytes = 8 * 1024 * 1024;    // whole frame, checked before allocation
   std::uint32_t max_connections = 1024;
   std::uint32_t max_in_flight_per_connection = 1024;
