@@ -64,4 +64,42 @@ struct message_batch {
 [[nodiscard]] result<std::set<std::string>> check_messages(const message_batch& batch, const message_limits& limits,
                                                            const storage::store& store);
 
+// The most items an admin listing answers (DlqList, TxList, WebhookAttempts, the
+// reconciliation API); a larger `limit` is clamped to it (docs/protocol.md).
+inline constexpr std::uint32_t k_max_list_limit = 1000;
+
+// A listing's limit: `requested`, 0 = `default_limit`, at most k_max_list_limit.
+[[nodiscard]] constexpr std::uint32_t list_limit(std::uint32_t requested, std::uint32_t default_limit) noexcept {
+  const std::uint32_t limit = requested ? requested : default_limit;
+  return limit < k_max_list_limit ? limit : k_max_list_limit;
+}
+
+// Keeps an answer that lists items (a fetch's deliveries, a listing's entries) within
+// max_frame_bytes: each item is counted as it is encoded in its repeated field (protobuf
+// ByteSizeLong, its tag and length), with room left for the envelope (correlation id, the
+// answer's own tag and length, a paging cursor). The first item is always taken: the broker's
+// limits make any one item fit a frame (max_frame_bytes >= max_message_bytes + 64 KiB).
+class answer_budget {
+ public:
+  explicit answer_budget(std::size_t max_frame_bytes) noexcept
+      : left_(max_frame_bytes > 2 * k_envelope_bytes ? max_frame_bytes - k_envelope_bytes : max_frame_bytes / 2) {}
+
+  // Whether an item of `item_bytes` (its ByteSizeLong) still fits; if so it is counted.
+  [[nodiscard]] bool take(std::size_t item_bytes) noexcept {
+    const std::size_t size = item_bytes + 1 + 5;  // tag, length varint
+    if (taken_ > 0 && size > left_) return false;
+    left_ = size > left_ ? 0 : left_ - size;
+    ++taken_;
+    return true;
+  }
+  [[nodiscard]] std::size_t taken() const noexcept { return taken_; }
+
+  // Correlation id, the answer's tag and length, a 16-byte cursor: well within this.
+  static constexpr std::size_t k_envelope_bytes = 128;
+
+ private:
+  std::size_t left_;
+  std::size_t taken_ = 0;
+};
+
 }  // namespace txmq::broker
