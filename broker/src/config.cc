@@ -101,6 +101,8 @@ const setting k_settings[] = {
      "client connections at once"},
     {"max_in_flight_per_connection", kind::count, &broker_config::max_in_flight_per_connection,
      "requests of one connection being processed at once"},
+    {"max_request_memory", kind::size, &broker_config::max_request_memory,
+     "bytes of all requests being handled; above it no socket is read until answers free memory (0 = no limit)"},
     {"max_topics", kind::count, &broker_config::max_topics, "topics the broker accepts"},
     {"hello_timeout", kind::duration, &broker_config::hello_timeout,
      "close a connection that has not completed Hello by then"},
