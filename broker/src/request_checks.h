@@ -1,7 +1,9 @@
 #pragma once
 
-// Checks and error mapping shared by the request handlers (service, tx_coordinator,
-// webhook_notifier).
+// Checks, limits and error mapping shared by the request handlers (service, consumer groups,
+// tx_coordinator, webhook_notifier): names, the messages of Produce and Prepare with their
+// headers, the limit of admin listings and the budget that keeps an answer within
+// max_frame_bytes.
 
 #include <cstddef>
 #include <cstdint>
