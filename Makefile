@@ -6,7 +6,7 @@ CTEST_ARGS ?=
 # Rounds and seconds per run for `make bench`, e.g. make bench BENCH_ARGS="5 10"
 BENCH_ARGS ?=
 
-.PHONY: all setup configure build test unit soak bench bench-broker run clean
+.PHONY: all setup configure build test unit soak bench bench-broker run package clean
 
 # Flags for `make run`, e.g. make run ARGS="--durability async"
 ARGS ?=
@@ -45,6 +45,10 @@ bench-broker: build
 # admin HTTP (/healthz, /metrics) on 127.0.0.1:7879. Ctrl-C stops it cleanly.
 run: build
 	@$(BUILD_DIR)/bin/txmq-broker --data-dir ./data $(ARGS)
+
+# The Debian package: $(BUILD_DIR)/txmq_<version>_<arch>.deb (packaging/README.md).
+package: build
+	@cd $(BUILD_DIR) && cpack -G DEB
 
 clean:
 	@rm -rf $(BUILD_DIR)

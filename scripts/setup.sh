@@ -13,6 +13,8 @@ packages=(
   libssl-dev openssl procps
   libtomlplusplus-dev
   librabbitmq-dev libnats-dev
+  # make package (dpkg-shlibdeps), its readiness check and tests (/healthz, free ports)
+  dpkg-dev curl python3
 )
 
 missing=()

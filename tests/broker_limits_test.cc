@@ -1,6 +1,7 @@
 // Connection hygiene against the real broker (docs/semantics.md §6, limits): sockets that never
 // say Hello, frames that never finish, idle connections, connections beyond max_connections and
-// requests beyond max_in_flight_per_connection. Each limit closes or refuses with a typed error
+// requests beyond max_in_flight_per_connection, answers within max_frame_bytes, and
+// max_request_memory. Each limit closes or refuses with a typed error (or waits, for memory)
 // and the broker keeps serving everyone else.
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -239,6 +241,79 @@ TEST(broker_limits, a_pipelined_burst_never_has_more_than_max_in_flight_requests
   auto a = fetch_frame("g", "t", 1, 0);
   a.set_correlation_id(11);
   EXPECT_TRUE(c.request(a).has_fetch_response());
+  EXPECT_EQ(broker.stop(), 0) << broker.log();
+}
+
+// Issue 13: headers were outside the size check, so such a fetch answered INTERNAL and its
+// messages stayed in flight until they dead-lettered.
+TEST(broker_limits, a_fetch_of_1000_messages_with_64_headers_of_256_bytes_stays_within_max_frame_bytes) {
+  broker_process broker;
+  broker.start();
+  create_topic(broker.port(), "t");
+  raw_client c(broker.port());
+  c.hello();
+  for (int batch = 0; batch < 10; ++batch) {
+    std::vector<v1::Message> messages;
+    for (int i = 0; i < 100; ++i) {
+      auto m = make_message("m" + std::to_string(batch * 100 + i));
+      for (int h = 0; h < 64; ++h) {
+        const std::string name = "h" + std::to_string(100 + h);
+        (*m.mutable_headers())[name] = std::string(256 - name.size(), 'v');
+      }
+      messages.push_back(std::move(m));
+    }
+    auto r = c.request(produce_frame("t", std::move(messages)));
+    ASSERT_TRUE(r.has_produce_response()) << r.ShortDebugString().substr(0, 300);
+  }
+  constexpr std::size_t k_max_frame = 8u << 20;  // the default, announced in HelloOk
+  std::set<std::uint64_t> offsets;
+  int fetches = 0;
+  while (offsets.size() < 1000 && fetches < 10) {
+    auto r = c.request(fetch_frame("g", "t", 1000, 0, 60'000), 30s);
+    ++fetches;
+    ASSERT_TRUE(r.has_fetch_response()) << r.ShortDebugString().substr(0, 300);
+    ASSERT_GT(r.fetch_response().deliveries_size(), 0);
+    EXPECT_LT(r.fetch_response().deliveries_size(), 1000);
+    EXPECT_LE(r.ByteSizeLong(), k_max_frame);
+    for (const auto& d : r.fetch_response().deliveries()) {
+      EXPECT_EQ(d.message().headers_size(), 64);
+      EXPECT_EQ(d.message().attempt(), 1u) << "a delivery was lost to a failed answer and redelivered";
+      offsets.insert(d.message().offset());
+      auto a = c.request(ack_frame("g", d.message()));
+      ASSERT_TRUE(a.has_delivery_results()) << a.ShortDebugString();
+    }
+  }
+  EXPECT_EQ(offsets.size(), 1000u) << "after " << fetches << " fetches";
+  EXPECT_GE(fetches, 3);
+  EXPECT_EQ(broker.log().find("exceeds max_frame_bytes"), std::string::npos) << broker.log();
+  EXPECT_EQ(broker.stop(), 0) << broker.log();
+}
+
+// With max_request_memory of one byte, a parked long poll holds the budget: the broker does
+// not read the Produce sent behind it until the poll's wait ends, then serves it.
+TEST(broker_limits, above_max_request_memory_the_broker_reads_no_request_until_answers_free_memory) {
+  broker_process broker({"--max-request-memory", "1"});
+  broker.start();
+  create_topic(broker.port(), "t");
+  raw_client c(broker.port());
+  c.hello();
+  const auto start = clock_type::now();
+  const auto poll = c.send(fetch_frame("g", "t", 10, 500));
+  const auto produce = c.send(produce_frame("t", {make_message("behind the poll")}));
+  auto first = c.receive(10s);
+  ASSERT_TRUE(first) << broker.log();
+  EXPECT_EQ(first->correlation_id(), poll) << "the produce was answered while the poll held the memory";
+  ASSERT_TRUE(first->has_fetch_response()) << first->ShortDebugString();
+  EXPECT_EQ(first->fetch_response().deliveries_size(), 0) << "the produce was read while the poll held the memory";
+  EXPECT_GE(since(start), 450ms);
+  auto second = c.receive(10s);
+  ASSERT_TRUE(second) << broker.log();
+  EXPECT_EQ(second->correlation_id(), produce);
+  EXPECT_TRUE(second->has_produce_response()) << second->ShortDebugString();
+  // Every request was answered: nothing is held any more, the connection is served as before.
+  auto again = c.request(fetch_frame("g", "t", 10, 0));
+  ASSERT_TRUE(again.has_fetch_response()) << again.ShortDebugString();
+  EXPECT_EQ(again.fetch_response().deliveries_size(), 1);
   EXPECT_EQ(broker.stop(), 0) << broker.log();
 }
 

@@ -109,6 +109,8 @@ struct broker::impl {
   storage::store_health::state logged_health = storage::store_health::state::ok;
   std::unique_ptr<storage::store> store;
   std::unique_ptr<service> svc;
+  // Shared by every connection (limits.memory); declared after io, whose executor it uses.
+  std::unique_ptr<request_memory> memory;
   connection_limits limits;
   std::uint64_t next_connection_id = 0;
   // Sockets accepted and not yet closed, Hello or not; checked against max_connections.
@@ -170,6 +172,8 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   m.limits.hello_timeout = config.hello_timeout;
   m.limits.frame_read_timeout = config.frame_read_timeout;
   m.limits.idle_timeout = config.idle_timeout;
+  m.memory = std::make_unique<request_memory>(m.io.get_executor(), config.max_request_memory);
+  m.limits.memory = m.memory.get();
   m.metrics = std::make_unique<broker_metrics>(m.registry);
   m.svc = std::make_unique<service>(m.io, *m.store, ss, m.metrics.get());
   {
@@ -187,6 +191,13 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
                                     stat(&storage::store_stats::messages_appended));
     m.registry.add_gauge_callback("txmq_store_largest_group", "Most requests merged into one write batch", {},
                                   stat(&storage::store_stats::largest_group));
+    auto* memory = m.memory.get();
+    m.registry.add_gauge_callback("txmq_request_memory_bytes",
+                                  "Bytes of the requests being handled (max_request_memory)", {},
+                                  [memory] { return static_cast<double>(memory->used()); });
+    m.registry.add_counter_callback("txmq_request_memory_pauses_total",
+                                    "Times a connection stopped reading because max_request_memory was reached", {},
+                                    [memory] { return static_cast<double>(memory->pauses()); });
     auto* svc = m.svc.get();
     m.registry.add_gauge_callback("txmq_connections", "Open client connections", {},
                                   [svc] { return static_cast<double>(svc->connections()); });

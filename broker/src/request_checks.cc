@@ -44,6 +44,64 @@ std::optional<std::string> bad_name(const std::string& what, const std::string& 
   return std::nullopt;
 }
 
+namespace {
+
+// The first control character of `s` (tab allowed), or npos.
+std::size_t control_character(const std::string& s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto ch = static_cast<unsigned char>(s[i]);
+    if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return i;
+  }
+  return std::string::npos;
+}
+
+std::string hex_byte(unsigned char ch) {
+  static constexpr char digits[] = "0123456789abcdef";
+  return std::string("0x") + digits[ch >> 4] + digits[ch & 0xf];
+}
+
+// A header name for an error text: control characters shown as \xNN, long names cut.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s.substr(0, 64)) {
+    if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+      out += "\\x" + hex_byte(ch).substr(2);
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  if (s.size() > 64) out += "...";
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> bad_headers(const google::protobuf::Map<std::string, std::string>& headers) {
+  if (headers.size() > k_max_headers) {
+    return "has " + std::to_string(headers.size()) + " headers; at most " + std::to_string(k_max_headers) +
+           " are allowed";
+  }
+  std::size_t bytes = 0;
+  for (const auto& [name, value] : headers) {
+    bytes += name.size() + value.size();
+    if (name.empty()) return "has a header with an empty name";
+    if (auto at = control_character(name); at != std::string::npos) {
+      return "header '" + printable(name) + "' has a control character (" +
+             hex_byte(static_cast<unsigned char>(name[at])) + ") in its name";
+    }
+    if (auto at = control_character(value); at != std::string::npos) {
+      return "header '" + printable(name) + "' has a control character (" +
+             hex_byte(static_cast<unsigned char>(value[at])) + ") in its value at byte " + std::to_string(at) +
+             "; CR, LF, NUL and other control characters but tab are not allowed";
+    }
+  }
+  if (bytes > k_max_header_bytes) {
+    return "has " + std::to_string(bytes) + " bytes of header names and values; at most " +
+           std::to_string(k_max_header_bytes) + " are allowed";
+  }
+  return std::nullopt;
+}
+
 result<std::set<std::string>> check_messages(const message_batch& batch, const message_limits& limits,
                                              const storage::store& store) {
   using protocol::errc;
@@ -61,9 +119,11 @@ result<std::set<std::string>> check_messages(const message_batch& batch, const m
     if (!batch.topic) {
       if (auto bad = bad_name("topic", m.topic())) return error(errc::invalid_argument, which(i) + ": " + *bad);
     }
-    const std::size_t size = m.body().size() + m.key().size();
+    if (auto bad = bad_headers(m.headers())) return error(errc::invalid_argument, which(i) + " " + *bad);
+    std::size_t size = m.body().size() + m.key().size();
+    for (const auto& [name, value] : m.headers()) size += name.size() + value.size();
     if (size > limits.max_message_bytes) {
-      return error(errc::message_too_large, which(i) + " is " + std::to_string(size) + " bytes; max_message_bytes is " +
+      return error(errc::message_too_large, which(i) + " is " + std::to_string(size) + " bytes (key, header names and values, body); max_message_bytes is " +
                                                 std::to_string(limits.max_message_bytes));
     }
   }

@@ -110,6 +110,7 @@ TEST(broker_config, defaults_are_those_of_the_design) {
   EXPECT_EQ(c.min_free_disk_bytes, 256u * 1024 * 1024);
   EXPECT_EQ(c.max_connections, 1024u);
   EXPECT_EQ(c.max_in_flight_per_connection, 1024u);
+  EXPECT_EQ(c.max_request_memory, 256u * 1024 * 1024);
   EXPECT_EQ(c.max_topics, 10000u);
   EXPECT_EQ(c.hello_timeout, 10s);
   EXPECT_EQ(c.frame_read_timeout, 30s);
@@ -143,6 +144,7 @@ broker_config every_setting_changed() {
   c.max_frame_bytes = 2 * 1024 * 1024;
   c.max_connections = 10;
   c.max_in_flight_per_connection = 7;
+  c.max_request_memory = 64 * 1024 * 1024;
   c.max_topics = 100;
   c.hello_timeout = 2s;
   c.frame_read_timeout = 500ms;
@@ -183,6 +185,7 @@ TEST(broker_config, every_flag_parses) {
                                       "--max-frame-bytes", "2097152",
                                       "--max-connections", "10",
                                       "--max-in-flight-per-connection", "7",
+                                      "--max-request-memory", "64MiB",
                                       "--max-topics", "100",
                                       "--hello-timeout", "2s",
                                       "--frame-read-timeout", "500ms",
@@ -226,6 +229,7 @@ max_message_bytes = "1MiB"
 max_frame_bytes = 2097152
 max_connections = 10
 max_in_flight_per_connection = 7
+max_request_memory = "64MiB"
 max_topics = 100
 hello_timeout = "2s"
 frame_read_timeout = "500ms"
@@ -259,10 +263,11 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   EXPECT_THAT(text, HasSubstr("tx_check_schedule = [\"5s\", \"10s\", \"30s\", \"1m\", \"2m\", "
                               "\"5m\", \"10m\"]\n"));
   EXPECT_THAT(text, HasSubstr("max_message_bytes = \"4MiB\"\n"));
+  EXPECT_THAT(text, HasSubstr("max_request_memory = \"256MiB\"\n"));
   EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
   EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
   EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 36);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 37);
 
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {
     broker_config round_trip;

@@ -219,9 +219,22 @@ TEST_F(group_tracker_test, a_retry_keeps_its_attempt_count_across_a_restart) {
 TEST_F(group_tracker_test, a_fetch_stops_at_its_byte_budget_and_the_rest_follows) {
   produce({std::nullopt, std::nullopt, std::nullopt});
   auto t = make_tracker();
-  auto r = t->fetch(1, {"t"}, 10, 300, 0ms, now_);  // room for one message (body + 256)
+  // Room for less than one message: the first is handed out all the same, the others wait.
+  auto r = t->fetch(1, {"t"}, 10, 1, 0ms, now_);
   ASSERT_TRUE(r);
-  EXPECT_EQ(r.value().messages.size(), 1u);
+  ASSERT_EQ(r.value().messages.size(), 1u);
+  // The estimate bounds the delivery as a FetchResponse encodes it (the stored message is
+  // estimated; the delivered one carries the fields the fetch set).
+  v1::FetchResponse answer;
+  auto* d = answer.add_deliveries();
+  *d->mutable_message() = r.value().messages.front().message;
+  d->set_deadline_ms(r.value().messages.front().deadline_ms);
+  auto stored = r.value().messages.front().message;
+  stored.clear_topic();
+  stored.clear_partition();
+  stored.clear_offset();
+  stored.clear_attempt();
+  EXPECT_GE(encoded_delivery_bytes(stored, "t"), answer.ByteSizeLong());
   persist(r.value().update);
   EXPECT_THAT(fetch_offsets(*t), ElementsAre(1, 2));
 }

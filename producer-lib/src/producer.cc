@@ -336,19 +336,22 @@ class producer::impl {
     finish(n, std::move(done));
   }
 
-  // Frees the room of n completed messages at once (so blocked senders go on even while a
-  // callback is slow), then queues their callbacks.
+  // Queues the callbacks of n completed messages, then frees their room at once (so blocked
+  // senders go on even while a callback is slow). In that order: close() waits for no message
+  // in flight and then stops the completion thread, which runs what is queued before it ends;
+  // freeing the room first let close() stop it before these callbacks were queued, and their
+  // futures never resolved.
   void finish(std::size_t n, std::vector<std::function<void()>> callbacks) {
-    {
-      std::lock_guard lock(mutex_);
-      in_flight_ -= n;
-    }
-    room_cv_.notify_all();
     {
       std::lock_guard lock(completion_mutex_);
       for (auto& c : callbacks) completions_.push_back(std::move(c));
     }
     completion_cv_.notify_one();
+    {
+      std::lock_guard lock(mutex_);
+      in_flight_ -= n;
+    }
+    room_cv_.notify_all();
   }
 
   void complete_now(callback cb, error e) {

@@ -16,6 +16,8 @@ namespace txmq::broker {
 namespace {
 
 constexpr std::size_t k_max_refs = 10'000;
+// Frame{correlation_id, fetch_response{...}} around the deliveries: tags, lengths, the id.
+constexpr std::size_t k_fetch_envelope_bytes = 64;
 
 }  // namespace
 
@@ -142,8 +144,8 @@ void consumer_groups::with_group(const std::string& name, const std::vector<std:
 
 bool consumer_groups::try_fetch(group_entry& g, responder& c, std::uint64_t corr, const std::vector<std::string>& topics,
                         std::size_t max, std::chrono::milliseconds ack_deadline, bool answer_empty) {
-  // The answer must fit in one frame, with room for the envelope.
-  const std::size_t max_bytes = settings_.max_frame_bytes > 65536 ? settings_.max_frame_bytes - 65536 : settings_.max_frame_bytes / 2;
+  // The answer must fit in one frame: the deliveries, and the envelope around them.
+  const std::size_t max_bytes = settings_.max_frame_bytes - std::min<std::size_t>(settings_.max_frame_bytes / 2, k_fetch_envelope_bytes);
   auto r = g.tracker->fetch(c.id(), topics, max, max_bytes, ack_deadline, now_ms());
   if (!r) {
     c.respond_error(corr, wire_code(r.error()), "fetch for group '" + g.tracker->name() + "' failed: " + r.error().message);

@@ -11,6 +11,10 @@
 
 namespace txmq::broker {
 
+namespace {
+constexpr std::uint32_t k_default_dlq_list = 100;
+}  // namespace
+
 v1::GroupInfo consumer_groups::describe(const std::string& name, group_entry& g) {
   v1::GroupInfo info;
   info.set_name(name);
@@ -78,28 +82,32 @@ void consumer_groups::list_groups(const std::shared_ptr<responder>& c, std::uint
 
 void consumer_groups::dlq_list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::DlqListRequest& req) {
   if (!groups_.count(req.group())) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + req.group() + "'");
-  auto d = store_.dead_letters(req.group(), req.limit() ? req.limit() : 100);
+  auto d = store_.dead_letters(req.group(), list_limit(req.limit(), k_default_dlq_list));
   if (!d) return c->respond_error(corr, wire_code(d.error()), "reading dead letters failed: " + d.error().message);
   v1::Frame out;
   out.set_correlation_id(corr);
   auto* resp = out.mutable_dlq_list_response();
+  answer_budget budget(settings_.max_frame_bytes);
   for (auto& l : d.value()) {
-    auto* dl = resp->add_dead_letters();
+    v1::DeadLetter entry;
     storage::read_request rr;
     rr.topic = l.topic;
     rr.partition = l.partition;
     rr.from_offset = l.offset;
     rr.max_messages = 1;
     if (auto r = store_.read(rr); r && !r.value().messages.empty() && r.value().messages.front().offset() == l.offset) {
-      *dl->mutable_message() = std::move(r.value().messages.front());
+      *entry.mutable_message() = std::move(r.value().messages.front());
     } else {
-      dl->mutable_message()->set_topic(l.topic);
-      dl->mutable_message()->set_partition(l.partition);
-      dl->mutable_message()->set_offset(l.offset);
+      entry.mutable_message()->set_topic(l.topic);
+      entry.mutable_message()->set_partition(l.partition);
+      entry.mutable_message()->set_offset(l.offset);
     }
-    dl->set_attempts(l.attempts);
-    dl->set_dead_at_ms(l.dead_at_ms);
-    dl->set_reason(l.reason);
+    entry.set_attempts(l.attempts);
+    entry.set_dead_at_ms(l.dead_at_ms);
+    entry.set_reason(l.reason);
+    // Dead letters carry their messages: the answer ends before it would pass the frame limit.
+    if (!budget.take(entry.ByteSizeLong())) break;
+    *resp->add_dead_letters() = std::move(entry);
   }
   c->respond(std::move(out));
 }

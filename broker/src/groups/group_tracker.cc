@@ -187,13 +187,21 @@ void group_tracker::deliver(std::size_t pidx, std::uint64_t offset, entry& e, v1
   out.messages.push_back({std::move(msg), e.when_ms});
 }
 
+std::size_t encoded_delivery_bytes(const v1::Message& m, const std::string& topic) {
+  // Delivery{message, deadline_ms} inside FetchResponse.deliveries: two tags and two length
+  // varints, the deadline; the fields deliver() sets (topic, partition, offset, attempt) may be
+  // missing from the stored message, so they are added as if absent.
+  constexpr std::size_t k_delivery_fields = 2 * (1 + 5) + (1 + 10) + (1 + 5) + (1 + 10) + (1 + 5);
+  return m.ByteSizeLong() + 1 + 5 + topic.size() + k_delivery_fields;
+}
+
 result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, const std::vector<std::string>& topics,
                                                          std::size_t max, std::size_t max_bytes,
                                                          std::chrono::milliseconds ack_deadline, std::int64_t now_ms) {
   fetch_result out;
   std::size_t bytes = 0;
-  auto fits = [&](const v1::Message& m) {
-    const std::size_t size = m.body().size() + m.key().size() + 256;
+  auto fits = [&](const v1::Message& m, const std::string& topic) {
+    const std::size_t size = encoded_delivery_bytes(m, topic);
     if (!out.messages.empty() && bytes + size > max_bytes) return false;
     bytes += size;
     return true;
@@ -222,7 +230,7 @@ result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, c
         finish(pidx, offset);
         continue;
       }
-      if (!fits(*msg)) {
+      if (!fits(*msg, part.topic)) {
         full = true;
         break;
       }
@@ -265,7 +273,7 @@ result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, c
           stored.when_ms = m.deliver_at_ms();
           set_timeline(pidx, offset, stored, stored.when_ms);
           out.update.deliveries.push_back(record_of(part, offset, stored));
-        } else if (out.messages.size() < max && !full && eligible(part, offset, stored) && fits(m)) {
+        } else if (out.messages.size() < max && !full && eligible(part, offset, stored) && fits(m, part.topic)) {
           deliver(pidx, offset, stored, std::move(m), member, ack_deadline, now_ms, out);
         } else {
           // Held behind its key, or no room in this answer: the next fetch takes it.

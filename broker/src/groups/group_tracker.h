@@ -61,6 +61,10 @@ struct partition_summary {
   std::uint32_t waiting = 0;
 };
 
+// An upper bound of what `m` of `topic` takes encoded as one Delivery of a FetchResponse, with
+// the fields a fetch sets (topic, partition, offset, attempt, deadline) and its headers.
+[[nodiscard]] std::size_t encoded_delivery_bytes(const v1::Message& m, const std::string& topic);
+
 class group_tracker {
  public:
   group_tracker(std::string name, delivery_settings settings, const storage::store& store);
@@ -81,8 +85,9 @@ class group_tracker {
     std::vector<delivered> messages;
     storage::group_update update;
   };
-  // At most max_bytes of bodies and keys are handed out (at least one message if any is
-  // deliverable), so the answer fits in one frame.
+  // The messages handed out take at most max_bytes encoded as deliveries of a FetchResponse
+  // (encoded_delivery_bytes; at least one message if any is deliverable), so the answer fits in
+  // one frame; the rest stay for the next fetch.
   [[nodiscard]] result<fetch_result> fetch(std::uint64_t member, const std::vector<std::string>& topics,
                                            std::size_t max, std::size_t max_bytes,
                                            std::chrono::milliseconds ack_deadline, std::int64_t now_ms);

@@ -75,6 +75,13 @@ awaitable<void> connection::reader() {
   std::array<std::byte, protocol::frame_header_bytes> header{};
   std::string body;
   while (!closing_) {
+    // Above max_request_memory no new frame is read (the socket's buffers fill and the peer
+    // waits); waiting so is no idleness of the peer.
+    if (limits_.memory && limits_.memory->over() && hello_done_) {
+      set_deadline(deadline_kind::none, std::chrono::milliseconds(0));
+      while (limits_.memory->over() && !closing_) co_await limits_.memory->wait();
+      if (closing_) break;
+    }
     if (hello_done_) set_deadline(deadline_kind::idle, limits_.idle_timeout);
     // The first byte starts the frame and its frame_read_timeout; waiting for it is idleness.
     auto [ec, n] = co_await socket_.async_read_some(asio::buffer(header), as_tuple_awaitable);
@@ -167,6 +174,10 @@ awaitable<void> connection::reader() {
       continue;
     }
     ++in_flight_;
+    if (limits_.memory) {
+      limits_.memory->charge(frame_bytes);
+      charged_.emplace(f.correlation_id(), frame_bytes);
+    }
     service_.handle(self, std::move(f));
   }
   closing_ = true;
@@ -278,7 +289,16 @@ void connection::enqueue(const v1::Frame& frame) {
   wake_writer_.cancel();
 }
 
+void connection::release_request(std::uint64_t correlation_id) {
+  auto it = charged_.find(correlation_id);
+  if (it == charged_.end()) return;
+  const std::size_t bytes = it->second;
+  charged_.erase(it);
+  limits_.memory->release(bytes);
+}
+
 void connection::respond(v1::Frame frame) {
+  release_request(frame.correlation_id());
   if (in_flight_ > 0 && --in_flight_ == 0 && deadline_kind_ == deadline_kind::idle) {
     set_deadline(deadline_kind::idle, limits_.idle_timeout);
   }
@@ -296,6 +316,8 @@ void connection::fail(v1::ErrorCode code, std::string text, std::uint64_t correl
   enqueue(error_frame(correlation_id, code, std::move(text)));
   closing_ = true;
   wake_writer_.cancel();
+  // A reader waiting for request memory ends (the others wait again).
+  if (limits_.memory) limits_.memory->wake_all();
   // A peer that does not read the reason does not keep the connection.
   set_deadline(deadline_kind::closing, k_close_grace);
 }
@@ -306,6 +328,7 @@ void connection::close() {
   // Ends the reader; the writer finishes the queue and then closes the socket.
   socket_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
   wake_writer_.cancel();
+  if (limits_.memory) limits_.memory->wake_all();
 }
 
 void connection::shutdown() {
@@ -319,6 +342,12 @@ void connection::shutdown() {
   deadline_timer_.cancel();
   queue_.clear();
   queued_bytes_ = 0;
+  // Answers to this connection's requests are dropped from now on: what they held is free.
+  if (limits_.memory) {
+    for (auto& [corr, bytes] : charged_) limits_.memory->release(bytes);
+    limits_.memory->wake_all();
+  }
+  charged_.clear();
   service_.connection_closed(*this);
   if (on_closed_) std::exchange(on_closed_, nullptr)();
 }

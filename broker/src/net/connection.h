@@ -13,9 +13,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include <boost/asio.hpp>
 
+#include "net/request_memory.h"
 #include "net/responder.h"
 #include "txmq/v1/frame.pb.h"
 
@@ -33,6 +35,9 @@ struct connection_limits {
   std::chrono::milliseconds frame_read_timeout{30'000};
   // Nothing received and no request in flight for this long closes the connection; 0 = off.
   std::chrono::milliseconds idle_timeout{0};
+  // The broker-wide budget of requests being handled (max_request_memory); nullptr = none.
+  // Outlives the connection's use of it (the broker owns it).
+  request_memory* memory = nullptr;
 };
 
 class connection final : public responder, public std::enable_shared_from_this<connection> {
@@ -70,6 +75,8 @@ class connection final : public responder, public std::enable_shared_from_this<c
   // broke the rules had one), then close.
   void fail(v1::ErrorCode code, std::string text, std::uint64_t correlation_id = 0);
   void shutdown();
+  // Gives back what the request answered by `correlation_id` held of limits_.memory.
+  void release_request(std::uint64_t correlation_id);
 
   boost::asio::ip::tcp::socket socket_;
   service& service_;
@@ -83,6 +90,9 @@ class connection final : public responder, public std::enable_shared_from_this<c
   bool closing_ = false;  // no more reads; close once the queue is written
   bool closed_ = false;
   std::uint32_t in_flight_ = 0;
+  // What each request in flight holds of limits_.memory, by correlation id (a client may reuse
+  // one: each answer releases one charge).
+  std::unordered_multimap<std::uint64_t, std::size_t> charged_;
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;
   boost::asio::steady_timer wake_writer_;

@@ -19,6 +19,7 @@ service::service(asio::io_context& io, storage::store& store, service_settings s
   ts.default_partitions = settings_.default_partitions;
   ts.max_topics = settings_.max_topics;
   ts.sync = settings_.sync;
+  ts.max_frame_bytes = settings_.max_frame_bytes;
   tx_coordinator::group_access access;
   access.find_group = [this](const std::string& name) { return groups_->find(name); };
   access.wake = [this](const std::vector<std::string>& topics, const std::vector<std::string>& groups) {

@@ -16,7 +16,6 @@ using storage::tx_state;
 namespace {
 
 constexpr std::uint32_t k_default_list = 100;
-constexpr std::uint32_t k_max_list = 10'000;
 // TxList reads at most this many records per request; the answer says where to continue.
 constexpr std::size_t k_list_scan_budget = 100'000;
 
@@ -54,7 +53,7 @@ void tx_coordinator::fill_info(const storage::tx_record& rec, v1::TxInfo& out, b
 }
 
 void tx_coordinator::list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxListRequest& req) {
-  const std::uint32_t limit = req.limit() ? std::min(req.limit(), k_max_list) : k_default_list;
+  const std::uint32_t limit = list_limit(req.limit(), k_default_list);
   std::optional<storage::txid> after;
   if (!req.after_txid().empty()) {
     auto a = protocol::uuid::from_bytes(req.after_txid());
@@ -78,6 +77,10 @@ void tx_coordinator::list(const std::shared_ptr<responder>& c, std::uint64_t cor
   out.set_correlation_id(corr);
   auto* resp = out.mutable_tx_list_response();
   std::size_t scanned = 0;
+  // Many keys or topics make a TxInfo large: the answer ends before it would pass the frame
+  // limit, and its cursor is the last transaction it holds.
+  answer_budget budget(settings_.max_frame_bytes);
+  bool full = false;
   constexpr std::size_t page_size = 1000;
   for (;;) {
     auto page = store_.list_txs(state, page_size, after);
@@ -85,17 +88,24 @@ void tx_coordinator::list(const std::shared_ptr<responder>& c, std::uint64_t cor
       return c->respond_error(corr, wire_code(page.error()), "listing transactions failed: " + page.error().message);
     }
     for (auto& rec : page.value()) {
-      after = rec.id;
       ++scanned;
-      if (unresolved_only && rec.state != tx_state::prepared && rec.state != tx_state::abandoned) continue;
-      if (!req.topic().empty() && std::none_of(rec.messages.begin(), rec.messages.end(),
-                                               [&](const v1::Message& m) { return m.topic() == req.topic(); })) {
-        continue;
+      const bool wanted =
+          (!unresolved_only || rec.state == tx_state::prepared || rec.state == tx_state::abandoned) &&
+          (req.topic().empty() || std::any_of(rec.messages.begin(), rec.messages.end(),
+                                              [&](const v1::Message& m) { return m.topic() == req.topic(); }));
+      if (wanted) {
+        v1::TxInfo info;
+        fill_info(rec, info, false, open);
+        if (!budget.take(info.ByteSizeLong())) {
+          full = true;
+          break;
+        }
+        *resp->add_txs() = std::move(info);
       }
-      fill_info(rec, *resp->add_txs(), false, open);
+      after = rec.id;
       if (static_cast<std::uint32_t>(resp->txs_size()) >= limit) break;
     }
-    if (static_cast<std::uint32_t>(resp->txs_size()) >= limit || scanned >= k_list_scan_budget) {
+    if (full || static_cast<std::uint32_t>(resp->txs_size()) >= limit || scanned >= k_list_scan_budget) {
       if (after) resp->set_next_after_txid(std::string(after->raw()));
       break;
     }

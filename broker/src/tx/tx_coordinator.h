@@ -63,6 +63,8 @@ struct tx_settings {
   std::uint32_t default_partitions = 4;
   std::size_t max_topics = 10'000;
   bool sync = true;
+  // Copied from the service's settings: what a TxList answer may take.
+  std::uint32_t max_frame_bytes = 8u << 20;
 };
 
 class tx_coordinator {

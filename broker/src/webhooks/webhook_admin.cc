@@ -162,7 +162,7 @@ void webhook_notifier::attempts(const std::shared_ptr<responder>& c, std::uint64
                                 const v1::WebhookAttemptsRequest& req) {
   storage::webhook_attempts_query q;
   q.webhook_id = req.id();
-  q.limit = req.limit() ? std::min<std::uint32_t>(req.limit(), 100'000) : 1000;
+  q.limit = list_limit(req.limit(), k_max_list_limit);
   if (!req.message_id().empty()) {
     auto m = protocol::uuid::from_bytes(req.message_id());
     if (!m) return c->respond_error(corr, v1::INVALID_ARGUMENT, "message_id must be 16 bytes");
@@ -180,7 +180,13 @@ void webhook_notifier::attempts(const std::shared_ptr<responder>& c, std::uint64
   v1::Frame out;
   out.set_correlation_id(corr);
   auto* resp = out.mutable_webhook_attempts_response();
-  for (auto& a : r.value()) *resp->add_attempts() = std::move(a);
+  // An attempt holds an error text of the endpoint's making: the answer ends before it would
+  // pass the frame limit.
+  answer_budget budget(settings_.max_frame_bytes);
+  for (auto& a : r.value()) {
+    if (!budget.take(a.ByteSizeLong())) break;
+    *resp->add_attempts() = std::move(a);
+  }
   c->respond(std::move(out));
 }
 

@@ -21,6 +21,7 @@
 
 #include "txmq/common/admin_http.h"
 #include "txmq/common/base64.h"
+#include "request_checks.h"
 #include "webhooks/webhook_subscription.h"
 
 namespace txmq::broker {
@@ -31,7 +32,7 @@ namespace http = boost::beast::http;
 namespace {
 
 constexpr std::size_t k_default_limit = 100;
-constexpr std::size_t k_max_limit = 1000;
+constexpr std::size_t k_max_limit = k_max_list_limit;
 
 common::http_response json_response(unsigned status, const json::value& v) {
   return common::http_response{status, "application/json", json::serialize(v) + "\n", {}};
@@ -169,7 +170,11 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     }
     std::size_t limit = k_default_limit;
     std::optional<v1::Message> after;
-    auto params = boost::urls::parse_query(req.query);
+    // Parsed from a copy that ends where the query ends: given the view into the request's
+    // buffer, Boost.URL 1.81 read the last value one byte too far (`limit=1` came out as "10",
+    // an `after` id with a trailing newline).
+    const std::string query(req.query);
+    auto params = boost::urls::parse_query(query);
     if (!params) return json_error(400, "INVALID_ARGUMENT", "malformed query string");
     for (auto p : params.value()) {
       if (p.key == "limit") {
@@ -181,7 +186,10 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
         limit = std::clamp<std::size_t>(limit, 1, k_max_limit);
       } else if (p.key == "after" && !p.value.empty()) {
         auto id = protocol::uuid::parse(p.value);
-        if (!id) return json_error(400, "INVALID_ARGUMENT", "after must be a message id (UUID text)");
+        if (!id) {
+          return json_error(400, "INVALID_ARGUMENT",
+                            "after must be a message id (UUID text), not '" + std::string(p.value.substr(0, 64)) + "'");
+        }
         auto loc = store_.find_id(id.value());
         if (!loc || !loc.value() || loc.value()->topic != topic) {
           return json_error(404, "NOT_FOUND", "no message " + std::string(p.value) + " in topic '" + topic + "'");
@@ -236,10 +244,21 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     std::sort(found.begin(), found.end(), later);
     if (found.size() > limit) found.resize(limit);
     const auto dead = dead_set(s);
+    // Like the broker's answers, a page stays within max_frame_bytes of JSON (large bodies in
+    // base64): it ends early, and next_after continues after the last message it holds.
     json::array out;
-    for (auto& m : found) out.push_back(describe(s, m, dead, false));
+    std::size_t bytes = 0;
+    const v1::Message* last = nullptr;
+    for (auto& m : found) {
+      auto entry = describe(s, m, dead, false);
+      const std::size_t size = json::serialize(entry).size() + 1;
+      if (last && bytes + size > settings_.max_frame_bytes) break;
+      bytes += size;
+      out.push_back(std::move(entry));
+      last = &m;
+    }
     json::object body{{"messages", std::move(out)}};
-    if (!found.empty()) body["next_after"] = id_text(found.back().id());
+    if (last) body["next_after"] = id_text(last->id());
     return json_response(200, body);
   });
 

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds the .deb with CPack (as `make package` does, into a temporary directory), checks its
+# control data (dpkg-deb -I) and contents (dpkg-deb -c), then unpacks it (dpkg -x) and runs the
+# packaged txmq-broker with the shipped /etc/txmq/broker.toml, adjusted to a temporary data
+# directory and free loopback ports, until the packaged readiness check and /healthz say ready.
+# Usage: tests/package_test.sh BUILD_DIR   (ctest package_test, label integration)
+set -euo pipefail
+build=$1
+
+tmp=$(mktemp -d /tmp/txmq-package-test.XXXXXX)
+broker_pid=
+cleanup() {
+  if [[ -n $broker_pid ]] && kill -0 "$broker_pid" 2>/dev/null; then kill -KILL "$broker_pid"; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "package_test: FAIL: $*" >&2; exit 1; }
+
+echo "== cpack -G DEB"
+cpack --config "$build/CPackConfig.cmake" -G DEB -B "$tmp/out" >"$tmp/cpack.log" 2>&1 || { cat "$tmp/cpack.log"; fail "cpack"; }
+debs=("$tmp"/out/*.deb)
+[[ ${#debs[@]} -eq 1 && -f ${debs[0]} ]] || fail "cpack made ${#debs[@]} .deb files, expected 1"
+deb=${debs[0]}
+echo "$deb"
+
+echo "== dpkg-deb -I"
+dpkg-deb -I "$deb" | tee "$tmp/info"
+field() { dpkg-deb -f "$deb" "$1"; }
+[[ $(field Package) == txmq ]] || fail "Package is not txmq"
+depends=$(field Depends)
+for dep in adduser curl libpq5 libprotobuf libssl3 libboost-json1.81.0 libstdc++6; do
+  [[ $depends == *"$dep"* ]] || fail "Depends lacks $dep: $depends"
+done
+for script in postinst prerm postrm conffiles; do
+  grep -qE "^ +[0-9]+ bytes, +[0-9]+ lines +\*? +$script( |$)" "$tmp/info" || fail "control archive lacks $script"
+done
+dpkg-deb --ctrl-tarfile "$deb" | tar -x -C "$tmp" ./conffiles ./postinst ./prerm ./postrm
+grep -qx /etc/txmq/broker.toml "$tmp/conffiles" || fail "/etc/txmq/broker.toml is not a conffile"
+grep -q 'adduser --system --group' "$tmp/postinst" || fail "postinst does not create the txmq system user"
+grep -q 'install -d -m 0700 -o txmq -g txmq /var/lib/txmq' "$tmp/postinst" || fail "postinst does not create /var/lib/txmq 0700"
+for script in postinst prerm postrm; do sh -n "$tmp/$script" || fail "$script is not valid sh"; done
+
+echo "== dpkg-deb -c"
+dpkg-deb -c "$deb" | awk '{print $6}' >"$tmp/contents"
+for f in ./usr/bin/txmq-broker ./usr/bin/txmq-relay ./usr/bin/txmq \
+         ./usr/lib/libtxmq_producer.a ./usr/lib/libtxmq_consumer.a ./usr/lib/libtxmq_client.a \
+         ./usr/include/txmq/producer/producer.h ./usr/include/txmq/v1/frame.pb.h \
+         ./usr/lib/cmake/txmq/txmq-config.cmake ./usr/lib/pkgconfig/txmq-producer.pc \
+         ./etc/txmq/broker.toml ./etc/txmq/relay.env.example ./usr/lib/txmq/txmq-broker-wait-ready \
+         ./lib/systemd/system/txmq-broker.service ./lib/systemd/system/txmq-relay@.service; do
+  grep -qxF "$f" "$tmp/contents" || fail "the package lacks $f"
+done
+if grep -E '^\./usr/local/|^\./var/' "$tmp/contents"; then fail "the package ships files under /usr/local or /var"; fi
+echo "$(wc -l <"$tmp/contents") entries"
+
+echo "== dpkg -x"
+root=$tmp/root
+dpkg -x "$deb" "$root"
+unit=$root/lib/systemd/system/txmq-broker.service
+relay_unit=$root/lib/systemd/system/txmq-relay@.service
+grep -qx 'ExecStart=/usr/bin/txmq-broker --config /etc/txmq/broker.toml' "$unit" || fail "unexpected ExecStart in $unit"
+grep -qx 'ExecStartPost=/usr/lib/txmq/txmq-broker-wait-ready /etc/txmq/broker.toml 60' "$unit" || fail "no readiness check in $unit"
+grep -qx 'User=txmq' "$unit" || fail "the broker does not run as txmq"
+grep -qx 'EnvironmentFile=/etc/txmq/relay-%i.env' "$relay_unit" || fail "the relay unit does not read /etc/txmq/relay-%i.env"
+grep -qx 'data_dir = "/var/lib/txmq"' "$root/etc/txmq/broker.toml" || fail "broker.toml's data_dir is not /var/lib/txmq"
+if command -v systemd-analyze >/dev/null; then
+  # Only the binaries' absence on this host may be reported (they are in $root, not in /usr).
+  (cd "$root/lib/systemd/system" && systemd-analyze verify --man=no txmq-broker.service txmq-relay@.service 2>&1 || true) |
+    grep -vE 'Command /usr/(bin/txmq-(broker|relay)|lib/txmq/txmq-broker-wait-ready) is not executable' >"$tmp/verify" || true
+  [[ ! -s $tmp/verify ]] || { cat "$tmp/verify"; fail "systemd-analyze verify"; }
+fi
+"$root/usr/bin/txmq-relay" --help >/dev/null || fail "the packaged txmq-relay --help"
+"$root/usr/bin/txmq" --help >/dev/null || fail "the packaged txmq --help"
+
+echo "== the packaged broker with the shipped config, on free ports and a temporary data dir"
+read -r port http_port < <(python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])')
+config=$tmp/broker.toml
+sed -e "s|^listen = .*|listen = \"127.0.0.1:$port\"|" -e "s|^http = .*|http = \"127.0.0.1:$http_port\"|" \
+    -e "s|^data_dir = .*|data_dir = \"$tmp/data\"|" "$root/etc/txmq/broker.toml" >"$config"
+{ grep -q "^data_dir = \"$tmp/data\"$" "$config" && grep -q "^http = \"127.0.0.1:$http_port\"$" "$config"; } ||
+  fail "could not adjust the shipped broker.toml"
+"$root/usr/bin/txmq-broker" --config "$config" >"$tmp/broker.log" 2>&1 &
+broker_pid=$!
+"$root/usr/lib/txmq/txmq-broker-wait-ready" "$config" 30 || { cat "$tmp/broker.log"; fail "the readiness check"; }
+health=$(curl -fsS "http://127.0.0.1:$http_port/healthz") || fail "/healthz"
+[[ $health == ok ]] || fail "/healthz answered '$health'"
+grep -q "listening on 127.0.0.1:$port .*data in $tmp/data" "$tmp/broker.log" || { cat "$tmp/broker.log"; fail "the broker did not use the config"; }
+"$root/usr/bin/txmq" --help >/dev/null
+kill -TERM "$broker_pid"
+wait "$broker_pid" || { cat "$tmp/broker.log"; fail "txmq-broker did not stop cleanly on SIGTERM"; }
+broker_pid=
+echo "package_test: OK"
