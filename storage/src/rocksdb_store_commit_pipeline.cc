@@ -196,11 +196,9 @@ error rocksdb_store::full_refusal() const {
 
 store_health rocksdb_store::health() const {
   if (failed_) {
+    store_health h{store_health::state::failed, refusal().message, false};
     std::lock_guard lk(failure_mu_);
-    store_health h{store_health::state::failed,
-                   "the store stopped taking writes after: " + failure_ + "; " +
-                       std::string(failure_no_space_ ? k_resumes : k_restart),
-                   failure_no_space_};
+    h.resumes = failure_no_space_;
     if (!last_resume_error_.empty()) h.reason += " (the last attempt to resume: " + last_resume_error_ + ")";
     return h;
   }

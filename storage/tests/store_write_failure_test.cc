@@ -16,6 +16,7 @@
 #include <rocksdb/env.h>
 #include <rocksdb/file_system.h>
 
+#include "eventually.h"
 #include "open_store_on_env.h"
 #include "store_test_fixture.h"
 
@@ -131,21 +132,11 @@ class store_write_failure_test : public store_test {
     open_on_fault_fs();
   }
 
-  // Polls `done` until it holds or 10 s pass (the store measures the disk on its own thread).
-  static bool eventually(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
-  }
-
   // Waits until the store measured the disk at least twice more (so a decision of its writer
   // after the test's last change has been taken).
   bool disk_checked() {
     const int seen = disk_checks_.load();
-    return eventually([&] { return disk_checks_.load() >= seen + 2; });
+    return txmq::test::eventually([&] { return disk_checks_.load() >= seen + 2; });
   }
 
   static constexpr std::uint64_t k_min_free = 1u << 20;
@@ -263,7 +254,7 @@ TEST_F(store_write_failure_test, a_write_that_found_the_disk_full_resumes_by_its
   // acknowledged one (the failed write handed out offsets in memory only).
   fs_->no_space = false;
   free_ = 1ull << 40;
-  ASSERT_TRUE(eventually([&] { return store_->health().status == store_health::state::ok; }))
+  ASSERT_TRUE(txmq::test::eventually([&] { return store_->health().status == store_health::state::ok; }))
       << store_->health().reason;
   auto after = append("orders", {make_message("after")});
   EXPECT_EQ(after.positions[0].offset, before_offset + 1);
@@ -283,7 +274,7 @@ TEST_F(store_write_failure_test, below_min_free_bytes_appends_and_prepares_are_r
   prepare(tx, {make_message("in tx", std::nullopt, "orders")}, 0);
 
   free_ = k_min_free - 1;
-  ASSERT_TRUE(eventually([&] { return store_->health().status == store_health::state::full; }));
+  ASSERT_TRUE(txmq::test::eventually([&] { return store_->health().status == store_health::state::full; }));
   auto h = store_->health();
   EXPECT_NE(h.reason.find(std::to_string(k_min_free - 1) + " bytes free, below the minimum of " +
                           std::to_string(k_min_free)),
@@ -302,7 +293,7 @@ TEST_F(store_write_failure_test, below_min_free_bytes_appends_and_prepares_are_r
   ASSERT_EQ(read_all("orders", 0).size(), 1u);
 
   free_ = k_min_free;
-  ASSERT_TRUE(eventually([&] { return store_->health().status == store_health::state::ok; }));
+  ASSERT_TRUE(txmq::test::eventually([&] { return store_->health().status == store_health::state::ok; }));
   EXPECT_THAT(try_append_one(), is_ok());
 }
 
