@@ -118,8 +118,9 @@ awaitable<void> connection::tls_handshake() {
   handshaking_ = false;
   if (closed_) co_return;
   if (hec) {
-    common::log::info("connection ", id_, " (", peer_, ") closed: TLS handshake failed: ",
-                      common::describe_tls_failure(hec, nullptr, "the client"));
+    // Usually the client's doing (it does not trust our certificate, speaks an old version,
+    // sent no or a foreign client certificate): info, with OpenSSL's reason.
+    common::log::info("connection ", id_, " (", peer_, ") closed: TLS handshake failed: ", hec.message());
     shutdown();
     co_return;
   }
