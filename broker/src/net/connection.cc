@@ -125,6 +125,9 @@ awaitable<void> connection::tls_handshake() {
     co_return;
   }
   cert_principal_ = common::verified_peer_common_name(stream_.tls()->native_handle());
+  if (cert_principal_) {
+    common::log::debug("connection ", id_, " (", peer_, "): TLS client certificate CN=", *cert_principal_);
+  }
   start_io();
 }
 
