@@ -211,6 +211,27 @@ TEST_F(tls_test, plaintext_against_the_tls_port_and_tls_against_the_plain_port_s
   EXPECT_EQ(txmq(open, {"topic", "list"}).status, 0);
 }
 
+TEST_F(tls_test, a_handshake_that_never_completes_is_closed_after_hello_timeout) {
+  broker_process b(serving("server", {"--hello-timeout", "500ms"}));
+  b.start();
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  s.connect({asio::ip::make_address("127.0.0.1"), b.port()});
+  // The first byte of a TLS record, then nothing.
+  const unsigned char first = 0x16;
+  asio::write(s, asio::buffer(&first, 1));
+  const auto t0 = std::chrono::steady_clock::now();
+  char sink[64];
+  boost::system::error_code ec;
+  (void)s.read_some(asio::buffer(sink), ec);  // returns when the broker closes
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_TRUE(ec) << "the broker answered instead of closing";
+  EXPECT_GE(waited, std::chrono::milliseconds(400));
+  EXPECT_LT(waited, std::chrono::seconds(5));
+  EXPECT_NE(b.log().find("no TLS handshake within hello_timeout"), std::string::npos) << b.log();
+  EXPECT_EQ(txmq_tls(b, {"topic", "list"}).status, 0);
+}
+
 TEST_F(tls_test, tls_1_1_is_refused) {
   broker_process b(serving("server"));
   b.start();
@@ -292,6 +313,18 @@ TEST_F(tls_test, sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old_one
   EXPECT_EQ(served_cn(b.port()), "renewed.localhost");
   EXPECT_TRUE(b.running());
   EXPECT_EQ(b.stop(), 0);
+}
+
+TEST_F(tls_test, the_data_directory_is_created_private_and_a_shared_one_is_warned_about) {
+  broker_process b(serving("server"));
+  b.start();
+  const auto perms = fs::status(b.data_dir()).permissions();
+  EXPECT_EQ(perms & fs::perms::all, fs::perms::owner_all);
+  b.stop();
+  fs::permissions(b.data_dir(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                    fs::perms::others_read | fs::perms::others_exec);
+  b.start();
+  EXPECT_NE(b.log().find("is open to other users (mode 755)"), std::string::npos) << b.log();
 }
 
 TEST_F(tls_test, non_loopback_listening_needs_auth_and_tls_or_insecure) {

@@ -4,6 +4,7 @@
 // reaches the receiver), delivered with webhook_allow_private or webhook_allow_hosts.
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,16 @@ namespace txmq::test {
 namespace {
 
 using std::chrono::milliseconds;
+
+std::string shell_output(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
 
 bool ipv6_loopback_available() {
   boost::system::error_code ec;
@@ -132,6 +143,53 @@ TEST(webhook_egress, allow_hosts_exempts_names_and_cidrs_only) {
     EXPECT_EQ(outcome(first_attempt(b, "by-cidr", rx4.url())), "delivered");
     EXPECT_EQ(outcome(first_attempt(b, "outside-cidr", "http://169.254.169.254/x")), "blocked");
   }
+}
+
+TEST(webhook_egress, redirects_are_not_followed) {
+  receiver inner([](const seen&, std::size_t) { return reply{}; });
+  receiver outer([&](const seen&, std::size_t) { return reply{302, {{"Location", inner.url()}}, false}; });
+  broker_process b({"--webhook-allow-private"});
+  b.start();
+  const auto a = first_attempt(b, "redirect", outer.url());
+  EXPECT_EQ(outcome(a), "failed") << a;
+  EXPECT_EQ(a.at("status").as_int64(), 302) << a;
+  EXPECT_EQ(outer.requests().size(), 1u);
+  EXPECT_TRUE(inner.requests().empty());
+}
+
+// A webhook's secret is shown by create and rotate-secret only: not by list, the attempt log,
+// /metrics or the broker's log.
+TEST(webhook_secrets, shown_only_at_create_and_rotation) {
+  receiver rx([](const seen&, std::size_t) { return reply{}; });
+  broker_process b({"--webhook-allow-private"});
+  b.start();
+  ASSERT_EQ(txmq(b, {"topic", "create", "s"}).status, 0);
+  auto created = txmq(b, {"--json", "webhook", "create", "s", "--url", rx.url() + "?api_key=hunter2"});
+  ASSERT_EQ(created.status, 0) << created;
+  const auto w = created.objects().at(0);
+  const std::string id(w.at("id").as_string()), secret(w.at("secret").as_string());
+  ASSERT_TRUE(secret.starts_with("whsec_")) << created;
+  ASSERT_EQ(txmq(b, {"produce", "s", "x"}).status, 0);
+  ASSERT_TRUE(rx.wait_for(1, std::chrono::seconds(10)));
+
+  auto rotated = txmq(b, {"--json", "webhook", "rotate-secret", id});
+  ASSERT_EQ(rotated.status, 0) << rotated;
+  const std::string fresh(rotated.objects().at(0).at("secret").as_string());
+  ASSERT_NE(fresh, secret);
+
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--json", "webhook", "list"},
+                                                                {"webhook", "list"},
+                                                                {"--json", "webhook", "attempts", id}}) {
+    auto r = txmq(b, args);
+    EXPECT_EQ(r.status, 0) << r;
+    EXPECT_EQ(r.out.find("whsec_"), std::string::npos) << r;
+  }
+  const auto metrics = shell_output("curl -sS http://127.0.0.1:" + std::to_string(b.http_port()) + "/metrics");
+  EXPECT_NE(metrics.find("txmq_webhook_attempts_total"), std::string::npos);
+  EXPECT_EQ(metrics.find("whsec_"), std::string::npos);
+  EXPECT_EQ(b.log().find(secret.substr(6)), std::string::npos);
+  EXPECT_EQ(b.log().find(fresh.substr(6)), std::string::npos);
+  EXPECT_EQ(b.log().find("hunter2"), std::string::npos) << b.log();
 }
 
 }  // namespace
