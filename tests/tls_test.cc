@@ -273,6 +273,13 @@ TEST_F(tls_test, mtls_requires_a_client_certificate_of_the_client_ca) {
   EXPECT_EQ(stranger.status, 1) << stranger;
   EXPECT_NE(stranger.err.find("TLS"), std::string::npos) << stranger;
   EXPECT_EQ(b.log().find("CN=mallory"), std::string::npos);
+
+  // The admin port asks for the same client certificates.
+  const std::string url = "https://127.0.0.1:" + std::to_string(b.http_port()) + "/healthz";
+  EXPECT_EQ(shell("curl -sS --cacert " + certs_.path("ca.pem") + " --cert " + certs_.path("client.pem") + " --key " +
+                  certs_.path("client.key") + " " + url),
+            "ok");
+  EXPECT_NE(shell("curl -sS --cacert " + certs_.path("ca.pem") + " " + url), "ok");
 }
 
 TEST_F(tls_test, the_admin_http_serves_https_only) {
