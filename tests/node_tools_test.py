@@ -32,7 +32,7 @@ def node(script, *args, **kw):
 class NodeToolsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.broker = Broker().start()
+        cls.broker = Broker("--webhook-allow-private", "true").start()
 
     @classmethod
     def tearDownClass(cls):

@@ -23,6 +23,7 @@
 
 #include "broker_process.h"
 #include "cli_runner.h"
+#include "webhook_receiver.h"
 
 namespace txmq::test {
 namespace {
@@ -33,121 +34,6 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
-
-// One request the receiver got.
-struct seen {
-  steady::time_point at;
-  std::string id, timestamp, signature, attempt, body;
-};
-
-struct reply {
-  unsigned status = 200;
-  std::vector<std::pair<std::string, std::string>> headers;
-  bool hang = false;  // never answer (the connection stays open until the receiver stops)
-};
-
-// A small HTTP/1.1 server (Beast, one io thread, a coroutine per connection) whose answers
-// `decide` picks per request; records every request.
-class receiver {
- public:
-  using decide_fn = std::function<reply(const seen&, std::size_t index)>;
-
-  // With `tls`, the receiver speaks HTTPS with that context's certificate.
-  explicit receiver(decide_fn decide, asio::ssl::context* tls = nullptr)
-      : decide_(std::move(decide)), tls_(tls), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
-    asio::co_spawn(io_, accept(), asio::detached);
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~receiver() {
-    io_.stop();
-    thread_.join();
-  }
-
-  [[nodiscard]] std::string url() const { return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()) + "/hook"; }
-
-  // Waits until `n` requests arrived; false at the deadline.
-  bool wait_for(std::size_t n, milliseconds deadline) {
-    std::unique_lock lk(mu_);
-    return cv_.wait_for(lk, deadline, [&] { return requests_.size() >= n; });
-  }
-  [[nodiscard]] std::vector<seen> requests() const {
-    std::lock_guard lk(mu_);
-    return requests_;
-  }
-
- private:
-  asio::awaitable<void> accept() {
-    for (;;) {
-      auto socket = co_await acceptor_.async_accept(asio::use_awaitable);
-      asio::co_spawn(io_, session(std::move(socket)), asio::detached);
-    }
-  }
-
-  asio::awaitable<void> session(tcp::socket socket) {
-    if (!tls_) {
-      beast::tcp_stream stream(std::move(socket));
-      co_await serve(stream);
-      co_return;
-    }
-    beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *tls_);
-    auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable));
-    if (ec) {
-      std::lock_guard lk(mu_);
-      ++failed_handshakes_;
-      cv_.notify_all();
-      co_return;
-    }
-    co_await serve(stream);
-  }
-
- public:
-  bool wait_for_failed_handshake(milliseconds deadline) {
-    std::unique_lock lk(mu_);
-    return cv_.wait_for(lk, deadline, [&] { return failed_handshakes_ > 0; });
-  }
-
- private:
-  template <class Stream>
-  asio::awaitable<void> serve(Stream& stream) {
-    beast::flat_buffer buffer;
-    for (;;) {
-      http::request<http::string_body> req;
-      auto [ec, n] = co_await http::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
-      if (ec) co_return;
-      seen s{steady::now(), std::string(req["webhook-id"]), std::string(req["webhook-timestamp"]),
-             std::string(req["webhook-signature"]), std::string(req["txmq-attempt"]), req.body()};
-      std::size_t index = 0;
-      {
-        std::lock_guard lk(mu_);
-        index = requests_.size();
-        requests_.push_back(s);
-      }
-      cv_.notify_all();
-      const reply r = decide_(s, index);
-      if (r.hang) {
-        asio::steady_timer forever(io_, std::chrono::hours(1));
-        co_await forever.async_wait(asio::as_tuple(asio::use_awaitable));
-        co_return;
-      }
-      http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
-      for (auto& [k, v] : r.headers) res.set(k, v);
-      res.keep_alive(req.keep_alive());
-      res.prepare_payload();
-      auto [wec, wn] = co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
-      if (wec || !req.keep_alive()) co_return;
-    }
-  }
-
-  decide_fn decide_;
-  asio::ssl::context* tls_;
-  int failed_handshakes_ = 0;
-  asio::io_context io_;
-  tcp::acceptor acceptor_;
-  std::thread thread_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<seen> requests_;
-};
 
 // GET on the broker's admin port; status and body.
 std::pair<unsigned, std::string> http_get(std::uint16_t port, const std::string& target, const std::string& token) {
@@ -224,7 +110,8 @@ class webhook_test : public ::testing::Test {
     return got;
   }
 
-  broker_process broker_{{"--webhook-timeout", "2s"}};
+  // The receivers listen on loopback, which the egress guard refuses by default.
+  broker_process broker_{{"--webhook-timeout", "2s", "--webhook-allow-private"}};
 };
 
 double seconds_between(steady::time_point a, steady::time_point b) {
@@ -480,7 +367,7 @@ TEST_F(webhook_test, https_verifies_the_certificate) {
   broker_.stop();
 
   // A broker that trusts it (webhook_ca_file) delivers.
-  broker_process trusting({"--webhook-ca-file", cert});
+  broker_process trusting({"--webhook-ca-file", cert, "--webhook-allow-private"});
   trusting.start();
   auto c = test::txmq(trusting, {"topic", "create", "tls2"});
   ASSERT_EQ(c.status, 0) << c;
@@ -495,7 +382,7 @@ TEST_F(webhook_test, https_verifies_the_certificate) {
 // A reconciliation page stays within max_frame_bytes of JSON: large messages make it end early,
 // and next_after continues after the last one it holds, so paging sees each message once.
 TEST(webhook_reconciliation, a_page_of_large_messages_stays_within_max_frame_bytes) {
-  broker_process broker({"--max-message-bytes", "64KiB", "--max-frame-bytes", "128KiB"});
+  broker_process broker({"--max-message-bytes", "64KiB", "--max-frame-bytes", "128KiB", "--webhook-allow-private"});
   broker.start();
   receiver rx([](const seen&, std::size_t) { return reply{200, {}, false}; });
   ASSERT_EQ(test::txmq(broker, {"topic", "create", "big", "--partitions", "2"}).status, 0);

@@ -5,6 +5,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "txmq/client/tls_flags.h"
+
 #include "peers/system_under_test.h"
 #include "report.h"
 #include "support/latency.h"
@@ -75,8 +77,10 @@ int broker_command(const std::string& workload, int argc, char** argv) {
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
     ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's (and its children's) memory and CPU time")
     ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
+  txmq::client::add_tls_flags(desc);
   po::variables_map vm;
   if (!txmq::bench::parse_options(argc, argv, desc, vm)) return 0;
+  o.tls = txmq::client::tls_options_from(vm);
   o.seconds = std::chrono::duration<double>(txmq::bench::parse_seconds(seconds)).count();
   o.warmup = std::chrono::duration<double>(txmq::bench::parse_seconds(warmup)).count();
   return txmq::bench::run_broker_bench(o);

@@ -1,6 +1,8 @@
 #include "txmq/broker/broker.h"
 
 #include <condition_variable>
+#include <cstdio>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -15,12 +17,39 @@
 #include "store_health.h"
 #include "txmq/common/admin_http.h"
 #include "txmq/common/log.h"
+#include "txmq/common/tls.h"
 #include "txmq/storage/store.h"
+#include "webhooks/egress_guard.h"
 
 namespace txmq::broker {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+
+namespace {
+
+// The data directory holds tokens' hashes, webhook secrets and every message: created 0700; an
+// existing one that others may read is used, with a warning (the operator may have reasons).
+result<void> prepare_data_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (!ec) fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+    if (ec) return error(ec, "cannot create the data directory " + dir + ": " + ec.message());
+    return outcome::success();
+  }
+  const auto perms = fs::status(dir, ec).permissions();
+  if (!ec && (perms & (fs::perms::group_all | fs::perms::others_all)) != fs::perms::none) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(perms) & 0777u);
+    common::log::warn("the data directory ", dir, " is open to other users (mode ", mode,
+                      "); it holds messages and secrets: chmod 700 ", dir);
+  }
+  return outcome::success();
+}
+
+}  // namespace
 
 struct broker::impl {
   explicit impl(const broker_config& c) : config(c), acceptor(io) {}
@@ -43,7 +72,9 @@ struct broker::impl {
         continue;
       }
       ++open_connections;
-      auto c = std::make_shared<connection>(std::move(socket), *svc, limits, ++next_connection_id,
+      // Each connection keeps the context it was accepted with; a reload serves the next ones.
+      auto stream = tls ? common::wire_stream(std::move(socket), tls->current()) : common::wire_stream(std::move(socket));
+      auto c = std::make_shared<connection>(std::move(stream), *svc, limits, ++next_connection_id,
                                             [this] { --open_connections; });
       c->start();
     }
@@ -84,6 +115,22 @@ struct broker::impl {
     });
   }
 
+  // insecure = true on a non-loopback address: said at start and every hour after.
+  void schedule_insecure_warning() {
+    insecure_timer.expires_after(std::chrono::hours(1));
+    insecure_timer.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      warn_insecure();
+      schedule_insecure_warning();
+    });
+  }
+  void warn_insecure() const {
+    common::log::warn("insecure = true: serving ", config.listen.to_string(), " and ", config.http.to_string(),
+                      " beyond loopback with auth ", config.auth ? "on" : "off", " and TLS ",
+                      tls ? "on" : "off", "; anyone who can reach these ports can ",
+                      config.auth ? "read tokens off the wire" : "do everything");
+  }
+
   // Logs a change of the store's health (checked every second): the reason, once.
   void schedule_health_log() {
     health_timer.expires_after(std::chrono::seconds(1));
@@ -107,6 +154,9 @@ struct broker::impl {
   tcp::acceptor acceptor;
   asio::steady_timer retention_timer{io};
   asio::steady_timer health_timer{io};
+  asio::steady_timer insecure_timer{io};
+  // Set when tls_cert_file is: the wire port and the admin HTTP serve TLS only.
+  std::shared_ptr<common::server_tls> tls;
   storage::store_health::state logged_health = storage::store_health::state::ok;
   std::unique_ptr<storage::store> store;
   std::unique_ptr<service> svc;
@@ -136,6 +186,13 @@ broker::~broker() { stop(); }
 result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   auto p = std::make_unique<impl>(config);
   auto& m = *p;
+
+  if (!config.tls_cert_file.empty()) {
+    auto loaded = common::server_tls::load({config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file});
+    if (!loaded) return error(loaded.error().code, "cannot serve TLS: " + loaded.error().message);
+    m.tls = std::move(loaded).value();
+  }
+  if (auto r = prepare_data_dir(config.data_dir); !r) return r.error();
 
   storage::store_options so;
   so.dir = config.data_dir;
@@ -169,6 +226,9 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   ss.webhooks.secret_grace = config.webhook_secret_grace;
   ss.webhooks.ca_file = config.webhook_ca_file;
   ss.webhooks.max_webhooks = config.webhook_max_subscriptions;
+  ss.webhooks.guard.allow_private = config.webhook_allow_private;
+  // validate() parsed the list already, so this cannot fail.
+  if (auto hosts = parse_allow_hosts(config.webhook_allow_hosts)) ss.webhooks.guard.allowed = std::move(hosts).value();
   m.limits.max_frame_bytes = static_cast<std::uint32_t>(config.max_frame_bytes);
   m.limits.max_in_flight = config.max_in_flight_per_connection;
   m.limits.hello_timeout = config.hello_timeout;
@@ -233,6 +293,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   hopts.log_error = [](std::string_view text) { common::log::warn("admin http: ", text); };
   // HTTP/JSON API requests carry what a frame would: bounded the same way.
   hopts.max_body_bytes = config.max_frame_bytes;
+  if (m.tls) hopts.tls = [tls = m.tls] { return tls->current(); };
   m.http = std::make_unique<common::admin_http_server>(m.io, m.registry, hopts);
   auto http_bound = m.http->start(http_ep.value());
   if (!http_bound) return http_bound.error();
@@ -252,6 +313,10 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   });
   m.schedule_retention();
   m.schedule_health_log();
+  if (config.insecure && (!common::is_loopback_host(config.listen.host) || !common::is_loopback_host(config.http.host))) {
+    m.warn_insecure();
+    m.schedule_insecure_warning();
+  }
   m.io_thread = std::thread([&m] {
     auto guard = asio::make_work_guard(m.io);
     run_guarded(m.io, m.metrics->internal_errors);
@@ -259,12 +324,23 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
 
   common::log::info("txmq broker listening on ", m.bound.address().to_string(), ":", m.bound.port(), " (admin HTTP on ",
             m.http_bound.address().to_string(), ":", m.http_bound.port(), "), data in ", config.data_dir,
-            ", durability ", to_string(config.durability));
+            ", durability ", to_string(config.durability), m.tls ? (m.tls->requires_client_certificate() ? ", TLS with client certificates" : ", TLS") : "");
   if (config.durability == durability_mode::async) {
     common::log::warn("durability = async: produce is acknowledged before fsync; a power loss can lose acknowledged "
               "messages");
   }
   return std::unique_ptr<broker>(new broker(std::move(p)));
+}
+
+result<void> broker::reload_tls() {
+  if (!impl_->tls) return outcome::success();
+  auto r = impl_->tls->reload();
+  if (!r) {
+    common::log::error("TLS reload failed, still serving the previous certificate: ", r.error().message);
+    return r;
+  }
+  common::log::info("TLS certificate reloaded from ", impl_->config.tls_cert_file, "; new connections use it");
+  return outcome::success();
 }
 
 tcp::endpoint broker::endpoint() const { return impl_->bound; }
@@ -285,6 +361,7 @@ void broker::stop() {
     if (m.http) m.http->stop();
     m.retention_timer.cancel();
     m.health_timer.cancel();
+    m.insecure_timer.cancel();
     m.svc->stop();
     accepted_stopped.set_value();
   });

@@ -20,6 +20,7 @@
 
 #include "txmq/common/address.h"
 #include "txmq/common/log.h"
+#include "webhooks/egress_guard.h"
 #include "txmq/common/units.h"
 
 #ifndef TXMQ_VERSION
@@ -55,7 +56,7 @@ constexpr std::uint32_t k_max_partitions = 4096;
 
 // --- the settings table: one row per setting, used by flags, the file, describe and --help.
 
-enum class kind { address, path, optional_path, duration, duration_list, count, size, boolean, durability, level };
+enum class kind { address, path, optional_path, host_list, duration, duration_list, count, size, boolean, durability, level };
 
 using member = std::variant<common::host_port broker_config::*, std::string broker_config::*,
                             milliseconds broker_config::*,
@@ -136,10 +137,20 @@ const setting k_settings[] = {
      "extra trusted CA certificates (PEM) for https webhooks; empty = system ones only"},
     {"webhook_max_subscriptions", kind::count, &broker_config::webhook_max_subscriptions,
      "webhook subscriptions the broker accepts"},
+    {"webhook_allow_private", kind::boolean, &broker_config::webhook_allow_private,
+     "deliver webhooks to loopback, private and link-local addresses too (egress guard off)"},
+    {"webhook_allow_hosts", kind::host_list, &broker_config::webhook_allow_hosts,
+     "webhook hosts exempt from the egress guard: comma-separated host names and CIDRs"},
+    {"tls_cert_file", kind::optional_path, &broker_config::tls_cert_file,
+     "PEM certificate chain: serve TLS on the wire protocol and the admin HTTP (with tls_key_file)"},
+    {"tls_key_file", kind::optional_path, &broker_config::tls_key_file, "PEM private key of tls_cert_file"},
+    {"tls_client_ca_file", kind::optional_path, &broker_config::tls_client_ca_file,
+     "PEM CAs whose client certificates are required (mTLS); empty = none"},
     {"durability", kind::durability, &broker_config::durability,
      "sync: ack after fsync; async: ack before (may lose acked writes on power loss)"},
+    {"auth", kind::boolean, &broker_config::auth, "require principals' tokens (docs/security.md)"},
     {"insecure", kind::boolean, &broker_config::insecure,
-     "allow non-loopback addresses although no authentication is configured"},
+     "allow non-loopback addresses without auth and TLS both on (logged every hour)"},
     {"log_level", kind::level, &broker_config::log_level, "trace, debug, info, warn or error"},
 };
 
@@ -157,6 +168,8 @@ std::string_view expected_text(kind what) {
       return "a non-empty path";
     case kind::optional_path:
       return "a path, or \"\" for none";
+    case kind::host_list:
+      return "comma-separated host names and CIDRs such as hooks.internal,10.1.0.0/16, or \"\" for none";
     case kind::duration:
       return "a duration such as 500ms, 6s, 3m, 1h or 7d";
     case kind::duration_list:
@@ -183,6 +196,8 @@ std::string_view value_placeholder(kind what) {
       return "DIR";
     case kind::optional_path:
       return "FILE";
+    case kind::host_list:
+      return "HOST,CIDR,...";
     case kind::duration:
       return "DURATION";
     case kind::duration_list:
@@ -219,6 +234,7 @@ bool set_from_text(broker_config& config, const setting& s, std::string_view raw
     }
     case kind::path:
     case kind::optional_path:
+    case kind::host_list:
       if (text.empty() && s.what == kind::path) return false;
       config.*std::get<std::string broker_config::*>(s.field) = std::string(text);
       return true;
@@ -311,6 +327,7 @@ std::string value_as_toml(const broker_config& config, const setting& s) {
       return toml_quote((config.*std::get<common::host_port broker_config::*>(s.field)).to_string());
     case kind::path:
     case kind::optional_path:
+    case kind::host_list:
     case kind::level:
       return toml_quote(config.*std::get<std::string broker_config::*>(s.field));
     case kind::duration:
@@ -579,12 +596,24 @@ result<void> validate(const broker_config& c) {
       return fail(std::string(name) + " address '" + address->to_string() +
                   "': the host must be an IP address or localhost (names are not resolved)");
     }
-    if (!c.insecure && !common::is_loopback_host(address->host)) {
+    const bool tls = !c.tls_cert_file.empty();
+    if (!c.insecure && !common::is_loopback_host(address->host) && !(c.auth && tls)) {
       return fail(std::string(name) + " address " + address->to_string() +
-                  " is not a loopback address: txmq has no authentication yet, so it serves "
-                  "loopback only; pass --insecure (insecure = true in the config file) to accept "
-                  "connections from other hosts anyway");
+                  " is not a loopback address, and serving other hosts needs auth = true and TLS (tls_cert_file, "
+                  "tls_key_file) both on; now " + (c.auth ? "auth is on" : "auth is off") + " and TLS is " +
+                  (tls ? "on" : "off") + ". Turn them on, or pass --insecure (insecure = true in the config "
+                  "file) to accept connections from other hosts anyway");
     }
+  }
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return fail("TLS needs both tls_cert_file and tls_key_file; only " +
+                std::string(c.tls_cert_file.empty() ? "tls_key_file" : "tls_cert_file") + " is set");
+  }
+  if (!c.tls_client_ca_file.empty() && c.tls_cert_file.empty()) {
+    return fail("tls_client_ca_file (mTLS) needs TLS on: set tls_cert_file and tls_key_file too");
+  }
+  if (auto hosts = parse_allow_hosts(c.webhook_allow_hosts); !hosts) {
+    return fail("webhook_allow_hosts: " + hosts.error().message);
   }
   if (c.listen.port != 0 && c.listen == c.http) {
     return fail("listen and http are both " + c.listen.to_string() +

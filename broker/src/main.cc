@@ -1,4 +1,5 @@
-// txmq-broker: parses the configuration, starts the broker, stops it on SIGINT or SIGTERM.
+// txmq-broker: parses the configuration, starts the broker, reloads its TLS certificate on
+// SIGHUP, stops it on SIGINT or SIGTERM.
 
 #include <iostream>
 
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
   common::log::set_level(common::log::parse_level(config.log_level).value());
 
   // Before any thread starts, so that every thread inherits the mask.
-  const auto stop_signals = common::block_stop_signals();
+  const auto stop_signals = common::block_stop_signals(common::reload_on_hangup::yes);
 
   common::log::info("starting with settings:\n", describe(config));
   auto b = broker::start(config);
@@ -32,7 +33,12 @@ int main(int argc, char** argv) {
     common::log::error("cannot start: ", b.error().message);
     return 1;
   }
-  const auto sig = common::wait_for_stop_signal(stop_signals);
+  auto sig = common::wait_for_stop_signal(stop_signals);
+  while (sig == common::stop_signal::hangup) {
+    common::log::info("received SIGHUP, reloading the TLS certificate");
+    (void)b.value()->reload_tls();  // logs its outcome; a bad file keeps the old certificate
+    sig = common::wait_for_stop_signal(stop_signals);
+  }
   common::log::info("received ", common::to_string(sig), ", shutting down");
   b.value()->stop();
   return 0;

@@ -165,6 +165,12 @@ broker_config every_setting_changed() {
   c.webhook_secret_grace = std::chrono::minutes(5);
   c.webhook_ca_file = "/etc/txmq/ca.pem";
   c.webhook_max_subscriptions = 10;
+  c.webhook_allow_private = true;
+  c.webhook_allow_hosts = "hooks.internal,10.1.0.0/16";
+  c.tls_cert_file = "/etc/txmq/cert.pem";
+  c.tls_key_file = "/etc/txmq/key.pem";
+  c.tls_client_ca_file = "/etc/txmq/clients.pem";
+  c.auth = true;
   return c;
 }
 
@@ -203,7 +209,13 @@ TEST(broker_config, every_flag_parses) {
                                       "--webhook-secret-grace", "5m",
                                       "--webhook-ca-file", "/etc/txmq/ca.pem",
                                       "--webhook-max-subscriptions", "10",
+                                      "--webhook-allow-private",
+                                      "--webhook-allow-hosts", "hooks.internal,10.1.0.0/16",
+                                      "--tls-cert-file", "/etc/txmq/cert.pem",
+                                      "--tls-key-file", "/etc/txmq/key.pem",
+                                      "--tls-client-ca-file", "/etc/txmq/clients.pem",
                                       "--durability", "async",
+                                      "--auth",
                                       "--insecure",
                                       "--log-level", "debug"});
   EXPECT_EQ(got, every_setting_changed());
@@ -247,7 +259,13 @@ webhook_attempt_retention = "1h"
 webhook_secret_grace = "5m"
 webhook_ca_file = "/etc/txmq/ca.pem"
 webhook_max_subscriptions = 10
+webhook_allow_private = true
+webhook_allow_hosts = "hooks.internal,10.1.0.0/16"
+tls_cert_file = "/etc/txmq/cert.pem"
+tls_key_file = "/etc/txmq/key.pem"
+tls_client_ca_file = "/etc/txmq/clients.pem"
 durability = "async"
+auth = true
 insecure = true
 log_level = "debug"
 )",
@@ -267,7 +285,7 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
   EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
   EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 37);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 43);
 
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {
     broker_config round_trip;
@@ -405,6 +423,24 @@ TEST(broker_config, non_loopback_addresses_need_insecure) {
   EXPECT_EQ(parse_ok({"--listen", "localhost:7000"}).listen, (common::host_port{"localhost", 7000}));
   EXPECT_THAT(parse_error({"--listen", "broker.example.com:7878", "--insecure"}),
               HasSubstr("IP address or localhost"));
+  // auth and TLS both on allow other hosts; either alone does not.
+  const std::vector<std::string> tls = {"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {std::string("--listen"), std::string("0.0.0.0:7878")});
+    return extra;
+  };
+  auto both = with(tls);
+  both.push_back("--auth");
+  EXPECT_EQ(parse_ok(both).listen, (common::host_port{"0.0.0.0", 7878}));
+  EXPECT_THAT(parse_error(with(tls)), AllOf(HasSubstr("auth is off"), HasSubstr("TLS is on")));
+  EXPECT_THAT(parse_error(with({"--auth"})), AllOf(HasSubstr("auth is on"), HasSubstr("TLS is off")));
+}
+
+TEST(broker_config, tls_files_come_together) {
+  EXPECT_THAT(parse_error({"--tls-cert-file", "c.pem"}), HasSubstr("only tls_cert_file is set"));
+  EXPECT_THAT(parse_error({"--tls-key-file", "k.pem"}), HasSubstr("only tls_key_file is set"));
+  EXPECT_THAT(parse_error({"--tls-client-ca-file", "ca.pem"}), HasSubstr("needs TLS on"));
+  EXPECT_THAT(parse_error({"--webhook-allow-hosts", "a b"}), HasSubstr("webhook_allow_hosts"));
 }
 
 TEST(broker_config, validate_checks_relations_between_settings) {

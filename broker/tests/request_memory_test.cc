@@ -64,7 +64,7 @@ class request_memory_connection_test : public handler_test {
     memory_ = std::make_unique<request_memory>(io_.get_executor(), 1);
     connection_limits limits;
     limits.memory = memory_.get();
-    conn_ = std::make_shared<connection>(std::move(server), *svc_, limits, 1);
+    conn_ = std::make_shared<connection>(common::wire_stream(std::move(server)), *svc_, limits, 1);
     conn_->start();
     client_.non_blocking(true);
   }

@@ -83,6 +83,9 @@ class http_receiver {
 
 class webhook_notifier_test : public handler_test {
  protected:
+  // The receiver listens on loopback, which the egress guard refuses by default.
+  webhook_notifier_test() { settings.webhooks.guard.allow_private = true; }
+
   void TearDown() override {
     receiver_.stop();
     handler_test::TearDown();

@@ -8,6 +8,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "txmq/client/tls_flags.h"
 #include "group_commands.h"
 #include "message_commands.h"
 #include "outbox_commands.h"
@@ -267,6 +268,7 @@ po::options_description global_options(bool without_timeout = false) {
   o.add_options()(
       "connect-timeout", po::value<std::uint32_t>()->value_name("MS"), "to reach the broker (default 3000)")(
       "help,h", "show help (also: txmq COMMAND --help)");
+  client::add_tls_flags(o);
   return o;
 }
 
@@ -274,7 +276,8 @@ constexpr const char* k_short_usage =
     "usage: txmq [--broker HOST:PORT] [--json] COMMAND [ARGS]\nTry 'txmq --help'.\n";
 
 bool takes_value(const std::string& token) {
-  return token == "--broker" || token == "--timeout" || token == "--connect-timeout";
+  return token == "--broker" || token == "--timeout" || token == "--connect-timeout" ||
+         client::is_tls_flag_with_value(token);
 }
 
 std::string general_usage() {
@@ -409,7 +412,7 @@ int run_checked(const std::vector<std::string>& args, environment& env) {
     const auto connect_timeout = milliseconds(vm.count("connect-timeout") ? vm["connect-timeout"].as<std::uint32_t>() : 3000);
     if (timeout.count() == 0 || connect_timeout.count() == 0) throw usage_error("timeouts must be at least 1 ms");
 
-    detail::session s(env, vm.count("json") > 0, broker, connect_timeout, timeout);
+    detail::session s(env, vm.count("json") > 0, broker, connect_timeout, timeout, client::tls_options_from(vm));
     return cmd->execute(s, vm);
   } catch (const usage_error& e) {
     return usage(env, e.what(), short_usage);

@@ -20,7 +20,12 @@ std::shared_ptr<client::connection> session::open_connection(const std::string& 
   o.producer_group = producer_group;
   o.connect_timeout = connect_timeout_;
   o.request_timeout = timeout_;
+  o.tls = tls_;
   auto c = client::connection::connect(std::move(o));
+  if (!c && c.error().is(client::errc::tls_failed)) {
+    fail("cannot reach the broker at " + broker_ + " over TLS", c.error());
+    return nullptr;
+  }
   if (!c) {
     fail("cannot reach the broker at " + broker_ + " (check --broker or TXMQ_BROKER, and that txmq-broker runs)",
          c.error());

@@ -17,8 +17,13 @@ namespace txmq::cli::detail {
 class session {
  public:
   session(environment& env, bool json, std::string broker, std::chrono::milliseconds connect_timeout,
-          std::chrono::milliseconds timeout)
-      : env_(env), json_(json), broker_(std::move(broker)), connect_timeout_(connect_timeout), timeout_(timeout) {}
+          std::chrono::milliseconds timeout, client::tls_options tls = {})
+      : env_(env),
+        json_(json),
+        broker_(std::move(broker)),
+        connect_timeout_(connect_timeout),
+        timeout_(timeout),
+        tls_(std::move(tls)) {}
 
   [[nodiscard]] environment& env() noexcept { return env_; }
   [[nodiscard]] bool json() const noexcept { return json_; }
@@ -43,6 +48,7 @@ class session {
   std::string broker_;
   std::chrono::milliseconds connect_timeout_;
   std::chrono::milliseconds timeout_;
+  client::tls_options tls_;
   std::shared_ptr<client::connection> conn_;
 };
 

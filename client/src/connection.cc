@@ -61,6 +61,16 @@ connection::impl::impl(connection_options options) : options_(std::move(options)
   } else {
     address_error_ = address.error();
   }
+  // A CA file implies TLS: nobody names a CA to speak plaintext.
+  if (options_.tls.enabled || !options_.tls.ca_file.empty()) {
+    auto ctx = common::make_client_tls_context(
+        {options_.tls.ca_file, options_.tls.cert_file, options_.tls.key_file});
+    if (ctx) {
+      tls_context_ = std::move(ctx).value();
+    } else {
+      tls_error_ = error(errc::tls_failed, ctx.error().message);
+    }
+  }
   thread_ = std::thread([this] {
     io_thread_id_.store(std::this_thread::get_id());
     io_.run();

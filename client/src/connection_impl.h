@@ -29,6 +29,7 @@
 
 #include "txmq/client/connection.h"
 #include "txmq/common/backoff.h"
+#include "txmq/common/tls.h"
 #include "txmq/protocol/frame_codec.h"
 
 namespace txmq::client {
@@ -38,7 +39,7 @@ namespace detail {
 // Broker handshake refusals that another attempt will not cure: requests waiting for a
 // connection fail with them at once instead of waiting for their timeout.
 inline bool is_refusal(const error& e) {
-  return e.is(protocol::errc::unauthenticated) || e.is(protocol::errc::unsupported_version) ||
+  return e.is(errc::tls_failed) || e.is(protocol::errc::unauthenticated) || e.is(protocol::errc::unsupported_version) ||
          e.is(protocol::errc::hello_required) || e.is(protocol::errc::permission_denied);
 }
 }  // namespace detail
@@ -115,12 +116,14 @@ class connection::impl {
 
   void on_disconnected();
 
-  asio::awaitable<result<asio::ip::tcp::socket>> connect_once();
+  asio::awaitable<result<common::wire_stream>> connect_once();
 
-  asio::awaitable<result<asio::ip::tcp::socket>> handshake();
+  asio::awaitable<result<common::wire_stream>> handshake();
 
   // One frame: the length is checked against the limit before anything is allocated.
-  asio::awaitable<result<v1::Frame>> read_frame(asio::ip::tcp::socket& socket, std::uint32_t limit);
+  asio::awaitable<result<v1::Frame>> read_frame(common::wire_stream& stream, std::uint32_t limit);
+  // A read error as the client reports it (TLS alerts explained).
+  error read_error(const boost::system::error_code& ec, common::wire_stream& stream, std::string_view what);
 
   asio::awaitable<void> read_loop();
 
@@ -152,7 +155,10 @@ class connection::impl {
   asio::steady_timer write_signal_{io_};
   asio::steady_timer backoff_timer_{io_};
   asio::steady_timer connect_timer_{io_};
-  std::optional<asio::ip::tcp::socket> socket_;
+  std::optional<common::wire_stream> socket_;
+  // options_.tls.enabled: the context every session uses, built once; or why it could not be.
+  std::shared_ptr<asio::ssl::context> tls_context_;
+  std::optional<error> tls_error_;
   std::uint32_t receive_limit_ = protocol::default_max_frame_bytes;
   bool closing_ = false;
   bool connected_now_ = false;

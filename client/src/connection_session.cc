@@ -39,11 +39,7 @@ void connection::impl::begin_close() {
   backoff_timer_.cancel();
   connect_timer_.cancel();
   write_signal_.cancel();
-  if (socket_) {
-    boost::system::error_code ignored;
-    socket_->shutdown(tcp::socket::shutdown_both, ignored);
-    socket_->close(ignored);
-  }
+  if (socket_) socket_->close();
 }
 
 void connection::impl::set_last_error(const error& e) {
@@ -61,9 +57,7 @@ awaitable<void> connection::impl::run() {
       reconnect_delay_.reset();
       on_connected();
       co_await (read_loop() || write_loop());
-      boost::system::error_code ignored;
-      socket_->shutdown(tcp::socket::shutdown_both, ignored);
-      socket_->close(ignored);
+      socket_->close();
       socket_.reset();
       on_disconnected();
       if (closing_) break;
@@ -122,7 +116,7 @@ void connection::impl::on_disconnected() {
   fail_sent(lost);
 }
 
-awaitable<result<tcp::socket>> connection::impl::connect_once() {
+awaitable<result<common::wire_stream>> connection::impl::connect_once() {
   connect_timer_.expires_after(options_.connect_timeout);
   auto outcome = co_await (handshake() || connect_timer_.async_wait(use_nothrow));
   if (outcome.index() == 1) {
@@ -133,7 +127,8 @@ awaitable<result<tcp::socket>> connection::impl::connect_once() {
   co_return std::move(std::get<0>(outcome));
 }
 
-awaitable<result<tcp::socket>> connection::impl::handshake() {
+awaitable<result<common::wire_stream>> connection::impl::handshake() {
+  if (tls_error_) co_return *tls_error_;
   tcp::resolver resolver(io_);
   auto [rec, endpoints] = co_await resolver.async_resolve(address_->host, std::to_string(address_->port), use_nothrow);
   if (rec) co_return error(errc::not_connected, "cannot resolve " + address_->host + ": " + rec.message());
@@ -142,6 +137,16 @@ awaitable<result<tcp::socket>> connection::impl::handshake() {
   if (cec) co_return error(errc::not_connected, "cannot connect to " + options_.address + ": " + cec.message());
   boost::system::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
+  common::wire_stream stream = tls_context_ ? common::wire_stream(std::move(socket), tls_context_)
+                                            : common::wire_stream(std::move(socket));
+  if (auto* tls = stream.tls()) {
+    const std::string& name = options_.tls.server_name.empty() ? address_->host : options_.tls.server_name;
+    if (auto r = stream.expect_server_name(name); !r) co_return error(errc::tls_failed, r.error().message);
+    auto [hec] = co_await tls->async_handshake(asio::ssl::stream_base::client, use_nothrow);
+    if (hec) {
+      co_return error(errc::tls_failed, common::describe_tls_failure(hec, tls->native_handle(), options_.address));
+    }
+  }
 
   v1::Frame hello;
   hello.set_correlation_id(next_id_.fetch_add(1));
@@ -154,11 +159,15 @@ awaitable<result<tcp::socket>> connection::impl::handshake() {
   if (!protocol::encode_frame(hello, bytes, protocol::pre_hello_max_frame_bytes)) {
     co_return error(errc::invalid_argument, "the Hello frame (client id, producer group, token) is above 64 KiB");
   }
-  auto [wec, written] = co_await asio::async_write(socket, asio::buffer(bytes), use_nothrow);
+  auto [wec, written] =
+      co_await stream.visit([&](auto& s) { return asio::async_write(s, asio::buffer(bytes), use_nothrow); });
   if (wec) co_return error(errc::not_connected, "cannot send Hello to " + options_.address + ": " + wec.message());
 
-  auto answer = co_await read_frame(socket, protocol::pre_hello_max_frame_bytes);
-  if (!answer) co_return error(errc::not_connected, "handshake with " + options_.address + ": " + answer.error().to_string());
+  auto answer = co_await read_frame(stream, protocol::pre_hello_max_frame_bytes);
+  if (!answer) {
+    if (answer.error().is(errc::tls_failed)) co_return answer.error();
+    co_return error(errc::not_connected, "handshake with " + options_.address + ": " + answer.error().to_string());
+  }
   const v1::Frame& f = answer.value();
   if (f.has_error()) co_return from_wire(f.error().code(), f.error().message());
   if (!f.has_hello_ok()) {
@@ -178,17 +187,28 @@ awaitable<result<tcp::socket>> connection::impl::handshake() {
     std::lock_guard lock(mutex_);
     server_ = info;
   }
-  co_return std::move(socket);
+  co_return std::move(stream);
 }
 
 // One frame: the length is checked against the limit before anything is allocated.
-awaitable<result<v1::Frame>> connection::impl::read_frame(tcp::socket& socket, std::uint32_t limit) {
-  std::array<std::byte, protocol::frame_header_bytes> header{};
-  auto [hec, hn] = co_await asio::async_read(socket, asio::buffer(header), use_nothrow);
-  if (hec) {
-    co_return error(errc::connection_lost, hec == asio::error::eof ? std::string("the broker closed the connection")
-                                                                   : "read failed: " + hec.message());
+error connection::impl::read_error(const boost::system::error_code& ec, common::wire_stream& stream,
+                                   std::string_view what) {
+  // A TLS alert after the handshake: with TLS 1.3 the broker reports a missing or refused
+  // client certificate only here.
+  if (stream.tls() && ec.category() == asio::error::get_ssl_category()) {
+    return error(errc::tls_failed, common::describe_tls_failure(ec, stream.tls()->native_handle(), options_.address));
   }
+  if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
+    return error(errc::connection_lost, "the broker closed the connection");
+  }
+  return error(errc::connection_lost, std::string(what) + ec.message());
+}
+
+awaitable<result<v1::Frame>> connection::impl::read_frame(common::wire_stream& stream, std::uint32_t limit) {
+  std::array<std::byte, protocol::frame_header_bytes> header{};
+  auto [hec, hn] =
+      co_await stream.visit([&](auto& s) { return asio::async_read(s, asio::buffer(header), use_nothrow); });
+  if (hec) co_return read_error(hec, stream, "read failed: ");
   auto length = protocol::decode_frame_length(header, limit);
   if (!length) {
     if (length.error() == protocol::errc::frame_too_large) {
@@ -198,8 +218,8 @@ awaitable<result<v1::Frame>> connection::impl::read_frame(tcp::socket& socket, s
     co_return error(protocol::errc::frame_malformed, "the broker sent a zero-length frame");
   }
   std::string body(length.value(), '\0');
-  auto [bec, bn] = co_await asio::async_read(socket, asio::buffer(body), use_nothrow);
-  if (bec) co_return error(errc::connection_lost, "the stream ended inside a frame: " + bec.message());
+  auto [bec, bn] = co_await stream.visit([&](auto& s) { return asio::async_read(s, asio::buffer(body), use_nothrow); });
+  if (bec) co_return read_error(bec, stream, "the stream ended inside a frame: ");
   auto frame = protocol::decode_frame_body(std::as_bytes(std::span(body)));
   if (!frame) co_return error(protocol::errc::frame_malformed, "the broker sent a frame that is not a txmq.v1.Frame");
   co_return std::move(frame).value();
@@ -247,7 +267,7 @@ awaitable<void> connection::impl::write_loop() {
     }
     for (const auto& b : batch) buffers.push_back(asio::buffer(b));
     if (buffers.empty()) continue;
-    auto [ec, n] = co_await asio::async_write(*socket_, buffers, use_nothrow);
+    auto [ec, n] = co_await socket_->visit([&](auto& s) { return asio::async_write(s, buffers, use_nothrow); });
     if (ec) {
       disconnect_reason_ = error(errc::connection_lost, "write failed: " + ec.message());
       co_return;

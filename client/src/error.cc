@@ -19,6 +19,7 @@ class category final : public std::error_category {
       case errc::would_deadlock: return "would deadlock";
       case errc::invalid_argument: return "invalid argument";
       case errc::handler_failed: return "handler failed";
+      case errc::tls_failed: return "TLS failed";
     }
     return "unknown client error " + std::to_string(ev);
   }

@@ -15,6 +15,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "txmq/common/log.h"
 
@@ -77,6 +78,9 @@ struct admin_http_state : std::enable_shared_from_this<admin_http_state> {
 
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> session(tcp::socket socket);
+  // The request loop over a plain or a TLS stream whose TCP layer is `tcp`.
+  template <class Stream>
+  asio::awaitable<void> serve(Stream& stream, beast::tcp_stream& tcp);
   asio::awaitable<http::response<http::string_body>> respond(
       const http::request<http::string_body>& req);
 
@@ -157,20 +161,42 @@ asio::awaitable<void> admin_http_state::accept_loop() {
 
 asio::awaitable<void> admin_http_state::session(tcp::socket socket) {
   auto self = shared_from_this();
-  beast::tcp_stream stream(std::move(socket));
-  connections_.insert(&stream);
+  if (!options_.tls) {
+    beast::tcp_stream stream(std::move(socket));
+    co_await serve(stream, stream);
+    co_return;
+  }
+  auto ctx = options_.tls();
+  beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *ctx);
+  co_await serve(stream, stream.next_layer());
+}
+
+template <class Stream>
+asio::awaitable<void> admin_http_state::serve(Stream& stream, beast::tcp_stream& tcp) {
+  connections_.insert(&tcp);
   struct unregister {
     admin_http_state& state;
     beast::tcp_stream* stream;
     ~unregister() { state.connections_.erase(stream); }
-  } guard{*this, &stream};
+  } guard{*this, &tcp};
 
+  if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+    tcp.expires_after(options_.read_timeout);
+    auto [hec] = co_await stream.async_handshake(asio::ssl::stream_base::server, k_as_tuple);
+    if (hec) {
+      // A plaintext client or an untrusted one: nothing can be answered in HTTP; debug only,
+      // as scanners do this all day.
+      txmq::common::log::debug("admin HTTP: TLS handshake failed: ", hec.message());
+      tcp.close();
+      co_return;
+    }
+  }
   beast::flat_buffer buffer;
   while (!stopped_) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
     parser.body_limit(options_.max_body_bytes);
-    stream.expires_after(options_.read_timeout);
+    tcp.expires_after(options_.read_timeout);
     auto [read_ec, read_n] = co_await http::async_read(stream, buffer, parser, k_as_tuple);
     if (stopped_) break;
     if (read_ec) {
@@ -188,7 +214,7 @@ asio::awaitable<void> admin_http_state::session(tcp::socket socket) {
       }
       // Anything else is the peer leaving, the timeout or stop(): nothing to answer.
       if (answer) {
-        stream.expires_after(options_.write_timeout);
+        tcp.expires_after(options_.write_timeout);
         (void)co_await http::async_write(stream, *answer, k_as_tuple);
       }
       break;
@@ -196,13 +222,13 @@ asio::awaitable<void> admin_http_state::session(tcp::socket socket) {
     const auto& req = parser.get();
     auto res = co_await respond(req);
     if (stopped_) break;
-    stream.expires_after(options_.write_timeout);
+    tcp.expires_after(options_.write_timeout);
     auto [write_ec, write_n] = co_await http::async_write(stream, res, k_as_tuple);
     if (write_ec || !res.keep_alive()) break;
   }
   boost::system::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  stream.close();
+  tcp.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  tcp.close();
 }
 
 asio::awaitable<http::response<http::string_body>> admin_http_state::respond(

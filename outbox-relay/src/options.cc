@@ -8,6 +8,7 @@
 #include <boost/program_options.hpp>
 
 #include "txmq/client/connection.h"
+#include "txmq/client/tls_flags.h"
 #include "txmq/common/units.h"
 
 namespace txmq::relay {
@@ -41,6 +42,7 @@ po::options_description make_options(relay_options& o, text_values& t) {
       "http", po::value(&t.http)->default_value(t.http), "admin HTTP HOST:PORT for /healthz and /metrics (port 0: any)")(
       "relay-id", po::value(&o.relay_id), "name in txmq_relay and pg_stat_activity (default host:pid)")(
       "log-level", po::value(&t.log_level)->default_value(t.log_level), "trace, debug, info, warn or error");
+  client::add_tls_flags(desc);
   return desc;
 }
 
@@ -89,6 +91,7 @@ result<command_line> parse_relay_options(int argc, const char* const* argv) {
   // The broker's address is checked here, so a typo exits 2 with the flag named instead of
   // failing later, when the relay first connects.
   if (auto broker = client::broker_address::parse(o.broker); !broker) return bad_value("broker", broker.error());
+  o.tls = client::tls_options_from(vm);
 
   auto poll = common::parse_duration(text.poll);
   if (!poll) return bad_value("poll-interval", poll.error());

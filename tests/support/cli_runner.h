@@ -162,7 +162,7 @@ cli_result txmq(const broker_process& b, std::vector<std::string> args, const st
   return run_txmq(args, input);
 }
 
-std::vector<std::string> fields(const std::string& line) {
+[[maybe_unused]] std::vector<std::string> fields(const std::string& line) {
   std::vector<std::string> out;
   std::istringstream in(line);
   for (std::string f; in >> f;) out.push_back(f);

@@ -12,18 +12,31 @@
 #include "txmq/protocol/message_id.h"
 #include "support/wire_client.h"
 #include "txmq/common/address.h"
+#include "txmq/common/tls.h"
 
 namespace txmq::bench::detail {
 namespace {
 
 namespace asio = boost::asio;
 
-using address = common::host_port;
+// Where the broker is, and with --tls the context and the name its certificate must show.
+struct address {
+  common::host_port at;
+  std::shared_ptr<asio::ssl::context> tls;
+  std::string server_name;
+};
 
-address parse_address(const std::string& text) {
-  auto parsed = common::parse_host_port(text);
+address parse_address(const system_options& o) {
+  auto parsed = common::parse_host_port(o.address);
   if (!parsed) throw std::invalid_argument("txmq: " + parsed.error().message);
-  return std::move(parsed).value();
+  address out{std::move(parsed).value(), nullptr, o.tls.server_name};
+  if (o.tls.enabled) {
+    auto ctx = common::make_client_tls_context({o.tls.ca_file, o.tls.cert_file, o.tls.key_file});
+    if (!ctx) throw std::invalid_argument("txmq: " + ctx.error().message);
+    out.tls = std::move(ctx).value();
+    if (out.server_name.empty()) out.server_name = out.at.host;
+  }
+  return out;
 }
 
 // Runs one ready handler (waiting up to max_wait for it), then every other ready one.
@@ -43,7 +56,7 @@ v1::Frame call(asio::io_context& io, wire_connection& c, v1::Frame request) {
 }
 
 std::shared_ptr<wire_connection> connect(asio::io_context& io, const address& a, const std::string& who) {
-  auto c = std::make_shared<wire_connection>(io, a.host, a.port);
+  auto c = std::make_shared<wire_connection>(io, a.at.host, a.at.port, a.tls, a.server_name);
   c->connect_blocking(who);
   return c;
 }
@@ -173,7 +186,7 @@ class txmq_consumer final : public consumer {
 
 class txmq_system final : public system_under_test {
  public:
-  explicit txmq_system(const system_options& o) : address_(parse_address(o.address)), topic_(o.name) {
+  explicit txmq_system(const system_options& o) : address_(parse_address(o)), topic_(o.name) {
     asio::io_context io;
     auto c = connect(io, address_, "txmq-bench-admin");
     v1::Frame f;

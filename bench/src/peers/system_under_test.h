@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "txmq/client/connection.h"
+
 namespace txmq::bench {
 
 struct system_options {
@@ -28,6 +30,7 @@ struct system_options {
   // the system can remove it, so that every run starts empty.
   std::string name = "bench";
   std::uint32_t partitions = 4;  // txmq only
+  client::tls_options tls;       // txmq only: --tls, --tls-ca, --tls-cert, --tls-key
 };
 
 class publisher {

@@ -9,25 +9,38 @@ namespace txmq::bench {
 
 namespace asio = boost::asio;
 
-wire_connection::wire_connection(asio::io_context& io, std::string host, std::uint16_t port)
-    : io_(io), socket_(io), host_(std::move(host)), port_(port) {}
+wire_connection::wire_connection(asio::io_context& io, std::string host, std::uint16_t port,
+                                 std::shared_ptr<asio::ssl::context> tls, std::string server_name)
+    : io_(io),
+      stream_(tls ? common::wire_stream(asio::ip::tcp::socket(io), std::move(tls))
+                  : common::wire_stream(asio::ip::tcp::socket(io))),
+      server_name_(std::move(server_name)),
+      host_(std::move(host)),
+      port_(port) {}
 
 void wire_connection::connect_blocking(const std::string& client_id) {
-  socket_.connect({asio::ip::make_address(host_), port_});
-  socket_.set_option(asio::ip::tcp::no_delay(true));
+  asio::ip::tcp::resolver resolver(io_);
+  asio::connect(stream_.socket(), resolver.resolve(host_, std::to_string(port_)));
+  stream_.socket().set_option(asio::ip::tcp::no_delay(true));
+  if (auto* tls = stream_.tls()) {
+    if (auto r = stream_.expect_server_name(server_name_); !r) throw std::runtime_error(r.error().message);
+    boost::system::error_code ec;
+    tls->handshake(asio::ssl::stream_base::client, ec);
+    if (ec) throw std::runtime_error(common::describe_tls_failure(ec, tls->native_handle(), host_));
+  }
   v1::Frame hello;
   hello.set_correlation_id(next_id_++);
   hello.mutable_hello()->set_protocol_version(1);
   hello.mutable_hello()->set_client_id(client_id);
   std::string bytes;
   if (!protocol::encode_frame(hello, bytes)) throw std::runtime_error("cannot encode Hello");
-  asio::write(socket_, asio::buffer(bytes));
+  stream_.visit([&](auto& s) { asio::write(s, asio::buffer(bytes)); });
   std::array<std::byte, 4> header{};
-  asio::read(socket_, asio::buffer(header));
+  stream_.visit([&](auto& s) { asio::read(s, asio::buffer(header)); });
   auto len = protocol::decode_frame_length(header, protocol::default_max_frame_bytes);
   if (!len) throw std::runtime_error("bad answer to Hello");
   std::string body(len.value(), '\0');
-  asio::read(socket_, asio::buffer(body));
+  stream_.visit([&](auto& s) { asio::read(s, asio::buffer(body)); });
   auto f = protocol::decode_frame_body(std::as_bytes(std::span(body.data(), body.size())));
   if (!f || !f.value().has_hello_ok()) throw std::runtime_error("broker refused Hello");
   asio::co_spawn(io_, [self = shared_from_this()] { return self->read_loop(); }, [](std::exception_ptr e) {
@@ -47,12 +60,13 @@ void wire_connection::flush() {
   if (write_active_ || out_.empty()) return;
   write_active_ = true;
   writing_.swap(out_);
-  asio::async_write(socket_, asio::buffer(writing_), [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+  auto done = [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
     self->write_active_ = false;
     self->writing_.clear();
     if (ec) throw std::runtime_error("write to broker failed: " + ec.message());
     self->flush();
-  });
+  };
+  stream_.visit([&](auto& s) { asio::async_write(s, asio::buffer(writing_), done); });
 }
 
 asio::awaitable<void> wire_connection::read_loop() {
@@ -60,12 +74,14 @@ asio::awaitable<void> wire_connection::read_loop() {
   std::array<std::byte, 4> header{};
   std::string body;
   for (;;) {
-    auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(header), asio::as_tuple(asio::use_awaitable));
+    auto [ec, n] = co_await stream_.visit(
+        [&](auto& s) { return asio::async_read(s, asio::buffer(header), asio::as_tuple(asio::use_awaitable)); });
     if (ec) co_return;
     auto len = protocol::decode_frame_length(header, 64u << 20);
     if (!len) throw std::runtime_error("bad frame from broker");
     body.resize(len.value());
-    auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(body), asio::as_tuple(asio::use_awaitable));
+    auto [ec2, n2] = co_await stream_.visit(
+        [&](auto& s) { return asio::async_read(s, asio::buffer(body), asio::as_tuple(asio::use_awaitable)); });
     if (ec2) co_return;
     v1::Frame f;
     if (!f.ParseFromString(body)) throw std::runtime_error("unparsable frame from broker");

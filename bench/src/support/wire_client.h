@@ -12,6 +12,7 @@
 
 #include <boost/asio.hpp>
 
+#include "txmq/common/tls.h"
 #include "txmq/v1/frame.pb.h"
 
 namespace txmq::bench {
@@ -20,7 +21,9 @@ class wire_connection : public std::enable_shared_from_this<wire_connection> {
  public:
   using callback = std::function<void(const v1::Frame&)>;
 
-  wire_connection(boost::asio::io_context& io, std::string host, std::uint16_t port);
+  // With `tls`, the connection speaks TLS and verifies the broker's certificate for `server_name`.
+  wire_connection(boost::asio::io_context& io, std::string host, std::uint16_t port,
+                  std::shared_ptr<boost::asio::ssl::context> tls = nullptr, std::string server_name = {});
   // Connects and says Hello; throws on failure. Call before io.run() or from the io thread.
   void connect_blocking(const std::string& client_id);
   // Sends a request; cb runs on the io thread with the answer (or an Error frame).
@@ -32,7 +35,8 @@ class wire_connection : public std::enable_shared_from_this<wire_connection> {
   void flush();
 
   boost::asio::io_context& io_;
-  boost::asio::ip::tcp::socket socket_;
+  common::wire_stream stream_;
+  std::string server_name_;
   std::string host_;
   std::uint16_t port_;
   std::uint64_t next_id_ = 1;

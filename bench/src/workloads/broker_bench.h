@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "txmq/client/connection.h"
+
 namespace txmq::bench {
 
 struct broker_bench_options {
@@ -16,6 +18,7 @@ struct broker_bench_options {
   std::string label;             // printed instead of `system` when set
   // txmq, RabbitMQ, NATS: HOST:PORT; pgqueue: a libpq connection string.
   std::string address = "127.0.0.1:7878";
+  client::tls_options tls;  // txmq: --tls, --tls-ca, --tls-cert, --tls-key
   std::string topic = "bench";  // prefix of the topic/queue/stream/table made for each run
   std::uint32_t partitions = 4;
   std::size_t message_bytes = 256;

@@ -33,40 +33,102 @@ v1::Frame error_frame(std::uint64_t correlation_id, v1::ErrorCode code, std::str
 }
 }  // namespace
 
-connection::connection(asio::ip::tcp::socket socket, service& svc, connection_limits limits, std::uint64_t id,
+connection::connection(common::wire_stream stream, service& svc, connection_limits limits, std::uint64_t id,
                        std::function<void()> on_closed)
-    : socket_(std::move(socket)),
+    : stream_(std::move(stream)),
       service_(svc),
       limits_(limits),
       id_(id),
       on_closed_(std::move(on_closed)),
-      wake_writer_(socket_.get_executor()),
-      deadline_timer_(socket_.get_executor()) {
+      wake_writer_(stream_.socket().get_executor()),
+      deadline_timer_(stream_.socket().get_executor()) {
   boost::system::error_code ec;
-  auto ep = socket_.remote_endpoint(ec);
+  auto ep = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
-  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  stream_.socket().set_option(asio::ip::tcp::no_delay(true), ec);
   wake_writer_.expires_at(asio::steady_timer::time_point::max());
   deadline_timer_.expires_at(asio::steady_timer::time_point::max());
 }
 
-void connection::start() {
-  auto self = shared_from_this();
-  auto log_end = [self](const char* what) {
-    return [self, what](std::exception_ptr e) {
-      if (!e) return;
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        common::log::error("connection ", self->id_, " (", self->peer_, ") ", what, " failed: ", ex.what());
-      }
-      self->shutdown();
-    };
+std::function<void(std::exception_ptr)> connection::log_end(const char* what) {
+  return [self = shared_from_this(), what](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      common::log::error("connection ", self->id_, " (", self->peer_, ") ", what, " failed: ", ex.what());
+    }
+    self->shutdown();
   };
+}
+
+void connection::start() {
+  // The handshake counts against hello_timeout: a peer that never finishes it is closed.
   set_deadline(deadline_kind::hello, limits_.hello_timeout);
-  asio::co_spawn(socket_.get_executor(), reader(), log_end("reader"));
-  asio::co_spawn(socket_.get_executor(), writer(), log_end("writer"));
-  asio::co_spawn(socket_.get_executor(), watchdog(), log_end("watchdog"));
+  const auto ex = stream_.socket().get_executor();
+  asio::co_spawn(ex, watchdog(), log_end("watchdog"));
+  if (stream_.is_tls()) {
+    handshaking_ = true;
+    asio::co_spawn(ex, tls_handshake(), log_end("TLS handshake"));
+  } else {
+    start_io();
+  }
+}
+
+void connection::start_io() {
+  const auto ex = stream_.socket().get_executor();
+  asio::co_spawn(ex, reader(), log_end("reader"));
+  asio::co_spawn(ex, writer(), log_end("writer"));
+}
+
+awaitable<void> connection::tls_handshake() {
+  auto self = shared_from_this();
+  auto& socket = stream_.socket();
+  // A TLS client speaks first with a handshake record; anything else is a plaintext client,
+  // which can still read a plaintext Error saying why it is turned away.
+  auto [wec] = co_await socket.async_wait(asio::ip::tcp::socket::wait_read, as_tuple_awaitable);
+  if (closed_) co_return;
+  std::array<unsigned char, 1> first{};
+  boost::system::error_code pec;
+  const std::size_t peeked = wec ? 0 : socket.receive(asio::buffer(first), asio::socket_base::message_peek, pec);
+  if (wec || pec || peeked == 0) {
+    shutdown();
+    co_return;
+  }
+  if (first[0] != common::k_tls_handshake_record) {
+    common::log::info("connection ", id_, " (", peer_, ") closed: a plaintext client on the TLS port");
+    handshaking_ = false;
+    asio::co_spawn(socket.get_executor(),
+                   refuse_connection(std::move(socket),
+                                     error_frame(0, v1::HELLO_REQUIRED,
+                                                 "this broker port requires TLS: connect with --tls-ca FILE (or "
+                                                 "--tls for the system's CAs)")),
+                   [](std::exception_ptr e) {
+                     if (!e) return;
+                     try {
+                       std::rethrow_exception(e);
+                     } catch (const std::exception& ex) {
+                       common::log::error("refusing a plaintext client failed: ", ex.what());
+                     }
+                   });
+    shutdown();
+    co_return;
+  }
+  auto [hec] = co_await stream_.tls()->async_handshake(asio::ssl::stream_base::server, as_tuple_awaitable);
+  handshaking_ = false;
+  if (closed_) co_return;
+  if (hec) {
+    // Usually the client's doing (it does not trust our certificate, speaks an old version,
+    // sent no or a foreign client certificate): info, with OpenSSL's reason.
+    common::log::info("connection ", id_, " (", peer_, ") closed: TLS handshake failed: ", hec.message());
+    shutdown();
+    co_return;
+  }
+  cert_principal_ = common::verified_peer_common_name(stream_.tls()->native_handle());
+  if (cert_principal_) {
+    common::log::debug("connection ", id_, " (", peer_, "): TLS client certificate CN=", *cert_principal_);
+  }
+  start_io();
 }
 
 awaitable<void> connection::reader() {
@@ -84,15 +146,23 @@ awaitable<void> connection::reader() {
     }
     if (hello_done_) set_deadline(deadline_kind::idle, limits_.idle_timeout);
     // The first byte starts the frame and its frame_read_timeout; waiting for it is idleness.
-    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(header), as_tuple_awaitable);
+    auto [ec, n] = co_await stream_.visit(
+        [&](auto& s) { return s.async_read_some(asio::buffer(header), as_tuple_awaitable); });
     if (ec) break;  // peer closed or reset: nothing to say
     if (hello_done_ || std::chrono::steady_clock::now() + limits_.frame_read_timeout < deadline_) {
       set_deadline(deadline_kind::frame, limits_.frame_read_timeout);
     }
     if (n < header.size()) {
-      auto [ec1, n1] = co_await asio::async_read(socket_, asio::buffer(header.data() + n, header.size() - n),
-                                                 as_tuple_awaitable);
+      auto [ec1, n1] = co_await stream_.visit([&](auto& s) {
+        return asio::async_read(s, asio::buffer(header.data() + n, header.size() - n), as_tuple_awaitable);
+      });
       if (ec1) break;
+    }
+    if (!hello_done_ && !stream_.is_tls() && static_cast<unsigned char>(header[0]) == common::k_tls_handshake_record &&
+        static_cast<unsigned char>(header[1]) == 0x03) {
+      // The answer is plaintext, which the client's TLS layer reports as "not TLS".
+      fail(v1::FRAME_MALFORMED, "a TLS handshake on the broker's plaintext port: connect without --tls/--tls-ca");
+      break;
     }
     const std::uint32_t limit = hello_done_ ? limits_.max_frame_bytes : protocol::pre_hello_max_frame_bytes;
     auto length = protocol::decode_frame_length(header, limit);
@@ -113,8 +183,9 @@ awaitable<void> connection::reader() {
     while (got < frame_bytes) {
       const std::size_t next = std::min(frame_bytes, std::max(k_first_body_chunk, 2 * got));
       body.resize(next);
-      auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(body.data() + got, next - got),
-                                                 as_tuple_awaitable);
+      auto [ec2, n2] = co_await stream_.visit([&](auto& s) {
+        return asio::async_read(s, asio::buffer(body.data() + got, next - got), as_tuple_awaitable);
+      });
       if (ec2) {
         read_failed = true;
         break;
@@ -212,6 +283,13 @@ void connection::deadline_passed() {
     case deadline_kind::none:
       return;
     case deadline_kind::hello:
+      if (handshaking_) {
+        // Nothing can be said before the TLS handshake completes.
+        common::log::info("connection ", id_, " (", peer_, ") closed: no TLS handshake within hello_timeout (",
+                          format_duration(limits_.hello_timeout), ")");
+        shutdown();
+        return;
+      }
       fail(v1::HELLO_REQUIRED, "no Hello within hello_timeout (" + format_duration(limits_.hello_timeout) + ")");
       break;
     case deadline_kind::frame:
@@ -234,7 +312,7 @@ void connection::deadline_passed() {
   }
   // Ends the reader's pending read; the writer sends the reason, then closes the socket.
   boost::system::error_code ec;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
 }
 
 awaitable<void> connection::writer() {
@@ -259,7 +337,7 @@ awaitable<void> connection::writer() {
       queued_bytes_ -= b.size();
       buffers.emplace_back(asio::buffer(b));
     }
-    auto [ec, n] = co_await asio::async_write(socket_, buffers, as_tuple_awaitable);
+    auto [ec, n] = co_await stream_.visit([&](auto& s) { return asio::async_write(s, buffers, as_tuple_awaitable); });
     if (ec) break;
   }
   shutdown();
@@ -326,7 +404,9 @@ void connection::close() {
   closing_ = true;
   boost::system::error_code ec;
   // Ends the reader; the writer finishes the queue and then closes the socket.
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
+  // Before the reader and writer exist (TLS handshake) there is nobody to finish: close now.
+  if (handshaking_) shutdown();
   wake_writer_.cancel();
   if (limits_.memory) limits_.memory->wake_all();
 }
@@ -335,9 +415,7 @@ void connection::shutdown() {
   if (closed_) return;
   closed_ = true;
   closing_ = true;
-  boost::system::error_code ec;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
-  socket_.close(ec);
+  stream_.close();
   wake_writer_.cancel();
   deadline_timer_.cancel();
   queue_.clear();

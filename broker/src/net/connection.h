@@ -6,6 +6,10 @@
 // closes the connection when a deadline passes (Hello, a started frame, idleness;
 // docs/semantics.md §6). The handlers answer through its responder interface. Runs on the
 // broker's io thread; not thread-safe.
+//
+// On the TLS port the stream is TLS over the socket (common::wire_stream): the handshake runs
+// first, bounded by hello_timeout; a peer whose first byte is no TLS record is answered, in
+// plaintext, an Error saying the port requires TLS, and closed.
 
 #include <chrono>
 #include <cstdint>
@@ -15,9 +19,12 @@
 #include <string>
 #include <unordered_map>
 
+#include <optional>
+
 #include <boost/asio.hpp>
 
 #include "net/request_memory.h"
+#include "txmq/common/tls.h"
 #include "net/responder.h"
 #include "txmq/v1/frame.pb.h"
 
@@ -43,7 +50,7 @@ struct connection_limits {
 class connection final : public responder, public std::enable_shared_from_this<connection> {
  public:
   // `on_closed` runs once, when the socket is closed (the broker counts open sockets with it).
-  connection(boost::asio::ip::tcp::socket socket, service& svc, connection_limits limits, std::uint64_t id,
+  connection(common::wire_stream stream, service& svc, connection_limits limits, std::uint64_t id,
              std::function<void()> on_closed = {});
 
   void start();
@@ -57,11 +64,20 @@ class connection final : public responder, public std::enable_shared_from_this<c
   [[nodiscard]] const std::string& client_id() const noexcept override { return client_id_; }
   [[nodiscard]] const std::string& producer_group() const noexcept override { return producer_group_; }
   [[nodiscard]] const std::string& peer() const noexcept override { return peer_; }
+  // The CN of the client certificate verified during the TLS handshake (mTLS); std::nullopt on
+  // the plain port or without a client certificate. Set before the Hello is read, so Hello's
+  // authentication can take it as the principal when no token is sent.
+  [[nodiscard]] const std::optional<std::string>& cert_principal() const noexcept { return cert_principal_; }
 
  private:
   // What the watchdog enforces now; each kind closes the connection with its own reason.
   enum class deadline_kind { none, hello, frame, idle, closing };
 
+  // TLS port: refuses a plaintext peer, runs the handshake, then starts reader and writer.
+  boost::asio::awaitable<void> tls_handshake();
+  void start_io();
+  // The completion of a coroutine of this connection: logs an exception and closes.
+  std::function<void(std::exception_ptr)> log_end(const char* what);
   boost::asio::awaitable<void> reader();
   boost::asio::awaitable<void> writer();
   boost::asio::awaitable<void> watchdog();
@@ -78,7 +94,7 @@ class connection final : public responder, public std::enable_shared_from_this<c
   // Gives back what the request answered by `correlation_id` held of limits_.memory.
   void release_request(std::uint64_t correlation_id);
 
-  boost::asio::ip::tcp::socket socket_;
+  common::wire_stream stream_;
   service& service_;
   connection_limits limits_;
   std::uint64_t id_;
@@ -86,6 +102,8 @@ class connection final : public responder, public std::enable_shared_from_this<c
   std::string peer_;
   std::string client_id_;
   std::string producer_group_;
+  std::optional<std::string> cert_principal_;
+  bool handshaking_ = false;  // TLS handshake running: nothing can be sent yet
   bool hello_done_ = false;
   bool closing_ = false;  // no more reads; close once the queue is written
   bool closed_ = false;

@@ -119,7 +119,7 @@ void webhook_notifier::create(const std::shared_ptr<responder>& c, std::uint64_t
         if (c) c->respond_error(corr, v1::INTERNAL, "starting the webhook failed: " + s.error().message);
         return;
       }
-      common::log::info("webhooks: created ", answer.id(), " for topic '", answer.topic(), "' -> ", answer.url());
+      common::log::info("webhooks: created ", answer.id(), " for topic '", answer.topic(), "' -> ", redact_webhook_url(answer.url()));
       pump(s.value());
       if (!c) return;
       v1::Frame out;

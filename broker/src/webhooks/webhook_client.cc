@@ -26,9 +26,9 @@ struct webhook_endpoint::conn {
   beast::tcp_stream& tcp() { return plain ? *plain : tls->next_layer(); }
 };
 
-webhook_endpoint::webhook_endpoint(asio::any_io_executor ex, ssl::context& tls_context, webhook_url url,
-                                   std::size_t max_idle)
-    : ex_(std::move(ex)), tls_(tls_context), url_(std::move(url)), max_idle_(max_idle) {}
+webhook_endpoint::webhook_endpoint(asio::any_io_executor ex, ssl::context& tls_context, const egress_guard& guard,
+                                   webhook_url url, std::size_t max_idle)
+    : ex_(std::move(ex)), tls_(tls_context), guard_(guard), url_(std::move(url)), max_idle_(max_idle) {}
 
 webhook_endpoint::~webhook_endpoint() = default;
 
@@ -56,6 +56,18 @@ asio::awaitable<std::unique_ptr<webhook_endpoint::conn>> webhook_endpoint::open(
       co_return nullptr;
     }
     for (auto& r : results) endpoints.push_back(r.endpoint());
+  }
+  // The guard sees the very endpoints the connect below is given: no second resolution.
+  std::string refusal;
+  std::erase_if(endpoints, [&](const tcp::endpoint& e) {
+    auto why = guard_.refuses(url_.host, e.address());
+    if (why && refusal.empty()) refusal = std::move(*why);
+    return why.has_value();
+  });
+  if (endpoints.empty()) {
+    out.blocked = true;
+    out.error = "blocked: " + refusal;
+    co_return nullptr;
   }
   c->tcp().expires_at(deadline);
   auto [cec, ep] = co_await c->tcp().async_connect(endpoints, k_as_tuple);

@@ -105,7 +105,7 @@ result<std::shared_ptr<webhook_notifier::subscription>> webhook_notifier::make_s
   s->delivery.max_attempts = static_cast<std::uint32_t>(s->delivery.retry_schedule.size()) + 1;
   s->tracker = std::make_unique<group_tracker>(s->group, s->delivery, store_);
   TXMQ_TRY(s->tracker->load(state, now_ms()));
-  s->endpoint = std::make_unique<webhook_endpoint>(io_.get_executor(), tls_, std::move(url.value()),
+  s->endpoint = std::make_unique<webhook_endpoint>(io_.get_executor(), tls_, settings_.guard, std::move(url.value()),
                                                    std::max<std::uint32_t>(1, rec.concurrency()));
   s->refilled = std::chrono::steady_clock::now();
   s->tokens = rec.rate_per_second();
@@ -283,6 +283,8 @@ asio::awaitable<void> webhook_notifier::attempt(std::shared_ptr<subscription> s,
     if (auto ra = parse_retry_after(res.retry_after, now_ms())) {
       retry_after_ms = static_cast<std::uint32_t>(std::clamp<std::int64_t>(ra->count(), 1, k_max_retry_after_ms));
     }
+  } else if (res.blocked) {
+    log_line.set_outcome(v1::WEBHOOK_BLOCKED);
   } else if (res.timed_out) {
     log_line.set_outcome(v1::WEBHOOK_TIMED_OUT);
   } else {
@@ -347,7 +349,7 @@ void webhook_notifier::finish_attempt(subscription& s, const v1::Message& msg, b
 
 void webhook_notifier::disable(subscription& s, std::string why) {
   if (s.rec.disabled()) return;
-  common::log::warn("webhooks: subscription ", s.rec.id(), " (", s.rec.url(), ") disabled: ", why);
+  common::log::warn("webhooks: subscription ", s.rec.id(), " (", redact_webhook_url(s.rec.url()), ") disabled: ", why);
   s.rec.set_disabled(true);
   s.rec.set_disabled_reason(std::move(why));
   s.rec.set_disabled_ms(now_ms());

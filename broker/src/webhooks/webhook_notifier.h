@@ -33,6 +33,7 @@
 #include <boost/asio/ssl.hpp>
 
 #include "net/responder.h"
+#include "webhooks/egress_guard.h"
 #include "txmq/storage/store.h"
 
 #include "txmq/common/admin_http.h"
@@ -56,6 +57,8 @@ struct webhook_settings {
   std::chrono::milliseconds secret_grace = std::chrono::hours(24);
   std::string ca_file;  // extra trusted certificates (PEM) besides the system's
   std::size_t max_webhooks = 1000;
+  // The egress guard: webhook_allow_private and webhook_allow_hosts (parsed).
+  egress_guard guard;
   std::chrono::milliseconds tick{20};
   std::uint32_t max_frame_bytes = 8u << 20;
 };

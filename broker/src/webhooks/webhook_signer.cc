@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <boost/url/parse.hpp>
+#include <boost/url/url.hpp>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -84,8 +85,21 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view valu
   return std::chrono::milliseconds(std::max<std::int64_t>(0, at_ms - now_ms));
 }
 
-result<webhook_url> parse_webhook_url(std::string_view url) {
-  auto u = boost::urls::parse_absolute_uri(url);
+std::string redact_webhook_url(std::string_view url) {
+  auto u = boost::urls::parse_uri_reference(url);
+  if (!u) {
+    const auto cut = url.find_first_of("@?");
+    return std::string(url.substr(0, cut)) + (cut == std::string_view::npos ? "" : "REDACTED");
+  }
+  boost::urls::url copy(*u);
+  if (copy.has_userinfo()) copy.set_encoded_userinfo("REDACTED");
+  if (copy.has_query()) copy.set_encoded_query("REDACTED");
+  return std::string(copy.buffer());
+}
+
+result<webhook_url> parse_webhook_url(std::string_view raw) {
+  const std::string url = redact_webhook_url(raw);  // what the error messages quote
+  auto u = boost::urls::parse_absolute_uri(raw);
   if (!u) {
     return error(std::make_error_code(std::errc::invalid_argument), "'" + std::string(url) + "' is not an absolute URL: " + u.error().message());
   }

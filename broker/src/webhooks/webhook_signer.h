@@ -47,7 +47,11 @@ struct webhook_url {
   std::string port;    // "80"/"443" when the URL names none
   std::string target;  // path and query, "/" at least
 };
-// http:// or https:// with a host; no user info, no fragment. Errors say what is wrong.
+// http:// or https:// with a host; no user info, no fragment. Errors say what is wrong (quoting
+// the URL redacted).
 [[nodiscard]] result<webhook_url> parse_webhook_url(std::string_view url);
+// `url` for a log line: user info and query (where tokens hide) replaced by "REDACTED"
+// ("https://REDACTED@h/p?REDACTED"). Text that is no URL keeps only what precedes any '@' or '?'.
+[[nodiscard]] std::string redact_webhook_url(std::string_view url);
 
 }  // namespace txmq::broker

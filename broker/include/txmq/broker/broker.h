@@ -33,6 +33,11 @@ class broker {
   [[nodiscard]] boost::asio::ip::tcp::endpoint endpoint() const;
   [[nodiscard]] boost::asio::ip::tcp::endpoint http_endpoint() const;
 
+  // Loads tls_cert_file/tls_key_file/tls_client_ca_file again (SIGHUP): new connections on both
+  // ports use them, open ones keep theirs. On error the previous certificate stays, the error
+  // is logged and returned. Without TLS it does nothing.
+  result<void> reload_tls();
+
   // Shuts down in two steps: stop accepting and answer parked long polls, then close the
   // connections, finish the store's queued writes and close it. Idempotent.
   void stop();

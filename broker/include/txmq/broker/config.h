@@ -108,10 +108,23 @@ struct broker_config {
   duration webhook_secret_grace = std::chrono::hours(24);  // an old secret keeps signing after rotation
   std::string webhook_ca_file;  // extra trusted CA certificates (PEM) for https endpoints
   std::uint32_t webhook_max_subscriptions = 1000;
+  // The egress guard (docs/security.md): deliveries to loopback, private, link-local,
+  // unique-local, multicast and unspecified addresses are refused unless this is true...
+  bool webhook_allow_private = false;
+  // ...or the URL's host is listed here: comma-separated host names and CIDRs
+  // ("hooks.internal,10.1.0.0/16").
+  std::string webhook_allow_hosts;
+
+  // --- TLS (docs/security.md): both files serve TLS on the wire protocol and the admin HTTP;
+  // a client CA file additionally requires client certificates (mTLS). SIGHUP reloads them.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
 
   // --- durability, security, logging
   durability_mode durability = durability_mode::sync;
-  bool insecure = false;  // allow non-loopback addresses although no auth is configured
+  bool auth = false;  // principals and tokens required (docs/security.md)
+  bool insecure = false;  // allow non-loopback addresses without auth and TLS both on
   std::string log_level = "info";  // trace, debug, info, warn or error
 
   bool operator==(const broker_config&) const = default;
@@ -142,8 +155,9 @@ struct parsed_config {
 
 // Checks the relations between settings: durations and counts in range, schedules non-empty,
 // max_frame_bytes >= max_message_bytes + k_frame_overhead_bytes, hosts are IP addresses or
-// "localhost", and, unless `insecure`, that listen and http are loopback addresses (no auth
-// exists yet, so the broker must not be reachable from other hosts by accident).
+// "localhost", TLS files come as cert and key together, webhook_allow_hosts parses, and, unless
+// `insecure`, that listen and http are loopback addresses when auth and TLS are not both on (so
+// the broker is never reachable from other hosts without them by accident).
 [[nodiscard]] result<void> validate(const broker_config& config);
 
 // One line per setting, "name = value\n", in TOML syntax, for the startup log. Feeding the text

@@ -33,11 +33,22 @@ struct broker_address {
 
 inline constexpr std::string_view default_broker_address = "127.0.0.1:7878";
 
+// TLS to the broker (docs/security.md "TLS"): TLS 1.2 or later, the broker's certificate chain
+// verified against `ca_file` (or the system's CAs) and its host name against the certificate.
+struct tls_options {
+  bool enabled = false;      // --tls, or implied by --tls-ca
+  std::string ca_file;       // PEM CAs to trust; empty = the system's
+  std::string cert_file;     // client certificate (mTLS); empty = none
+  std::string key_file;      // its private key
+  std::string server_name;   // name to verify and send as SNI; empty = the host of `address`
+};
+
 struct connection_options {
   std::string address{default_broker_address};  // HOST:PORT
   std::string client_id = "txmq-cpp";           // for the broker's logs and metrics
   std::string producer_group;                   // set by transactional producers (CheckTx)
   std::string auth_token;                       // empty when the broker has no auth
+  tls_options tls;                              // off: plaintext
   // Resolve + TCP connect + Hello/HelloOk, per attempt.
   std::chrono::milliseconds connect_timeout{5000};
   // Default for request() and async_request() when they are given none. Counts from the call,
@@ -85,7 +96,8 @@ class connection {
   connection& operator=(const connection&) = delete;
 
   // Constructs a connection and waits up to options.connect_timeout for the first handshake.
-  // Errors: errc::bad_address; the broker's handshake Error (UNAUTHENTICATED,
+  // Errors: errc::bad_address; errc::tls_failed (the files do not load, the certificate is not
+  // trusted or names another host, the port is not a TLS port, ...); the broker's handshake Error (UNAUTHENTICATED,
   // UNSUPPORTED_VERSION, ...); errc::not_connected with the last connect failure's text.
   [[nodiscard]] static result<std::shared_ptr<connection>> connect(connection_options options);
 

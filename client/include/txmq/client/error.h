@@ -27,6 +27,9 @@ enum class errc : int {
   invalid_argument = 10,    // a call with an argument the library rejects before sending
   handler_failed = 11,      // a consumer handler threw (the delivery is nacked)
   // 12 was `database`: PostgreSQL failures are txmq::pg::errc::database (txmq/pg/errc.h).
+  tls_failed = 13,          // TLS setup or handshake failed: untrusted certificate, wrong host name,
+                            // a plaintext port, no shared version, a refused client certificate
+                            // (not retriable without a change of settings)
 };
 
 [[nodiscard]] const std::error_category& client_category() noexcept;

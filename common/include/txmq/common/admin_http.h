@@ -9,7 +9,7 @@
 // Connections are kept alive between requests. A request must arrive completely within
 // `read_timeout` (which also closes idle keep-alive connections), or the connection is closed;
 // a request over the size limits or malformed is answered 413/431/400 and the connection
-// closed.
+// closed. With options.tls the server speaks HTTPS only (TLS 1.2+, the context's settings).
 //
 // Thread-safety: add_route(), add_async_route() and set_health_check() may be called from any
 // thread at any time. start() and stop() must not run concurrently with each other.
@@ -32,6 +32,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/verb.hpp>
 
@@ -71,6 +72,9 @@ struct admin_http_options {
   std::chrono::milliseconds read_timeout{10'000};   // whole request, and keep-alive idle time
   std::chrono::milliseconds write_timeout{10'000};  // whole response
   std::size_t max_connections = 64;  // further connections are closed on accept
+  // Serve HTTPS: called at each accept for the TLS context to use (so a reloaded certificate
+  // serves new connections). Empty: plain HTTP. The handshake counts against read_timeout.
+  std::function<std::shared_ptr<boost::asio::ssl::context>()> tls;
   // Where errors go (failed accepts, handler exceptions, connection coroutines that threw).
   // Called on an io_context thread. Empty: a warning through txmq/common/log.h.
   std::function<void(std::string_view)> log_error;

@@ -27,6 +27,7 @@
 
 #include "txmq/common/log.h"
 #include "txmq/common/metrics.h"
+#include "txmq/client/connection.h"
 #include "txmq/client/error.h"
 
 namespace txmq::relay {
@@ -38,6 +39,7 @@ using log_level = common::log::level;
 struct relay_options {
   std::string conninfo;                     // libpq conninfo or URI of the application's database
   std::string broker = "127.0.0.1:7878";    // HOST:PORT
+  client::tls_options tls;                  // --tls, --tls-ca, --tls-cert, --tls-key
   std::string relay_id;                     // shown in txmq_relay and application_name; default host:pid
   int shards = 0;                           // 0 = txmq_schema.shards
   int batch = 500;                          // rows per shard per round (read, publish, delete)
