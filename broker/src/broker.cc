@@ -8,6 +8,7 @@
 #include <boost/asio.hpp>
 
 #include "broker_metrics.h"
+#include "console/console_routes.h"
 #include "io_thread.h"
 #include "net/connection.h"
 #include "service/service.h"
@@ -234,6 +235,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   if (!http_bound) return http_bound.error();
   m.http_bound = http_bound.value();
   m.svc->webhooks().register_routes(*m.http);
+  console::register_routes(*m.http);
   watch_store_health(*m.store, m.registry, *m.http);
 
   asio::co_spawn(m.io, m.accept_loop(), [](std::exception_ptr e) {
