@@ -52,7 +52,8 @@ export function dataTable({ columns, rowKey, empty = 'Nothing here.', testid, on
     const raw = c.value(row);
     const content = c.render ? c.render(row) : raw;
     const cls = [c.num ? 'num' : '', c.cls || ''].join(' ').trim() || null;
-    return h('td', { class: cls, 'data-col': c.key, 'data-value': raw }, content);
+    // data-label: the phone layout shows each row as a card, every cell after its label.
+    return h('td', { class: cls, 'data-col': c.key, 'data-value': raw, 'data-label': c.label }, content);
   }
 
   function update(rows) {

@@ -7,6 +7,12 @@ import * as fmt from '../format.js';
 import { listTxs, resolveTx, txState } from './model.js';
 
 export const title = 'Transactions';
+
+function nextCheck(ms) {
+  if (!ms) return '-';
+  const left = ms - Date.now();
+  return left > 0 ? `in ${fmt.duration(left)}` : 'due';
+}
 const PAGE_SIZE = 50;
 const STATES = [
   ['', 'Prepared and abandoned'],
@@ -61,7 +67,7 @@ export function mount(root, route, ctx) {
       { key: 'messages', label: 'Messages', num: true, value: (t) => t.messages ?? 0 },
       { key: 'age', label: 'Age', num: true, live: true, value: (t) => Math.floor((Date.now() - (t.prepared_ms ?? 0)) / 1000), render: (t) => fmt.duration(Date.now() - (t.prepared_ms ?? 0)) },
       { key: 'checks', label: 'Checks', num: true, value: (t) => t.check_count ?? 0, render: (t) => `${t.check_count ?? 0}${t.check_open ? ' (open)' : ''}` },
-      { key: 'next_check', label: 'Next check', live: true, value: (t) => t.next_check_ms ?? 0, render: (t) => (t.next_check_ms ? `in ${fmt.duration(Math.max(0, t.next_check_ms - Date.now()))}` : '-') },
+      { key: 'next_check', label: 'Next check', live: true, value: (t) => t.next_check_ms ?? 0, render: (t) => nextCheck(t.next_check_ms) },
       {
         key: 'actions', label: '', value: (t) => txState(t),
         render: (t) => (['prepared', 'abandoned'].includes(txState(t))
