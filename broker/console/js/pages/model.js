@@ -65,6 +65,10 @@ export async function listTxs({ state, topic, limit, after }) {
   const r = await api('GET', `/v1/transactions${query({ state, topic, limit, after })}`);
   return { txs: r.txs || r.transactions || [], next: r.next_after_txid || r.next_after || '' };
 }
+export async function getTx(txid) {
+  const r = await api('GET', `/v1/transactions/${enc(txid)}`);
+  return r.tx && typeof r.tx === 'object' ? r.tx : r;
+}
 export async function resolveTx(txid, outcome) {
   return api('POST', `/v1/transactions/${enc(txid)}/${outcome}`, {});
 }

@@ -2,9 +2,10 @@
 // the whole list, which may hold tens of thousands — with age, check-backs and next check.
 // Commit and rollback are operator decisions, each behind a confirmation.
 
-import { h, dataTable, button, text } from '../dom.js';
+import { enc } from '../api.js';
+import { h, dataTable, button, text, link } from '../dom.js';
 import * as fmt from '../format.js';
-import { listTxs, resolveTx, txState } from './model.js';
+import { listTxs, resolveTx, txState, getTx } from './model.js';
 
 export const title = 'Transactions';
 
@@ -21,7 +22,26 @@ const STATES = [
   ['all', 'All (resolved too)'],
 ];
 
+// Asks, then records the operator's decision; the page refreshes to show it.
+async function decideTx(ctx, t, outcome) {
+  const verb = outcome === 'commit' ? 'Commit' : 'Roll back';
+  const ok = await ctx.confirm({
+    title: `${verb} transaction`,
+    message: `${verb} transaction ${t.txid} of producer group "${t.producer_group}" (${fmt.num(t.messages)} messages for ${(t.topics || []).join(', ')})? This is recorded as an operator decision and cannot be undone.`,
+    ok: verb,
+  });
+  if (!ok) return;
+  try {
+    await resolveTx(t.txid, outcome);
+    ctx.toast(`${outcome === 'commit' ? 'Committed' : 'Rolled back'} ${t.txid}.`);
+  } catch (err) {
+    ctx.toast(`${verb} failed: ${err.code ? `${err.code}: ` : ''}${err.message}`, true);
+  }
+  await ctx.refresh();
+}
+
 export function mount(root, route, ctx) {
+  if (route.args[0]) return mountDetail(root, route.args[0], ctx);
   let state = route.params.get('state') || '';
   let topic = route.params.get('topic') || '';
   let cursors = [''];  // cursors[i]: the `after` of page i
@@ -38,29 +58,14 @@ export function mount(root, route, ctx) {
   stateSel.addEventListener('change', () => { state = stateSel.value; restart(); });
   topicIn.addEventListener('change', () => { topic = topicIn.value.trim(); restart(); });
 
-  async function decide(t, outcome) {
-    const verb = outcome === 'commit' ? 'Commit' : 'Roll back';
-    const ok = await ctx.confirm({
-      title: `${verb} transaction`,
-      message: `${verb} transaction ${t.txid} of producer group "${t.producer_group}" (${fmt.num(t.messages)} messages for ${(t.topics || []).join(', ')})? This is recorded as an operator decision and cannot be undone.`,
-      ok: verb,
-    });
-    if (!ok) return;
-    try {
-      await resolveTx(t.txid, outcome);
-      ctx.toast(`${outcome === 'commit' ? 'Committed' : 'Rolled back'} ${t.txid}.`);
-    } catch (err) {
-      ctx.toast(`${verb} failed: ${err.code ? `${err.code}: ` : ''}${err.message}`, true);
-    }
-    await ctx.refresh();
-  }
+  const decide = (t, outcome) => decideTx(ctx, t, outcome);
 
   const table = dataTable({
     testid: 'tx-table',
     rowKey: (t) => t.txid,
     empty: 'No transactions in this state.',
     columns: [
-      { key: 'txid', label: 'Txid', cls: 'mono', value: (t) => t.txid },
+      { key: 'txid', label: 'Txid', cls: 'mono', value: (t) => t.txid, render: (t) => link(t.txid, `#/transactions/${enc(t.txid)}`) },
       { key: 'state', label: 'State', value: (t) => txState(t), render: (t) => h('span', { class: `pill ${txState(t)}` }, txState(t)) },
       { key: 'producer_group', label: 'Producer group', value: (t) => t.producer_group ?? '' },
       { key: 'topics', label: 'Topics', value: (t) => (t.topics || []).join(', ') },
@@ -93,6 +98,47 @@ export function mount(root, route, ctx) {
       text(pageInfo, `page ${page + 1} · ${fmt.num(r.txs.length)} shown`);
       prevBtn.disabled = page === 0;
       nextBtn.disabled = !next;
+    },
+  };
+}
+
+// One transaction (tx show): its state, checks and messages (bodies and headers are dropped
+// once it is resolved).
+function mountDetail(root, txid, ctx) {
+  let tx = null;
+  const info = h('p', { class: 'muted', 'data-testid': 'tx-info' });
+  const commitBtn = button('Commit', () => tx && decideTx(ctx, tx, 'commit'), { class: 'primary', 'data-action': 'commit', disabled: true });
+  const rollbackBtn = button('Rollback', () => tx && decideTx(ctx, tx, 'rollback'), { class: 'danger', 'data-action': 'rollback', disabled: true });
+  const table = dataTable({
+    testid: 'tx-messages-table',
+    rowKey: (m) => m.id ?? '',
+    empty: 'No messages (a resolved transaction keeps none).',
+    columns: [
+      { key: 'id', label: 'Message id', cls: 'mono', value: (m) => m.id ?? '' },
+      { key: 'topic', label: 'Topic', value: (m) => m.topic ?? '' },
+      { key: 'key', label: 'Key', value: (m) => fmt.bytesField(m, 'key') },
+      { key: 'partition', label: 'Partition', num: true, value: (m) => m.partition ?? 0 },
+      { key: 'offset', label: 'Offset', num: true, value: (m) => m.offset ?? 0 },
+      { key: 'headers', label: 'Headers', cls: 'wrap', value: (m) => Object.entries(m.headers || {}).map(([k, v]) => `${k}=${v}`).join(', ') },
+      { key: 'body', label: 'Body', cls: 'wrap mono', value: (m) => fmt.short(fmt.bytesField(m, 'body'), 200) },
+    ],
+  });
+  root.append(
+    h('p', {}, link('← Transactions', '#/transactions')),
+    h('h1', {}, 'Transaction ', h('span', { class: 'mono', 'data-testid': 'txid' }, txid)),
+    h('div', { class: 'toolbar' }, info, h('span', { class: 'spacer' }), commitBtn, rollbackBtn),
+    table.el,
+  );
+  return {
+    async refresh() {
+      tx = await getTx(txid);
+      const st = txState(tx);
+      const open = ['prepared', 'abandoned'].includes(st);
+      commitBtn.disabled = !open;
+      rollbackBtn.disabled = !open;
+      const resolved = tx.resolved_ms ? ` · resolved ${fmt.time(tx.resolved_ms)} by ${fmt.enumText(tx.resolved_by, 'RESOLVED_BY_')}` : '';
+      text(info, `${st} · producer group ${tx.producer_group} · prepared ${fmt.time(tx.prepared_ms)} (${fmt.duration(Date.now() - tx.prepared_ms)} ago) · ${tx.check_count ?? 0} checks · next check ${nextCheck(tx.next_check_ms)}${resolved}`);
+      table.update(tx.message_list || []);
     },
   };
 }
