@@ -1,5 +1,5 @@
 // DOM helpers. Every string from the API reaches the page as a text node or an attribute
-// value set through the DOM, never as markup: there is no innerHTML anywhere in the console.
+// value set through the DOM, never parsed as markup anywhere in the console.
 
 // h('td', {class: 'num', 'data-col': 'lag'}, '12'): an element with attributes and children.
 // Children may be nodes, strings/numbers (text nodes), arrays of those, or null (skipped).
