@@ -28,7 +28,7 @@ class Receiver(http.server.BaseHTTPRequestHandler):
 
 
 def populate(cli, receiver_port):
-    for name, parts in (("orders", 4), ("payments", 2), ("shipments", 2), ("audit-log", 1)):
+    for name, parts in (("payments", 2), ("shipments", 2), ("audit-log", 1)):
         cli.run("topic", "create", name, "--partitions", str(parts))
     for name, n in (("orders", 120), ("payments", 45), ("shipments", 30), ("audit-log", 8)):
         cli.run("produce", name, stdin="".join(f'{{"n": {i}, "source": "{name}"}}\n' for i in range(n)))
@@ -42,8 +42,6 @@ def populate(cli, receiver_port):
     for i in range(6):
         cli.run("tx", "prepare", "payments", f'{{"payment": {i}, "amount": {100 + i}}}', "--group", "payments-svc",
                 "--key", f"account-{i % 3}")
-    for i in range(3):
-        cli.run("tx", "prepare", "orders", f'{{"order": {i}}}', "--group", "legacy-svc")
     ok = cli.json("webhook", "create", "orders", "--url", f"http://127.0.0.1:{receiver_port}/hooks/orders")[0]
     bad = cli.json("webhook", "create", "shipments", "--url", f"http://127.0.0.1:{receiver_port}/fail",
                    "--schedule", "1s,1s")[0]
@@ -62,17 +60,21 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    # legacy-svc has a live producer that never decides: after one check its transactions are
-    # abandoned; payments-svc has none, so its transactions stay prepared.
-    broker = harness.Broker(os.path.abspath(a.bin_dir), ("--ack-deadline", "300ms", "--max-attempts", "1",
-                                                          "--tx-timeout", "1s", "--tx-check-schedule", "1s",
+    # First legacy-svc's transactions, abandoned after one undecided check (1 s); then the
+    # broker again with the default clocks, so the later ones stay prepared.
+    broker = harness.Broker(os.path.abspath(a.bin_dir), ("--tx-timeout", "1s", "--tx-check-schedule", "1s",
                                                           "--tx-max-checks", "1"))
     cli = harness.Cli(os.path.abspath(a.bin_dir), broker)
-    checker = cli.spawn("tx", "checker", "--group", "legacy-svc", "--answer", "unknown")
+    checker = None
     d = None
     try:
-        ok_id, bad_id = populate(cli, server.server_port)
+        cli.run("topic", "create", "orders", "--partitions", "4")
+        for i in range(3):
+            cli.run("tx", "prepare", "orders", f'{{"order": {i}}}', "--group", "legacy-svc")
         eventually(lambda: len(cli.json("tx", "list", "--state", "abandoned")) == 3, 30, "abandoned transactions")
+        broker.restart(("--ack-deadline", "300ms", "--max-attempts", "1"))
+        checker = cli.spawn("tx", "checker", "--group", "payments-svc", "--answer", "unknown")
+        ok_id, bad_id = populate(cli, server.server_port)
         d = harness.chrome()
         shots = [
             ("topics", "topics"), ("topic", "topics/orders"), ("groups", "groups"), ("group", "groups/billing"),
@@ -104,8 +106,9 @@ def main():
     finally:
         if d is not None:
             harness.quit_chrome(d)
-        checker.terminate()
-        checker.wait(timeout=20)
+        if checker is not None:
+            checker.terminate()
+            checker.wait(timeout=20)
         broker.stop()
         server.shutdown()
 

@@ -60,16 +60,21 @@ class Broker:
         self.http_port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.url = f"http://127.0.0.1:{self.http_port}"
-        cmd = [os.path.join(bin_dir, "txmq-broker"), "--data-dir", os.path.join(self.dir, "data"),
-               "--listen", self.address, "--http", f"127.0.0.1:{self.http_port}"]
+        self.config = None
         if config is not None:
-            path = os.path.join(self.dir, "broker.toml")
-            with open(path, "w") as f:
+            self.config = os.path.join(self.dir, "broker.toml")
+            with open(self.config, "w") as f:
                 f.write(config)
-            cmd += ["--config", path]
-        cmd += list(args)
         self.log_path = os.path.join(self.dir, "broker.log")
         self._log = open(self.log_path, "wb")
+        self._start(args)
+
+    def _start(self, args):
+        cmd = [os.path.join(self.bin_dir, "txmq-broker"), "--data-dir", os.path.join(self.dir, "data"),
+               "--listen", self.address, "--http", f"127.0.0.1:{self.http_port}"]
+        if self.config:
+            cmd += ["--config", self.config]
+        cmd += list(args)
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
         try:
             eventually(self._healthy, timeout=30, what=f"txmq-broker on {self.url}/healthz")
@@ -90,7 +95,13 @@ class Broker:
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
-    def stop(self):
+    def restart(self, args=()):
+        """Stops the broker (SIGTERM) and starts it again on the same data and ports with `args`."""
+        self._terminate()
+        self._start(args)
+        eventually(self._healthy, timeout=30, what=f"txmq-broker restarted on {self.url}/healthz")
+
+    def _terminate(self):
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGTERM)
             try:
@@ -98,6 +109,9 @@ class Broker:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+
+    def stop(self):
+        self._terminate()
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
