@@ -9,6 +9,7 @@
 
 #include "broker_metrics.h"
 #include "console/console_routes.h"
+#include "http/http_api.h"
 #include "io_thread.h"
 #include "net/connection.h"
 #include "service/service.h"
@@ -110,6 +111,7 @@ struct broker::impl {
   storage::store_health::state logged_health = storage::store_health::state::ok;
   std::unique_ptr<storage::store> store;
   std::unique_ptr<service> svc;
+  std::unique_ptr<http_api::gateway> api;  // the /v1 routes of the admin HTTP server
   // Shared by every connection (limits.memory); declared after io, whose executor it uses.
   std::unique_ptr<request_memory> memory;
   connection_limits limits;
@@ -230,11 +232,15 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   }
   common::admin_http_options hopts;
   hopts.log_error = [](std::string_view text) { common::log::warn("admin http: ", text); };
+  // HTTP/JSON API requests carry what a frame would: bounded the same way.
+  hopts.max_body_bytes = config.max_frame_bytes;
   m.http = std::make_unique<common::admin_http_server>(m.io, m.registry, hopts);
   auto http_bound = m.http->start(http_ep.value());
   if (!http_bound) return http_bound.error();
   m.http_bound = http_bound.value();
   m.svc->webhooks().register_routes(*m.http);
+  m.api = std::make_unique<http_api::gateway>(*m.svc, static_cast<std::uint32_t>(config.max_frame_bytes));
+  m.api->register_routes(*m.http);
   console::register_routes(*m.http);
   watch_store_health(*m.store, m.registry, *m.http);
 

@@ -118,6 +118,10 @@ result<std::set<std::string>> check_messages(const message_batch& batch, const m
     }
     if (!batch.topic) {
       if (auto bad = bad_name("topic", m.topic())) return error(errc::invalid_argument, which(i) + ": " + *bad);
+    } else if (!m.topic().empty() && m.topic() != *batch.topic) {
+      // Which one was meant? Storing it in the request's topic would hide a client's bug.
+      return error(errc::invalid_argument, which(i) + " names topic '" + m.topic() + "' but the request is for topic '" +
+                                               *batch.topic + "'; leave Message.topic empty or make it equal");
     }
     if (auto bad = bad_headers(m.headers())) return error(errc::invalid_argument, which(i) + " " + *bad);
     std::size_t size = m.body().size() + m.key().size();

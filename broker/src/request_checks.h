@@ -57,7 +57,8 @@ struct message_batch {
 };
 
 // The one check of the messages a Produce or a Prepare would store, so both accept the same:
-// a topic name (the request's, or each message's), at least one message, a 16-byte id on each,
+// a topic name (the request's, or each message's; with the request's, a message's own topic must be
+// empty or equal to it), at least one message, a 16-byte id on each (any 16 bytes),
 // headers as bad_headers accepts them, key + header names and values + body within
 // max_message_bytes, and for topics that do not exist yet
 // auto_create_topics on and room under max_topics. Returns the topics the write will create,

@@ -100,6 +100,7 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
     case v1::Frame::kWebhookAttempts:
     case v1::Frame::kWebhookReplay:
     case v1::Frame::kWebhookRotateSecret: return webhooks_->handle(c, frame);
+    case v1::Frame::kConnectionList: return list_connections(c, corr);
     case v1::Frame::kHello:
       return c->respond_error(corr, v1::INVALID_ARGUMENT, "Hello was already received on this connection");
     default:
@@ -107,6 +108,22 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
                               "request type " + std::to_string(static_cast<int>(frame.body_case())) +
                                   " is not one this broker serves");
   }
+}
+
+void service::list_connections(const std::shared_ptr<responder>& c, std::uint64_t corr) {
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  auto* list = out.mutable_connection_list_response();
+  for (auto& [id, weak] : connections_) {
+    auto conn = weak.lock();
+    if (!conn || !conn->is_open()) continue;
+    auto* info = list->add_connections();
+    info->set_id(id);
+    info->set_client_id(conn->client_id());
+    info->set_producer_group(conn->producer_group());
+    info->set_peer(conn->peer());
+  }
+  c->respond(std::move(out));
 }
 
 void service::handle_answer(const std::shared_ptr<responder>& c, v1::Frame&& frame) {

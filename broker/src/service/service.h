@@ -74,6 +74,7 @@ class service {
   void create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);
   void list_topics(const std::shared_ptr<responder>& c, std::uint64_t corr);
   void describe_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& name);
+  void list_connections(const std::shared_ptr<responder>& c, std::uint64_t corr);
 
   // Messages of `topics` became visible and deliveries of `groups` were settled: wake the
   // webhook subscriptions and the long polls parked on them.

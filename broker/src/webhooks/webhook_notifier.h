@@ -35,9 +35,7 @@
 #include "net/responder.h"
 #include "txmq/storage/store.h"
 
-namespace txmq::common {
-class admin_http_server;
-}  // namespace txmq::common
+#include "txmq/common/admin_http.h"
 
 namespace txmq::broker {
 
@@ -82,7 +80,12 @@ class webhook_notifier {
   // A webhook admin request (Frame fields 70-89); answers exactly once.
   void handle(const std::shared_ptr<responder>& c, v1::Frame& frame);
   // GET /v1/topics/{topic}/messages and GET /v1/messages/{id}, bearer token per subscription.
+  // Registers them on `http`. The HTTP/JSON API's router serves the first path too (it
+  // shares the prefix /v1/topics/ with the API's topic routes), through reconcile_list().
   void register_routes(common::admin_http_server& http);
+  // GET /v1/topics/{topic}/messages and GET /v1/messages/{id}; after register_routes().
+  [[nodiscard]] common::http_response reconcile_list(const common::http_request& req);
+  [[nodiscard]] common::http_response reconcile_one(const common::http_request& req);
 
  private:
   struct subscription;
@@ -126,6 +129,8 @@ class webhook_notifier {
   std::map<std::string, storage::group_update> pending_updates_;
   std::vector<v1::WebhookAttempt> pending_attempts_;
   bool flush_posted_ = false;
+  std::function<common::http_response(const common::http_request&)> reconcile_list_;
+  std::function<common::http_response(const common::http_request&)> reconcile_one_;
   bool stopped_ = false;
 };
 

@@ -154,7 +154,7 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     return out;
   };
 
-  server.add_route(http::verb::get, "/v1/topics/", [this, authorise, describe, dead_set](const common::http_request& req) {
+  reconcile_list_ = [this, authorise, describe, dead_set](const common::http_request& req) {
     auto auth = authorise(req);
     if (auth.error) return *auth.error;
     auto& s = *auth.sub;
@@ -260,9 +260,10 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     json::object body{{"messages", std::move(out)}};
     if (last) body["next_after"] = id_text(last->id());
     return json_response(200, body);
-  });
+  };
+  server.add_route(http::verb::get, "/v1/topics/", reconcile_list_);
 
-  server.add_route(http::verb::get, "/v1/messages", [this, authorise, describe, dead_set](const common::http_request& req) {
+  reconcile_one_ = [this, authorise, describe, dead_set](const common::http_request& req) {
     auto auth = authorise(req);
     if (auth.error) return *auth.error;
     auto& s = *auth.sub;
@@ -279,7 +280,11 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
       return json_error(404, "NOT_FOUND", "message " + std::string(text) + " is no longer retained");
     }
     return json_response(200, describe(s, r.value().messages.front(), dead_set(s), true));
-  });
+  };
+  server.add_route(http::verb::get, "/v1/messages", reconcile_one_);
 }
+
+common::http_response webhook_notifier::reconcile_list(const common::http_request& req) { return reconcile_list_(req); }
+common::http_response webhook_notifier::reconcile_one(const common::http_request& req) { return reconcile_one_(req); }
 
 }  // namespace txmq::broker
