@@ -86,7 +86,8 @@ class ConsoleCase(unittest.TestCase):
         return self.d.execute_script(ROWS_JS, testid) or []
 
     def wait_rows(self, testid, predicate, what, timeout=15):
-        return eventually(lambda: (lambda r: r if predicate(r) else None)(self.rows(testid)), timeout, what)
+        # A one-element tuple, so that an empty table that satisfies `predicate` counts as true.
+        return eventually(lambda: (lambda r: (r,) if predicate(r) else None)(self.rows(testid)), timeout, what)[0]
 
     def click(self, css):
         el = eventually(lambda: self.d.find_element("css selector", css), 10, css)

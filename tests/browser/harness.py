@@ -149,7 +149,7 @@ class Cli:
 
     def spawn(self, *args):
         cmd = [self.exe, "--broker", self.broker.address, *args]
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
 
 
 def chrome(size=DESKTOP, mobile=False):
