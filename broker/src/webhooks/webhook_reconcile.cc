@@ -75,14 +75,14 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     auto it = req.headers.find(http::field::authorization);
     std::string_view value = it == req.headers.end() ? std::string_view() : std::string_view(it->value());
     if (!value.starts_with("Bearer ")) {
-      return {nullptr, json_error(401, "UNAUTHENTICATED", "send the subscription's token as Authorization: Bearer <token>")};
+      return {nullptr, json_error(401, "NOT_AUTHENTICATED", "send the subscription's token as Authorization: Bearer <token>")};
     }
     value.remove_prefix(7);
     for (auto& [id, s] : subs_) {
       const auto& t = s->rec.token();
       if (t.size() == value.size() && CRYPTO_memcmp(t.data(), value.data(), t.size()) == 0) return {s, std::nullopt};
     }
-    return {nullptr, json_error(401, "UNAUTHENTICATED", "the token belongs to no webhook subscription")};
+    return {nullptr, json_error(401, "NOT_AUTHENTICATED", "the token belongs to no webhook subscription")};
   };
 
   // The message as JSON with its status for the subscription.
@@ -166,7 +166,7 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     }
     const std::string topic(rest.substr(0, slash));
     if (topic != s.rec.topic()) {
-      return json_error(403, "PERMISSION_DENIED", "the token's subscription is for topic '" + s.rec.topic() + "'");
+      return json_error(403, "NOT_AUTHORIZED", "the token's subscription is for topic '" + s.rec.topic() + "'");
     }
     std::size_t limit = k_default_limit;
     std::optional<v1::Message> after;
