@@ -1,7 +1,8 @@
 // The reconciliation API of webhooks (docs/protocol.md §11) on the admin HTTP port:
 //   GET /v1/topics/{topic}/messages?after={id}&limit={n}
 //   GET /v1/messages/{id}
-// authorised by the subscription's token (Authorization: Bearer <token>). Answers JSON with
+// authorised by the subscription's token (Authorization: Bearer <token>), also with auth on: the
+// token is a capability for one subscription's topic, handed to its receiver, not a principal. Answers JSON with
 // each message and its status for that subscription: delivered, pending, exhausted (or
 // filtered: the subscription's filter skips it).
 //
@@ -260,7 +261,7 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     json::object body{{"messages", std::move(out)}};
     if (last) body["next_after"] = id_text(last->id());
     return json_response(200, body);
-  });
+  }, common::route_access::by_handler());
 
   server.add_route(http::verb::get, "/v1/messages", [this, authorise, describe, dead_set](const common::http_request& req) {
     auto auth = authorise(req);
@@ -279,7 +280,7 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
       return json_error(404, "NOT_FOUND", "message " + std::string(text) + " is no longer retained");
     }
     return json_response(200, describe(s, r.value().messages.front(), dead_set(s), true));
-  });
+  }, common::route_access::by_handler());
 }
 
 }  // namespace txmq::broker
