@@ -8,6 +8,8 @@
 #include <boost/asio.hpp>
 
 #include "broker_metrics.h"
+#include "auth/access_control.h"
+#include "auth/http_access.h"
 #include "console/console_routes.h"
 #include "http/http_api.h"
 #include "io_thread.h"
@@ -138,6 +140,14 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   auto p = std::make_unique<impl>(config);
   auto& m = *p;
 
+  // With auth on the admin token must be usable before anything else starts.
+  std::string admin_hash;
+  if (config.auth) {
+    auto token = auth::read_admin_token(config.admin_token_file);
+    if (!token) return error(token.error().code, "cannot start with auth = true: " + token.error().message);
+    admin_hash = auth::sha256(token.value());
+  }
+
   storage::store_options so;
   so.dir = config.data_dir;
   so.dedupe_window = config.dedupe_window;
@@ -170,6 +180,8 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   ss.webhooks.secret_grace = config.webhook_secret_grace;
   ss.webhooks.ca_file = config.webhook_ca_file;
   ss.webhooks.max_webhooks = config.webhook_max_subscriptions;
+  ss.auth = config.auth;
+  ss.admin_token_sha256 = std::move(admin_hash);
   m.limits.max_frame_bytes = static_cast<std::uint32_t>(config.max_frame_bytes);
   m.limits.max_in_flight = config.max_in_flight_per_connection;
   m.limits.hello_timeout = config.hello_timeout;
@@ -235,6 +247,8 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   // HTTP/JSON API requests carry what a frame would: bounded the same way.
   hopts.max_body_bytes = config.max_frame_bytes;
   m.http = std::make_unique<common::admin_http_server>(m.io, m.registry, hopts);
+  // Before the listener opens: no request is ever served unchecked.
+  if (config.auth) m.http->set_access_hook(auth::make_http_access_hook(m.svc->access()));
   auto http_bound = m.http->start(http_ep.value());
   if (!http_bound) return http_bound.error();
   m.http_bound = http_bound.value();
@@ -261,7 +275,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
 
   common::log::info("txmq broker listening on ", m.bound.address().to_string(), ":", m.bound.port(), " (admin HTTP on ",
             m.http_bound.address().to_string(), ":", m.http_bound.port(), "), data in ", config.data_dir,
-            ", durability ", to_string(config.durability));
+            ", durability ", to_string(config.durability), config.auth ? ", auth on" : ", auth off");
   if (config.durability == durability_mode::async) {
     common::log::warn("durability = async: produce is acknowledged before fsync; a power loss can lose acknowledged "
               "messages");

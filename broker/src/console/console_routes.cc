@@ -68,6 +68,8 @@ void register_routes(common::admin_http_server& server) {
   }
   // "/" is a prefix of every path: it answers index.html for "/" itself and 404 for any other
   // path no longer route claims (the console routes by the URL's #fragment, never by path).
+  // Open to all with auth on: a browser cannot send a bearer token for the page itself, and
+  // the files hold no data; the console then asks for the token the API needs.
   server.add_route(http::verb::get, "/", [by_path](const common::http_request& req) {
     const std::string path = req.path == "/" ? std::string("/index.html") : std::string(req.path);
     const auto it = by_path->find(path);
@@ -75,7 +77,7 @@ void register_routes(common::admin_http_server& server) {
       return common::http_response{404, "text/plain; charset=utf-8", "not found: " + std::string(req.path) + "\n", {}};
     }
     return answer(it->second, req);
-  });
+  }, common::route_access::open_to_all());
 }
 
 }  // namespace txmq::broker::console

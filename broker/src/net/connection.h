@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -57,6 +58,10 @@ class connection final : public responder, public std::enable_shared_from_this<c
   [[nodiscard]] const std::string& client_id() const noexcept override { return client_id_; }
   [[nodiscard]] const std::string& producer_group() const noexcept override { return producer_group_; }
   [[nodiscard]] const std::string& peer() const noexcept override { return peer_; }
+  [[nodiscard]] const std::string& principal() const noexcept override { return principal_; }
+  // The CN of the client's verified certificate (mTLS): names the principal when the Hello
+  // carries no token. Set by the TLS layer before start(); unset for plain TCP.
+  void set_cert_principal(std::optional<std::string> name) { cert_principal_ = std::move(name); }
 
  private:
   // What the watchdog enforces now; each kind closes the connection with its own reason.
@@ -86,6 +91,8 @@ class connection final : public responder, public std::enable_shared_from_this<c
   std::string peer_;
   std::string client_id_;
   std::string producer_group_;
+  std::string principal_;
+  std::optional<std::string> cert_principal_;
   bool hello_done_ = false;
   bool closing_ = false;  // no more reads; close once the queue is written
   bool closed_ = false;

@@ -85,7 +85,7 @@ class connection {
   connection& operator=(const connection&) = delete;
 
   // Constructs a connection and waits up to options.connect_timeout for the first handshake.
-  // Errors: errc::bad_address; the broker's handshake Error (UNAUTHENTICATED,
+  // Errors: errc::bad_address; the broker's handshake Error (NOT_AUTHENTICATED,
   // UNSUPPORTED_VERSION, ...); errc::not_connected with the last connect failure's text.
   [[nodiscard]] static result<std::shared_ptr<connection>> connect(connection_options options);
 
