@@ -18,7 +18,16 @@ packages=(
   # the web console's browser tests (ctest -L browser) and scripts/console-screenshots.sh:
   # headless Chromium driven by selenium from the system Python (/usr/bin/python3)
   chromium chromium-driver python3-selenium
+  # The Python examples' wire client (protoc --python_out needs the protobuf runtime)
+  python3-protobuf
 )
+# Node.js and npm run the OpenAPI validator and the Standard Webhooks library in the tests
+# (tests/node, pinned by its package-lock.json). Debian's nodejs + npm, unless a node and npm
+# are already installed (another distribution's nodejs package bundles npm and conflicts with
+# Debian's npm package).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

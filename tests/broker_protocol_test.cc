@@ -117,6 +117,59 @@ TEST_F(broker_protocol_test, an_unknown_request_type_gets_unknown_request_and_th
   EXPECT_TRUE(r.has_produce_response());
 }
 
+TEST_F(broker_protocol_test, an_answer_type_from_a_client_gets_unknown_request_and_the_connection_stays) {
+  raw_client c(port());
+  c.hello();
+  v1::Frame f;
+  f.mutable_produce_response();
+  auto r = c.request(f);
+  ASSERT_TRUE(r.has_error()) << r.ShortDebugString();
+  EXPECT_EQ(r.error().code(), v1::UNKNOWN_REQUEST);
+  EXPECT_TRUE(c.request(produce_frame("known", {make_message("after")})).has_produce_response());
+}
+
+TEST_F(broker_protocol_test, a_request_with_correlation_id_0_gets_invalid_argument_with_id_0_and_a_close) {
+  raw_client c(port());
+  c.hello();
+  std::string body;
+  v1::Frame f = produce_frame("known", {make_message("zero")});
+  f.set_correlation_id(0);
+  ASSERT_TRUE(f.SerializeToString(&body));
+  const auto n = static_cast<std::uint32_t>(body.size());
+  c.send_bytes(std::string{static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                           static_cast<char>(n)} + body);
+  auto answer = c.receive();
+  ASSERT_TRUE(answer && answer->has_error()) << (answer ? answer->ShortDebugString() : "nothing");
+  EXPECT_EQ(answer->correlation_id(), 0u);
+  EXPECT_EQ(answer->error().code(), v1::INVALID_ARGUMENT);
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+TEST_F(broker_protocol_test, a_second_hello_gets_invalid_argument_and_the_connection_stays) {
+  raw_client c(port());
+  c.hello("first");
+  v1::Frame f;
+  f.mutable_hello()->set_protocol_version(1);
+  f.mutable_hello()->set_client_id("second");
+  auto r = c.request(f);
+  ASSERT_TRUE(r.has_error()) << r.ShortDebugString();
+  EXPECT_EQ(r.error().code(), v1::INVALID_ARGUMENT);
+  EXPECT_TRUE(c.request(produce_frame("known", {make_message("after")})).has_produce_response());
+}
+
+TEST_F(broker_protocol_test, a_message_naming_another_topic_than_its_produce_request_is_refused) {
+  raw_client c(port());
+  c.hello();
+  auto m = make_message("elsewhere");
+  m.set_topic("other");
+  auto r = c.request(produce_frame("known", {m}));
+  ASSERT_TRUE(r.has_error()) << r.ShortDebugString();
+  EXPECT_EQ(r.error().code(), v1::INVALID_ARGUMENT);
+  EXPECT_NE(r.error().message().find("'other'"), std::string::npos) << r.error().message();
+  m.set_topic("known");  // equal: accepted
+  EXPECT_TRUE(c.request(produce_frame("known", {m})).has_produce_response());
+}
+
 TEST_F(broker_protocol_test, a_message_over_max_message_bytes_is_refused) {
   raw_client c(port());
   c.hello();

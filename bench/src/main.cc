@@ -10,6 +10,7 @@
 #include "support/latency.h"
 #include "support/options.h"
 #include "workloads/broker_bench.h"
+#include "workloads/http_bench.h"
 #include "workloads/relay_bench.h"
 #include "workloads/storage_bench.h"
 #include "workloads/tx_bench.h"
@@ -100,6 +101,27 @@ int report_command(int argc, char** argv) {
   return txmq::bench::run_report(o);
 }
 
+int http_command(int argc, char** argv) {
+  txmq::bench::http_bench_options o;
+  std::string seconds = "5", warmup = "1";
+  po::options_description desc("txmq-bench http-publish [options]");
+  desc.add_options()("help,h", "this help")
+    ("broker", po::value(&o.broker)->default_value(o.broker), "HOST:PORT of the broker's wire protocol")
+    ("http", po::value(&o.http)->default_value(o.http), "HOST:PORT of the broker's admin HTTP port")
+    ("topic", po::value(&o.topic)->default_value(o.topic), "topic to produce to (auto-created)")
+    ("batch", po::value(&o.batch)->default_value(o.batch), "messages per request")
+    ("concurrency", po::value(&o.concurrency)->default_value(o.concurrency), "requests in flight")
+    ("message-bytes", po::value(&o.message_bytes)->default_value(o.message_bytes), "message body size")
+    ("seconds", po::value(&seconds)->default_value(seconds), "measured time per protocol")
+    ("warmup", po::value(&warmup)->default_value(warmup), "unmeasured time before each")
+    ("json", po::bool_switch(&o.json), "JSON lines instead of a table");
+  po::variables_map vm;
+  if (!txmq::bench::parse_options(argc, argv, desc, vm)) return 0;
+  o.seconds = std::chrono::duration<double>(txmq::bench::parse_seconds(seconds)).count();
+  o.warmup = std::chrono::duration<double>(txmq::bench::parse_seconds(warmup)).count();
+  return txmq::bench::run_http_bench(o);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,7 +132,8 @@ int main(int argc, char** argv) {
       "           report (tables from JSON lines); --system picks txmq or a peer\n"
       "           relay (outbox relay vs. straight to the broker: backlog rows/s, commit-to-consume latency)\n"
       "           webhook (signed webhooks to a local receiver: deliveries/s, commit-to-first-attempt)\n"
-      "           tx (transactional messages: noop / with PostgreSQL beside pgbench / recovery of orphans)\n";
+      "           tx (transactional messages: noop / with PostgreSQL beside pgbench / recovery of orphans)\n"
+      "           http-publish (produce over the HTTP/JSON API beside the wire protocol, same run)\n";
   if (argc < 2) {
     std::cerr << usage;
     return 2;
@@ -122,6 +145,7 @@ int main(int argc, char** argv) {
     if (command == "relay") return txmq::bench::relay_command(argc - 1, argv + 1);
     if (command == "tx") return txmq::bench::tx_command(argc - 1, argv + 1);
     if (command == "webhook") return txmq::bench::webhook_command(argc - 1, argv + 1);
+    if (command == "http-publish") return http_command(argc - 1, argv + 1);
     if (command == "publish" || command == "rate" || command == "e2e" || command == "consume" || command == "fill") {
       return broker_command(command, argc - 1, argv + 1);
     }

@@ -90,6 +90,7 @@ json::object webhook_json(const v1::Webhook& w) {
   o["timeout"] = duration_text(w.timeout_ms());
   o["concurrency"] = w.concurrency();
   o["rate_per_second"] = w.rate_per_second();
+  o["payload"] = w.payload() == v1::WEBHOOK_PAYLOAD_ENVELOPE ? "envelope" : "raw";
   if (w.has_filter_key()) o["filter_key"] = w.filter_key();
   json::object fh;
   for (auto& [k, v] : w.filter_headers()) fh[k] = v;
@@ -158,7 +159,10 @@ void webhook_create_options(po::options_description& o) {
       "concurrency", po::value<std::uint32_t>()->value_name("N"), "requests in flight at once")(
       "rate", po::value<std::uint32_t>()->value_name("N"), "attempts per second (0: unlimited)")(
       "from", po::value<std::string>()->value_name("latest|earliest"),
-      "first message to notify: produced after now (default) or the earliest retained");
+      "first message to notify: produced after now (default) or the earliest retained")(
+      "payload", po::value<std::string>()->value_name("raw|envelope"),
+      "request body: the message body (raw, default) or the Standard Webhooks envelope "
+      "{\"type\", \"timestamp\", \"data\"|\"data_base64\"} (envelope)");
 }
 
 int webhook_create(session& s, const po::variables_map& vm) {
@@ -193,6 +197,11 @@ int webhook_create(session& s, const po::variables_map& vm) {
     const auto from = vm["from"].as<std::string>();
     if (from != "latest" && from != "earliest") throw po::error("--from wants latest or earliest, got '" + from + "'");
     req->set_from_earliest(from == "earliest");
+  }
+  if (vm.count("payload")) {
+    const auto payload = vm["payload"].as<std::string>();
+    if (payload != "raw" && payload != "envelope") throw po::error("--payload wants raw or envelope, got '" + payload + "'");
+    w->set_payload(payload == "envelope" ? v1::WEBHOOK_PAYLOAD_ENVELOPE : v1::WEBHOOK_PAYLOAD_RAW);
   }
   int status = exit_ok;
   auto r = call(s, std::move(f), v1::Frame::kWebhook, "create a webhook for topic '" + w->topic() + "'", status);

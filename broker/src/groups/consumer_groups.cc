@@ -16,6 +16,9 @@ namespace txmq::broker {
 namespace {
 
 constexpr std::size_t k_max_refs = 10'000;
+// Longest long poll (docs/protocol.md §12): a larger max_wait_ms is clamped, so a parked fetch
+// never holds its in-flight slot and its client's state for days.
+constexpr std::chrono::milliseconds k_max_fetch_wait = std::chrono::minutes(5);
 // Frame{correlation_id, fetch_response{...}} around the deliveries: tags, lengths, the id.
 constexpr std::size_t k_fetch_envelope_bytes = 64;
 
@@ -186,7 +189,7 @@ void consumer_groups::fetch(const std::shared_ptr<responder>& c, std::uint64_t c
   }
   std::size_t max = req.max_messages() ? req.max_messages() : settings_.default_fetch_messages;
   max = std::min<std::size_t>(max, settings_.max_fetch_messages);
-  const std::chrono::milliseconds wait{req.max_wait_ms()};
+  const auto wait = std::min(std::chrono::milliseconds(req.max_wait_ms()), k_max_fetch_wait);
   const std::chrono::milliseconds ack_deadline{req.ack_deadline_ms()};
   std::weak_ptr<responder> weak = c;
   with_group(req.group(), topics, storage::group_start::earliest,

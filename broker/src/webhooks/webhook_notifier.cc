@@ -12,6 +12,7 @@
 #include "broker_metrics.h"
 #include "io_thread.h"
 #include "txmq/common/log.h"
+#include "webhooks/webhook_payload.h"
 #include "webhooks/webhook_subscription.h"
 
 namespace txmq::broker {
@@ -247,15 +248,15 @@ asio::awaitable<void> webhook_notifier::attempt(std::shared_ptr<subscription> s,
     if (auto k = webhook_secret_key(sec.secret())) keys.push_back(std::move(k.value()));
   }
   http::request<http::string_body> req;
-  auto ct = msg.headers().find("content-type");
-  req.set(http::field::content_type, ct != msg.headers().end() ? ct->second : std::string("application/json"));
+  auto payload = webhook_payload(msg, s->rec.payload());
+  req.set(http::field::content_type, payload.content_type);
   req.set(http::field::user_agent, "txmq-webhooks/1");
   req.set("webhook-id", id);
   req.set("webhook-timestamp", std::to_string(ts));
-  req.set("webhook-signature", webhook_signature_header(keys, id, ts, msg.body()));
+  req.set("webhook-signature", webhook_signature_header(keys, id, ts, payload.body));
   req.set("txmq-topic", msg.topic());
   req.set("txmq-attempt", std::to_string(msg.attempt()));
-  req.body() = msg.body();
+  req.body() = std::move(payload.body);
   const milliseconds timeout{s->rec.timeout_ms()};
   auto res = co_await s->endpoint->post(std::move(req), timeout);
   const auto latency = std::chrono::steady_clock::now() - started;

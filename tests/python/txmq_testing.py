@@ -1,0 +1,122 @@
+"""What the Python tests share: the real txmq-broker on free loopback ports in a temporary
+directory, a small JSON-over-HTTP helper (urllib) and waiting on a condition with a deadline.
+
+The binaries are found in $TXMQ_BIN_DIR (set by CTest)."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+BIN_DIR = os.environ.get("TXMQ_BIN_DIR", "")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def eventually(condition, timeout=20.0, what="condition"):
+    """Polls condition() until it returns a true value (returned) or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)  # polling interval, not synchronization
+
+
+class Broker:
+    def __init__(self, *extra_args):
+        self.dir = tempfile.mkdtemp(prefix="txmq-py-")
+        self.port = free_port()
+        self.http_port = free_port()
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.log_path = os.path.join(self.dir, "broker.log")
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start(self):
+        args = [os.path.join(BIN_DIR, "txmq-broker"), "--data-dir", os.path.join(self.dir, "data"),
+                "--listen", self.address, "--http", f"127.0.0.1:{self.http_port}"] + self.extra_args
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError("txmq-broker exited during start:\n" + self.read_log())
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
+                    return r.status == 200
+            except (urllib.error.URLError, ConnectionError, OSError):
+                return False
+        eventually(ready, 30, "the broker's /healthz")
+        return self
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc:
+            self.log.close()
+        self.proc = None
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+
+def call(method, url, body=None, raw=None, headers=None, timeout=60):
+    """One HTTP request; returns (status, parsed JSON body or None, response headers)."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            text = r.read()
+            return r.status, (json.loads(text) if text else None), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        text = e.read()
+        try:
+            parsed = json.loads(text) if text else None
+        except ValueError:
+            parsed = {"raw": text.decode("utf-8", "replace")}
+        return e.code, parsed, dict(e.headers)
+
+
+def cli(broker, *args):
+    """Runs the txmq CLI against `broker`; returns (exit status, stdout, stderr)."""
+    p = subprocess.run([os.path.join(BIN_DIR, "txmq"), "--broker", broker.address] + list(args),
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
