@@ -93,6 +93,7 @@ class relay::impl {
   client::result<void> run() {
     producer::producer_options po;
     po.connection.address = options_.broker;
+    po.connection.auth_token = options_.auth_token;
     po.connection.client_id = "txmq-relay:" + options_.relay_id;
     po.connection.connect_timeout = std::min(options_.publish_timeout, milliseconds(5000));
     po.connection.reconnect_backoff_initial = options_.backoff_initial;

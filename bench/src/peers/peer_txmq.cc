@@ -18,12 +18,15 @@ namespace {
 
 namespace asio = boost::asio;
 
-using address = common::host_port;
+// Where the broker is, and the token its Hello carries (empty: a broker without auth).
+struct address : common::host_port {
+  std::string token;
+};
 
-address parse_address(const std::string& text) {
+address parse_address(const std::string& text, std::string token) {
   auto parsed = common::parse_host_port(text);
   if (!parsed) throw std::invalid_argument("txmq: " + parsed.error().message);
-  return std::move(parsed).value();
+  return address{std::move(parsed).value(), std::move(token)};
 }
 
 // Runs one ready handler (waiting up to max_wait for it), then every other ready one.
@@ -44,7 +47,7 @@ v1::Frame call(asio::io_context& io, wire_connection& c, v1::Frame request) {
 
 std::shared_ptr<wire_connection> connect(asio::io_context& io, const address& a, const std::string& who) {
   auto c = std::make_shared<wire_connection>(io, a.host, a.port);
-  c->connect_blocking(who);
+  c->connect_blocking(who, a.token);
   return c;
 }
 
@@ -173,7 +176,7 @@ class txmq_consumer final : public consumer {
 
 class txmq_system final : public system_under_test {
  public:
-  explicit txmq_system(const system_options& o) : address_(parse_address(o.address)), topic_(o.name) {
+  explicit txmq_system(const system_options& o) : address_(parse_address(o.address, o.auth_token)), topic_(o.name) {
     asio::io_context io;
     auto c = connect(io, address_, "txmq-bench-admin");
     v1::Frame f;

@@ -28,6 +28,7 @@ struct system_options {
   // the system can remove it, so that every run starts empty.
   std::string name = "bench";
   std::uint32_t partitions = 4;  // txmq only
+  std::string auth_token;        // txmq only: a principal's token for a broker with auth
 };
 
 class publisher {

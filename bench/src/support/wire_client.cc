@@ -12,13 +12,14 @@ namespace asio = boost::asio;
 wire_connection::wire_connection(asio::io_context& io, std::string host, std::uint16_t port)
     : io_(io), socket_(io), host_(std::move(host)), port_(port) {}
 
-void wire_connection::connect_blocking(const std::string& client_id) {
+void wire_connection::connect_blocking(const std::string& client_id, const std::string& auth_token) {
   socket_.connect({asio::ip::make_address(host_), port_});
   socket_.set_option(asio::ip::tcp::no_delay(true));
   v1::Frame hello;
   hello.set_correlation_id(next_id_++);
   hello.mutable_hello()->set_protocol_version(1);
   hello.mutable_hello()->set_client_id(client_id);
+  hello.mutable_hello()->set_auth_token(auth_token);
   std::string bytes;
   if (!protocol::encode_frame(hello, bytes)) throw std::runtime_error("cannot encode Hello");
   asio::write(socket_, asio::buffer(bytes));
@@ -29,6 +30,7 @@ void wire_connection::connect_blocking(const std::string& client_id) {
   std::string body(len.value(), '\0');
   asio::read(socket_, asio::buffer(body));
   auto f = protocol::decode_frame_body(std::as_bytes(std::span(body.data(), body.size())));
+  if (f && f.value().has_error()) throw std::runtime_error("broker refused Hello: " + f.value().error().message());
   if (!f || !f.value().has_hello_ok()) throw std::runtime_error("broker refused Hello");
   asio::co_spawn(io_, [self = shared_from_this()] { return self->read_loop(); }, [](std::exception_ptr e) {
     if (e) std::rethrow_exception(e);
