@@ -10,7 +10,8 @@
 //
 // Then: CheckTx routing across producer groups a/b with two principals, a revoked grant and a
 // deleted principal on open connections, the CLI's principal/acl round trips, and tokens kept
-// out of the broker's log and of `principal list`.
+// out of the broker's log and of `principal list`. The file is one piece: every test shares the
+// auth_broker fixture and the matrix tables, and they read best beside each other.
 
 #include <array>
 #include <cstdlib>
