@@ -550,6 +550,20 @@ TEST_F(auth_test, cli_principal_and_acl_round_trips_and_tokens_stay_out_of_logs_
   EXPECT_NE(denied.err.find("NOT_AUTHORIZED"), std::string::npos) << denied;
   EXPECT_NE(denied.err.find("produce on topic:payments"), std::string::npos) << denied;
 
+  // The consumer library through the CLI: consume needs the group and the topic.
+  auto no_consume = run_txmq({"--broker", b.address(), "--token", token, "consume", "orders", "--group", "audit",
+                              "--max", "2", "--wait", "500"});
+  EXPECT_EQ(no_consume.status, 1) << no_consume;
+  EXPECT_NE(no_consume.err.find("consume on group:audit"), std::string::npos) << no_consume;
+  ASSERT_EQ(as_admin({"acl", "grant", "orders-svc", "consume", "group:audit"}).status, 0);
+  ASSERT_EQ(as_admin({"acl", "grant", "orders-svc", "consume", "topic:orders"}).status, 0);
+  auto consumed = run_txmq({"--broker", b.address(), "--token", token, "--json", "consume", "orders", "--group",
+                            "audit", "--max", "2", "--wait", "2000"});
+  EXPECT_EQ(consumed.status, 0) << consumed;
+  EXPECT_EQ(consumed.objects().size(), 2u) << consumed;
+  ASSERT_EQ(as_admin({"acl", "revoke", "orders-svc", "consume", "group:audit"}).status, 0);
+  ASSERT_EQ(as_admin({"acl", "revoke", "orders-svc", "consume", "topic:orders"}).status, 0);
+
   ASSERT_EQ(as_admin({"acl", "revoke", "orders-svc", "produce", "topic:orders"}).status, 0);
   auto after_revoke = as_admin({"--json", "acl", "list"});
   ASSERT_EQ(after_revoke.objects().size(), 1u) << after_revoke;
