@@ -10,7 +10,8 @@
 //
 // Then: CheckTx routing across producer groups a/b with two principals, a revoked grant and a
 // deleted principal on open connections, the CLI's principal/acl round trips, and tokens kept
-// out of the broker's log and of `principal list`.
+// out of the broker's log and of `principal list`. The file is one piece: every test shares the
+// auth_broker fixture and the matrix tables, and they read best beside each other.
 
 #include <array>
 #include <cstdlib>
@@ -548,6 +549,20 @@ TEST_F(auth_test, cli_principal_and_acl_round_trips_and_tokens_stay_out_of_logs_
   EXPECT_EQ(denied.status, 1) << denied;
   EXPECT_NE(denied.err.find("NOT_AUTHORIZED"), std::string::npos) << denied;
   EXPECT_NE(denied.err.find("produce on topic:payments"), std::string::npos) << denied;
+
+  // The consumer library through the CLI: consume needs the group and the topic.
+  auto no_consume = run_txmq({"--broker", b.address(), "--token", token, "consume", "orders", "--group", "audit",
+                              "--max", "2", "--wait", "500"});
+  EXPECT_EQ(no_consume.status, 1) << no_consume;
+  EXPECT_NE(no_consume.err.find("consume on group:audit"), std::string::npos) << no_consume;
+  ASSERT_EQ(as_admin({"acl", "grant", "orders-svc", "consume", "group:audit"}).status, 0);
+  ASSERT_EQ(as_admin({"acl", "grant", "orders-svc", "consume", "topic:orders"}).status, 0);
+  auto consumed = run_txmq({"--broker", b.address(), "--token", token, "--json", "consume", "orders", "--group",
+                            "audit", "--max", "2", "--wait", "2000"});
+  EXPECT_EQ(consumed.status, 0) << consumed;
+  EXPECT_EQ(consumed.objects().size(), 2u) << consumed;
+  ASSERT_EQ(as_admin({"acl", "revoke", "orders-svc", "consume", "group:audit"}).status, 0);
+  ASSERT_EQ(as_admin({"acl", "revoke", "orders-svc", "consume", "topic:orders"}).status, 0);
 
   ASSERT_EQ(as_admin({"acl", "revoke", "orders-svc", "produce", "topic:orders"}).status, 0);
   auto after_revoke = as_admin({"--json", "acl", "list"});

@@ -1,6 +1,5 @@
 // txmq-bench: load generator for txmq. `txmq-bench storage --help` for the storage workload.
 
-#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -16,7 +15,7 @@
 #include "workloads/storage_bench.h"
 #include "workloads/tx_bench.h"
 #include "workloads/webhook_bench.h"
-#include "txmq/client/token.h"
+#include "support/token_options.h"
 
 namespace po = boost::program_options;
 
@@ -65,8 +64,6 @@ int broker_command(const std::string& workload, int argc, char** argv) {
     ("label", po::value(&o.label), "name printed for the system (default: --system), to tell variants apart")
     ("broker", po::value(&o.address)->default_value(o.address),
      "HOST:PORT of the broker (txmq, RabbitMQ, NATS), or a libpq connection string (pgqueue)")
-    ("token", po::value<std::string>()->value_name("TOKEN"), "txmq with auth: a principal's token (default: $TXMQ_TOKEN)")
-    ("token-file", po::value<std::string>()->value_name("FILE"), "txmq with auth: read the token from FILE")
     ("topic", po::value(&o.topic)->default_value(o.topic), "prefix of the topic/queue/stream/table made for each run")
     ("partitions", po::value(&o.partitions)->default_value(o.partitions), "partitions of a new txmq topic")
     ("message-bytes", po::value(&o.message_bytes)->default_value(o.message_bytes), "message body size")
@@ -79,19 +76,12 @@ int broker_command(const std::string& workload, int argc, char** argv) {
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
     ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's (and its children's) memory and CPU time")
     ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
+  txmq::bench::add_token_options(desc);
   po::variables_map vm;
   if (!txmq::bench::parse_options(argc, argv, desc, vm)) return 0;
   o.seconds = std::chrono::duration<double>(txmq::bench::parse_seconds(seconds)).count();
   o.warmup = std::chrono::duration<double>(txmq::bench::parse_seconds(warmup)).count();
-  auto token = txmq::client::resolve_token(
-      vm.count("token") ? std::optional<std::string>(vm["token"].as<std::string>()) : std::nullopt,
-      vm.count("token-file") ? std::optional<std::string>(vm["token-file"].as<std::string>()) : std::nullopt,
-      [](std::string_view name) -> std::optional<std::string> {
-        const char* v = std::getenv(std::string(name).c_str());
-        return v ? std::optional<std::string>(v) : std::nullopt;
-      });
-  if (!token) throw std::invalid_argument(token.error().message);
-  o.auth_token = std::move(token.value());
+  o.auth_token = txmq::bench::token_option(vm);
   return txmq::bench::run_broker_bench(o);
 }
 
