@@ -223,6 +223,8 @@ const std::vector<frame_entry>& frames() {
       admin_request("webhook_replay", [](v1::Frame& f) { f.mutable_webhook_replay()->set_id("wh_none"); }),
       response("webhook_replay_response"),
       admin_request("webhook_rotate_secret", [](v1::Frame& f) { f.mutable_webhook_rotate_secret()->set_id("wh_none"); }),
+      admin_request("connection_list", [](v1::Frame& f) { f.mutable_connection_list(); }),
+      response("connection_list_response"),
       admin_request("principal_create", [](v1::Frame& f) { f.mutable_principal_create()->set_name("made-by-matrix"); }),
       response("principal_create_response"),
       admin_request("principal_list", [](v1::Frame& f) { f.mutable_principal_list(); }),

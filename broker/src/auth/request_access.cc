@@ -127,6 +127,8 @@ constexpr request_rule k_rules[] = {
     {98, "acl_change_response", S},
     {99, "acl_list", R, admin},
     {100, "acl_list_response", S},
+    {120, "connection_list", R, admin},
+    {121, "connection_list_response", S},
 };
 
 }  // namespace
