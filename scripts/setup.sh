@@ -15,6 +15,9 @@ packages=(
   librabbitmq-dev libnats-dev
   # make package (dpkg-shlibdeps), its readiness check and tests (/healthz, free ports)
   dpkg-dev curl python3
+  # the web console's browser tests (ctest -L browser) and scripts/console-screenshots.sh:
+  # headless Chromium driven by selenium from the system Python (/usr/bin/python3)
+  chromium chromium-driver python3-selenium
   # The Python examples' wire client (protoc --python_out needs the protobuf runtime)
   python3-protobuf
 )

@@ -17,6 +17,7 @@
 #include "workloads/storage_bench.h"
 #include "workloads/tx_bench.h"
 #include "workloads/webhook_bench.h"
+#include "support/token_options.h"
 
 namespace po = boost::program_options;
 
@@ -78,11 +79,13 @@ int broker_command(const std::string& workload, int argc, char** argv) {
     ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's (and its children's) memory and CPU time")
     ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
   txmq::client::add_tls_flags(desc);
+  txmq::bench::add_token_options(desc);
   po::variables_map vm;
   if (!txmq::bench::parse_options(argc, argv, desc, vm)) return 0;
   o.tls = txmq::client::tls_options_from(vm);
   o.seconds = std::chrono::duration<double>(txmq::bench::parse_seconds(seconds)).count();
   o.warmup = std::chrono::duration<double>(txmq::bench::parse_seconds(warmup)).count();
+  o.auth_token = txmq::bench::token_option(vm);
   return txmq::bench::run_broker_bench(o);
 }
 

@@ -10,6 +10,9 @@
 #include <boost/asio.hpp>
 
 #include "broker_metrics.h"
+#include "auth/access_control.h"
+#include "auth/http_access.h"
+#include "console/console_routes.h"
 #include "http/http_api.h"
 #include "io_thread.h"
 #include "net/connection.h"
@@ -187,6 +190,13 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   auto p = std::make_unique<impl>(config);
   auto& m = *p;
 
+  // With auth on the admin token must be usable before anything else starts.
+  std::string admin_hash;
+  if (config.auth) {
+    auto token = auth::read_admin_token(config.admin_token_file);
+    if (!token) return error(token.error().code, "cannot start with auth = true: " + token.error().message);
+    admin_hash = auth::sha256(token.value());
+  }
   if (!config.tls_cert_file.empty()) {
     auto loaded = common::server_tls::load({config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file});
     if (!loaded) return error(loaded.error().code, "cannot serve TLS: " + loaded.error().message);
@@ -229,6 +239,8 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   ss.webhooks.guard.allow_private = config.webhook_allow_private;
   // validate() parsed the list already, so this cannot fail.
   if (auto hosts = parse_allow_hosts(config.webhook_allow_hosts)) ss.webhooks.guard.allowed = std::move(hosts).value();
+  ss.auth = config.auth;
+  ss.admin_token_sha256 = std::move(admin_hash);
   m.limits.max_frame_bytes = static_cast<std::uint32_t>(config.max_frame_bytes);
   m.limits.max_in_flight = config.max_in_flight_per_connection;
   m.limits.hello_timeout = config.hello_timeout;
@@ -295,12 +307,15 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   hopts.max_body_bytes = config.max_frame_bytes;
   if (m.tls) hopts.tls = [tls = m.tls] { return tls->current(); };
   m.http = std::make_unique<common::admin_http_server>(m.io, m.registry, hopts);
+  // Before the listener opens: no request is ever served unchecked.
+  if (config.auth) m.http->set_access_hook(auth::make_http_access_hook(m.svc->access()));
   auto http_bound = m.http->start(http_ep.value());
   if (!http_bound) return http_bound.error();
   m.http_bound = http_bound.value();
   m.svc->webhooks().register_routes(*m.http);
   m.api = std::make_unique<http_api::gateway>(*m.svc, static_cast<std::uint32_t>(config.max_frame_bytes));
   m.api->register_routes(*m.http);
+  console::register_routes(*m.http);
   watch_store_health(*m.store, m.registry, *m.http);
 
   asio::co_spawn(m.io, m.accept_loop(), [](std::exception_ptr e) {
@@ -324,7 +339,8 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
 
   common::log::info("txmq broker listening on ", m.bound.address().to_string(), ":", m.bound.port(), " (admin HTTP on ",
             m.http_bound.address().to_string(), ":", m.http_bound.port(), "), data in ", config.data_dir,
-            ", durability ", to_string(config.durability), m.tls ? (m.tls->requires_client_certificate() ? ", TLS with client certificates" : ", TLS") : "");
+            ", durability ", to_string(config.durability), config.auth ? ", auth on" : ", auth off",
+            m.tls ? (m.tls->requires_client_certificate() ? ", TLS with client certificates" : ", TLS") : "");
   if (config.durability == durability_mode::async) {
     common::log::warn("durability = async: produce is acknowledged before fsync; a power loss can lose acknowledged "
               "messages");

@@ -151,6 +151,8 @@ const setting k_settings[] = {
     {"auth", kind::boolean, &broker_config::auth, "require principals' tokens (docs/security.md)"},
     {"insecure", kind::boolean, &broker_config::insecure,
      "allow non-loopback addresses without auth and TLS both on (logged every hour)"},
+    {"admin_token_file", kind::optional_path, &broker_config::admin_token_file,
+     "file holding the admin principal's token (at least 32 characters); required with auth"},
     {"log_level", kind::level, &broker_config::log_level, "trace, debug, info, warn or error"},
 };
 
@@ -620,6 +622,10 @@ result<void> validate(const broker_config& c) {
                 ": give the admin HTTP server another port with --http HOST:PORT");
   }
   if (c.data_dir.empty()) return fail("data_dir must not be empty");
+  if (c.auth && c.admin_token_file.empty()) {
+    return fail("auth = true needs admin_token_file (--admin-token-file FILE): a file holding the admin "
+                "principal's token, e.g. made with `printf 'txmq_%s' $(openssl rand -hex 24) > FILE && chmod 600 FILE`");
+  }
   if (!check_positive("tx_timeout", c.tx_timeout) ||
       !check_schedule("tx_check_schedule", c.tx_check_schedule) ||
       !check_at_least_one("tx_max_checks", c.tx_max_checks) ||

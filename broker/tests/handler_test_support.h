@@ -41,6 +41,8 @@ class recording_responder final : public responder {
   [[nodiscard]] const std::string& client_id() const noexcept override { return client_id_; }
   [[nodiscard]] const std::string& producer_group() const noexcept override { return producer_group_; }
   [[nodiscard]] const std::string& peer() const noexcept override { return peer_; }
+  [[nodiscard]] const std::string& principal() const noexcept override { return principal_; }
+  std::string principal_ = "admin";
 
   // The answer to request `corr`, once it came.
   [[nodiscard]] std::optional<v1::Frame> answer(std::uint64_t corr) const {

@@ -15,7 +15,9 @@
 #include "session.h"
 #include "topic_commands.h"
 #include "tx_commands.h"
+#include "auth_commands.h"
 #include "webhook_commands.h"
+#include "txmq/client/token.h"
 #include "txmq/client/connection.h"
 
 namespace txmq::cli {
@@ -246,6 +248,31 @@ const std::vector<command>& commands() {
        detail::webhook_attempts_options, detail::webhook_attempts},
       {"webhook replay", "webhook replay ID --since TIME", "send the messages published since TIME once more", {"ID"},
        detail::webhook_replay_options, detail::webhook_replay},
+      {"principal create", "principal create NAME", "create a principal and print its token (shown only this once)",
+       {"NAME"}, no_options,
+       [](detail::session& s, const po::variables_map& vm) { return detail::principal_create(s, required(vm, "NAME")); }},
+      {"principal list", "principal list", "list principals (never their tokens)", {}, no_options,
+       [](detail::session& s, const po::variables_map&) { return detail::principal_list(s); }},
+      {"principal delete", "principal delete NAME", "delete a principal and its grants; closes its connections",
+       {"NAME"}, no_options,
+       [](detail::session& s, const po::variables_map& vm) { return detail::principal_delete(s, required(vm, "NAME")); }},
+      {"acl grant", "acl grant PRINCIPAL PERMISSION RESOURCE",
+       "grant produce|consume|transact|admin on topic:N|group:N|producer-group:N|cluster (N* = prefix)",
+       {"PRINCIPAL", "PERMISSION", "RESOURCE"}, no_options,
+       [](detail::session& s, const po::variables_map& vm) {
+         return detail::acl_change(s, true, required(vm, "PRINCIPAL"), required(vm, "PERMISSION"),
+                                   required(vm, "RESOURCE"));
+       }},
+      {"acl revoke", "acl revoke PRINCIPAL PERMISSION RESOURCE", "remove a grant", {"PRINCIPAL", "PERMISSION", "RESOURCE"},
+       no_options,
+       [](detail::session& s, const po::variables_map& vm) {
+         return detail::acl_change(s, false, required(vm, "PRINCIPAL"), required(vm, "PERMISSION"),
+                                   required(vm, "RESOURCE"));
+       }},
+      {"acl list", "acl list [PRINCIPAL]", "list grants (of one principal)", {"PRINCIPAL"}, no_options,
+       [](detail::session& s, const po::variables_map& vm) {
+         return detail::acl_list(s, vm.count("PRINCIPAL") ? vm["PRINCIPAL"].as<std::string>() : std::string());
+       }},
       {"webhook rotate-secret", "webhook rotate-secret ID [--secret S] [--grace D]",
        "sign with a new secret; the old one keeps signing for the grace period", {"ID"}, detail::webhook_rotate_options,
        detail::webhook_rotate},
@@ -253,13 +280,16 @@ const std::vector<command>& commands() {
   return k_commands;
 }
 
-bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq" || word == "tx" || word == "outbox" || word == "webhook"; }
+bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq" || word == "tx" || word == "outbox" || word == "webhook" || word == "principal" || word == "acl"; }
 
 // without_timeout: the command has a --timeout of its own (webhook create), which wins.
 po::options_description global_options(bool without_timeout = false) {
   po::options_description o("Global options");
   o.add_options()("broker", po::value<std::string>()->value_name("HOST:PORT"),
                   "broker address (default: $TXMQ_BROKER, else 127.0.0.1:7878)")(
+      "token", po::value<std::string>()->value_name("TOKEN"),
+      "principal's token for a broker with auth (default: $TXMQ_TOKEN); visible in ps, prefer --token-file")(
+      "token-file", po::value<std::string>()->value_name("FILE"), "read the token from FILE")(
       "json", "one JSON object per line instead of tables");
   if (!without_timeout) {
     o.add_options()("timeout", po::value<std::uint32_t>()->value_name("MS"),
@@ -276,8 +306,8 @@ constexpr const char* k_short_usage =
     "usage: txmq [--broker HOST:PORT] [--json] COMMAND [ARGS]\nTry 'txmq --help'.\n";
 
 bool takes_value(const std::string& token) {
-  return token == "--broker" || token == "--timeout" || token == "--connect-timeout" ||
-         client::is_tls_flag_with_value(token);
+  return token == "--broker" || token == "--timeout" || token == "--connect-timeout" || token == "--token" ||
+         token == "--token-file" || client::is_tls_flag_with_value(token);
 }
 
 std::string general_usage() {
@@ -412,7 +442,18 @@ int run_checked(const std::vector<std::string>& args, environment& env) {
     const auto connect_timeout = milliseconds(vm.count("connect-timeout") ? vm["connect-timeout"].as<std::uint32_t>() : 3000);
     if (timeout.count() == 0 || connect_timeout.count() == 0) throw usage_error("timeouts must be at least 1 ms");
 
-    detail::session s(env, vm.count("json") > 0, broker, connect_timeout, timeout, client::tls_options_from(vm));
+    auto token = client::resolve_token(
+        vm.count("token") ? std::optional<std::string>(vm["token"].as<std::string>()) : std::nullopt,
+        vm.count("token-file") ? std::optional<std::string>(vm["token-file"].as<std::string>()) : std::nullopt,
+        env.getenv);
+    if (!token) {
+      if (token.error().message.starts_with("give either")) throw usage_error(token.error().message);
+      env.err << "txmq: " << token.error().message << '\n';
+      return exit_failure;
+    }
+
+    detail::session s(env, vm.count("json") > 0, broker, connect_timeout, timeout, std::move(token.value()),
+                      client::tls_options_from(vm));
     return cmd->execute(s, vm);
   } catch (const usage_error& e) {
     return usage(env, e.what(), short_usage);

@@ -18,12 +18,17 @@ std::shared_ptr<client::connection> session::open_connection(const std::string& 
   o.address = broker_;
   o.client_id = "txmq-cli";
   o.producer_group = producer_group;
+  o.auth_token = token_;
   o.connect_timeout = connect_timeout_;
   o.request_timeout = timeout_;
   o.tls = tls_;
   auto c = client::connection::connect(std::move(o));
   if (!c && c.error().is(client::errc::tls_failed)) {
     fail("cannot reach the broker at " + broker_ + " over TLS", c.error());
+    return nullptr;
+  }
+  if (!c && c.error().is(protocol::errc::not_authenticated)) {
+    fail("the broker at " + broker_ + " refused the token (pass --token, --token-file or TXMQ_TOKEN)", c.error());
     return nullptr;
   }
   if (!c) {

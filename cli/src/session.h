@@ -16,13 +16,16 @@ namespace txmq::cli::detail {
 // use).
 class session {
  public:
+  // `token`: the principal's token (--token, --token-file, TXMQ_TOKEN), empty for none. It goes
+  // into the Hello only; never printed.
   session(environment& env, bool json, std::string broker, std::chrono::milliseconds connect_timeout,
-          std::chrono::milliseconds timeout, client::tls_options tls = {})
+          std::chrono::milliseconds timeout, std::string token = {}, client::tls_options tls = {})
       : env_(env),
         json_(json),
         broker_(std::move(broker)),
         connect_timeout_(connect_timeout),
         timeout_(timeout),
+        token_(std::move(token)),
         tls_(std::move(tls)) {}
 
   [[nodiscard]] environment& env() noexcept { return env_; }
@@ -48,6 +51,7 @@ class session {
   std::string broker_;
   std::chrono::milliseconds connect_timeout_;
   std::chrono::milliseconds timeout_;
+  std::string token_;
   client::tls_options tls_;
   std::shared_ptr<client::connection> conn_;
 };

@@ -83,4 +83,53 @@ result<v1::DlqRedriveResponse> admin::dlq_redrive(const std::string& group) {
               "DlqRedrive");
 }
 
+result<v1::PrincipalCreateResponse> admin::create_principal(const std::string& name) {
+  v1::Frame f;
+  f.mutable_principal_create()->set_name(name);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kPrincipalCreateResponse,
+              &v1::Frame::principal_create_response, "PrincipalCreate");
+}
+
+result<v1::PrincipalListResponse> admin::list_principals() {
+  v1::Frame f;
+  f.mutable_principal_list();
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kPrincipalListResponse, &v1::Frame::principal_list_response,
+              "PrincipalList");
+}
+
+result<v1::PrincipalDeleteResponse> admin::delete_principal(const std::string& name) {
+  v1::Frame f;
+  f.mutable_principal_delete()->set_name(name);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kPrincipalDeleteResponse,
+              &v1::Frame::principal_delete_response, "PrincipalDelete");
+}
+
+result<v1::AclChangeResponse> admin::grant(const std::string& principal, const std::string& permission,
+                                           const std::string& resource) {
+  v1::Frame f;
+  auto* e = f.mutable_acl_grant()->mutable_entry();
+  e->set_principal(principal);
+  e->set_permission(permission);
+  e->set_resource(resource);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kAclChangeResponse, &v1::Frame::acl_change_response,
+              "AclGrant");
+}
+
+result<v1::AclChangeResponse> admin::revoke(const std::string& principal, const std::string& permission,
+                                            const std::string& resource) {
+  v1::Frame f;
+  auto* e = f.mutable_acl_revoke()->mutable_entry();
+  e->set_principal(principal);
+  e->set_permission(permission);
+  e->set_resource(resource);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kAclChangeResponse, &v1::Frame::acl_change_response,
+              "AclRevoke");
+}
+
+result<v1::AclListResponse> admin::list_acls(const std::string& principal) {
+  v1::Frame f;
+  f.mutable_acl_list()->set_principal(principal);
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kAclListResponse, &v1::Frame::acl_list_response, "AclList");
+}
+
 }  // namespace txmq::client

@@ -48,6 +48,11 @@ bool is_response(const v1::Frame& frame) noexcept {
     case v1::Frame::kWebhookDeleteResponse:
     case v1::Frame::kWebhookAttemptsResponse:
     case v1::Frame::kWebhookReplayResponse:
+    case v1::Frame::kPrincipalCreateResponse:
+    case v1::Frame::kPrincipalListResponse:
+    case v1::Frame::kPrincipalDeleteResponse:
+    case v1::Frame::kAclChangeResponse:
+    case v1::Frame::kAclListResponse:
       return true;
     default:
       return false;

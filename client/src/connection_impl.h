@@ -39,8 +39,8 @@ namespace detail {
 // Broker handshake refusals that another attempt will not cure: requests waiting for a
 // connection fail with them at once instead of waiting for their timeout.
 inline bool is_refusal(const error& e) {
-  return e.is(errc::tls_failed) || e.is(protocol::errc::unauthenticated) || e.is(protocol::errc::unsupported_version) ||
-         e.is(protocol::errc::hello_required) || e.is(protocol::errc::permission_denied);
+  return e.is(errc::tls_failed) || e.is(protocol::errc::not_authenticated) || e.is(protocol::errc::unsupported_version) ||
+         e.is(protocol::errc::hello_required) || e.is(protocol::errc::not_authorized);
 }
 }  // namespace detail
 

@@ -52,7 +52,7 @@ error from_wire(int code, std::string message) {
     case protocol::errc::hello_required:
     case protocol::errc::unsupported_version:
     case protocol::errc::unknown_request:
-    case protocol::errc::unauthenticated:
+    case protocol::errc::not_authenticated:
     case protocol::errc::invalid_argument:
     case protocol::errc::unknown_topic:
     case protocol::errc::topic_exists:
@@ -61,7 +61,7 @@ error from_wire(int code, std::string message) {
     case protocol::errc::unknown_delivery:
     case protocol::errc::unknown_tx:
     case protocol::errc::tx_already_resolved:
-    case protocol::errc::permission_denied:
+    case protocol::errc::not_authorized:
     case protocol::errc::limit_exceeded:
     case protocol::errc::storage_error:
     case protocol::errc::shutting_down:

@@ -84,13 +84,13 @@ TEST(connection, handshake_sends_hello_fields_and_reads_hello_ok) {
 TEST(connection, handshake_refusal_keeps_code_and_text) {
   fake_broker broker;
   v1::Error e;
-  e.set_code(v1::UNAUTHENTICATED);
+  e.set_code(v1::NOT_AUTHENTICATED);
   e.set_message("token 'x' is not known; ask an operator for a token");
   broker.set_hello_error(e);
   auto o = options_for(broker);
   auto c = connection::connect(o);
   ASSERT_FALSE(c);
-  EXPECT_TRUE(c.error().is(protocol::errc::unauthenticated));
+  EXPECT_TRUE(c.error().is(protocol::errc::not_authenticated));
   EXPECT_EQ(c.error().message, e.message());
   EXPECT_FALSE(c.error().retriable());
 }

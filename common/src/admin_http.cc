@@ -35,6 +35,7 @@ struct route {
   std::string prefix;
   admin_http_server::handler sync_handler;    // exactly one of the two is set
   admin_http_server::async_handler async_handler;
+  route_access access;
 };
 
 struct admin_http_state : std::enable_shared_from_this<admin_http_state> {
@@ -98,8 +99,9 @@ struct admin_http_state : std::enable_shared_from_this<admin_http_state> {
   bool started_ = false;
   std::optional<tcp::endpoint> local_;
 
-  mutable std::mutex mutex_;  // guards routes_ and health_
+  mutable std::mutex mutex_;  // guards routes_, health_ and hook_
   std::vector<route> routes_;
+  std::optional<http_access_hook> hook_;
   std::function<health_status()> health_;
 };
 
@@ -241,6 +243,8 @@ asio::awaitable<http::response<http::string_body>> admin_http_state::respond(
 
   admin_http_server::handler sync_h;
   admin_http_server::async_handler async_h;
+  route_access access;
+  std::optional<http_access_hook> hook;
   std::string allow;
   {
     std::lock_guard lock(mutex_);
@@ -260,7 +264,9 @@ asio::awaitable<http::response<http::string_body>> admin_http_state::respond(
     if (best != nullptr) {
       sync_h = best->sync_handler;
       async_h = best->async_handler;
+      access = best->access;
     }
+    hook = hook_;
   }
   if (!sync_h && !async_h) {
     if (!allow.empty()) {
@@ -275,9 +281,20 @@ asio::awaitable<http::response<http::string_body>> admin_http_state::respond(
                            "not found: " + std::string(path) + "\n", {}});
   }
 
-  const http_request view{req.method(), target, path, query, req.base(), req.body()};
+  http_request view{req.method(), target, path, query, req.base(), req.body()};
   http_response r;
   try {
+    std::string principal;
+    if (hook && access.what == route_access::kind::needs) {
+      auto who = hook->authenticate(view);
+      if (auto* refused = std::get_if<http_response>(&who)) co_return make_response(req, std::move(*refused));
+      principal = std::move(std::get<std::string>(who));
+      view.principal = principal;
+      std::vector<http_access> needs;
+      if (access.needs) needs = access.needs(view);
+      if (needs.empty()) needs.push_back({"admin", "cluster"});
+      if (auto denied = hook->authorize(principal, needs)) co_return make_response(req, std::move(*denied));
+    }
     if (sync_h) {
       r = sync_h(view);
     } else {
@@ -308,7 +325,7 @@ admin_http_server::admin_http_server(asio::io_context& io, const metrics_registr
     return http_response{503, "text/plain; charset=utf-8",
                          h.reason.empty() ? std::string("unhealthy") : std::move(h.reason),
                          {}};
-  });
+  }, route_access::open_to_all());
   add_route(http::verb::get, "/metrics", [state = state_.get()](const http_request&) {
     return http_response{200, std::string(k_metrics_content_type), state->metrics_.render(), {}};
   });
@@ -328,27 +345,33 @@ void admin_http_server::set_health_check(std::function<health_status()> check) {
   state_->health_ = std::move(check);
 }
 
-void admin_http_server::add_route(http::verb method, std::string path_prefix, handler h) {
-  add_any_route(method, std::move(path_prefix), std::move(h), nullptr);
+void admin_http_server::add_route(http::verb method, std::string path_prefix, handler h, route_access access) {
+  add_any_route(method, std::move(path_prefix), std::move(h), nullptr, std::move(access));
 }
 
 void admin_http_server::add_async_route(http::verb method, std::string path_prefix,
-                                        async_handler h) {
-  add_any_route(method, std::move(path_prefix), nullptr, std::move(h));
+                                        async_handler h, route_access access) {
+  add_any_route(method, std::move(path_prefix), nullptr, std::move(h), std::move(access));
+}
+
+void admin_http_server::set_access_hook(http_access_hook hook) {
+  std::lock_guard lock(state_->mutex_);
+  state_->hook_ = std::move(hook);
 }
 
 void admin_http_server::add_any_route(http::verb method, std::string path_prefix,
-                                      handler sync_h, async_handler async_h) {
+                                      handler sync_h, async_handler async_h, route_access access) {
   std::lock_guard lock(state_->mutex_);
   for (auto& r : state_->routes_) {
     if (r.method == method && r.prefix == path_prefix) {
       r.sync_handler = std::move(sync_h);
       r.async_handler = std::move(async_h);
+      r.access = std::move(access);
       return;
     }
   }
-  state_->routes_.push_back(
-      detail::route{method, std::move(path_prefix), std::move(sync_h), std::move(async_h)});
+  state_->routes_.push_back(detail::route{method, std::move(path_prefix), std::move(sync_h), std::move(async_h),
+                                          std::move(access)});
 }
 
 result<tcp::endpoint> admin_http_server::start(const tcp::endpoint& where) {

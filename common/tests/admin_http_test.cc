@@ -12,6 +12,8 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <gmock/gmock.h>
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 namespace txmq::common {
@@ -300,6 +302,69 @@ TEST_F(admin_http_limits_test, an_idle_connection_is_closed_after_the_read_timeo
   EXPECT_EQ(c.request(http::verb::get, "/healthz").status, 200u);
   // Blocks until the server gives up on the next request (read_timeout = 200ms).
   EXPECT_TRUE(c.closed_by_server());
+}
+
+
+// GET with an Authorization header (empty: none); answers status, body and WWW-Authenticate.
+std::tuple<unsigned, std::string, std::string> get_as(tcp::endpoint server, const std::string& target,
+                                                      const std::string& authorization) {
+  asio::io_context io;
+  tcp::socket socket(io);
+  socket.connect(server);
+  http::request<http::string_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  if (!authorization.empty()) req.set(http::field::authorization, authorization);
+  req.keep_alive(false);
+  http::write(socket, req);
+  boost::beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(socket, buffer, res);
+  return {res.result_int(), res.body(), std::string(res[http::field::www_authenticate])};
+}
+
+TEST_F(admin_http_test, the_access_hook_guards_every_route_but_the_open_ones) {
+  server_->add_route(http::verb::get, "/v1/topics/", [](const http_request& req) {
+    return http_response{200, "text/plain", "hello " + std::string(req.principal), {}};
+  }, route_access::computed([](const http_request& req) {
+    return std::vector<http_access>{{"produce", "topic:" + std::string(req.path.substr(11))}};
+  }));
+  server_->add_route(http::verb::get, "/own", [](const http_request&) {
+    return http_response{200, "text/plain", "own", {}};
+  }, route_access::by_handler());
+  std::vector<std::string> asked;
+  http_access_hook hook;
+  hook.authenticate = [](const http_request& req) -> std::variant<std::string, http_response> {
+    auto it = req.headers.find(http::field::authorization);
+    if (it != req.headers.end() && it->value() == "Bearer good") return std::string("svc");
+    if (it != req.headers.end() && it->value() == "Bearer boss") return std::string("boss");
+    http_response r{401, "text/plain", "who are you", {}};
+    r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"t\"");
+    return r;
+  };
+  hook.authorize = [&asked](const std::string& principal,
+                            const std::vector<http_access>& needs) -> std::optional<http_response> {
+    for (auto& n : needs) asked.push_back(principal + " " + n.permission + " " + n.resource);
+    if (principal == "boss") return std::nullopt;
+    if (needs.size() == 1 && needs[0].permission == "produce" && needs[0].resource == "topic:mine") return std::nullopt;
+    return http_response{403, "text/plain", "no", {}};
+  };
+  server_->set_access_hook(hook);
+
+  EXPECT_EQ(std::get<0>(get_as(endpoint_, "/healthz", "")), 200u);
+  EXPECT_EQ(std::get<0>(get_as(endpoint_, "/own", "")), 200u);
+  auto [status, body, challenge] = get_as(endpoint_, "/metrics", "");
+  EXPECT_EQ(status, 401u);
+  EXPECT_EQ(challenge, "Bearer realm=\"t\"");
+  EXPECT_EQ(std::get<0>(get_as(endpoint_, "/metrics", "Bearer wrong")), 401u);
+  // /metrics declares nothing: admin on cluster.
+  EXPECT_EQ(std::get<0>(get_as(endpoint_, "/metrics", "Bearer good")), 403u);
+  EXPECT_EQ(std::get<0>(get_as(endpoint_, "/metrics", "Bearer boss")), 200u);
+  EXPECT_EQ(std::get<0>(get_as(endpoint_, "/v1/topics/other", "Bearer good")), 403u);
+  auto ok = get_as(endpoint_, "/v1/topics/mine", "Bearer good");
+  EXPECT_EQ(std::get<0>(ok), 200u);
+  EXPECT_EQ(std::get<1>(ok), "hello svc");
+  EXPECT_EQ(asked, (std::vector<std::string>{"svc admin cluster", "boss admin cluster", "svc produce topic:other",
+                                             "svc produce topic:mine"}));
 }
 
 }  // namespace

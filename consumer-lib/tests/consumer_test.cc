@@ -384,12 +384,12 @@ TEST(consumer, run_survives_a_lost_connection) {
 TEST(consumer, run_returns_a_non_retriable_fetch_error) {
   fake_broker broker;
   auto group = fake_group::attach(broker);
-  group->fail_fetches_with(v1::PERMISSION_DENIED, "principal 'svc' may not consume topic 'orders'");
+  group->fail_fetches_with(v1::NOT_AUTHORIZED, "principal 'svc' may not consume topic 'orders'");
   consumer c(options_for(broker));
   runner r(c, [&](const delivery&) -> handler_result { return outcome::success(); });
   auto result = r.join();
   ASSERT_FALSE(result);
-  EXPECT_TRUE(result.error().is(protocol::errc::permission_denied));
+  EXPECT_TRUE(result.error().is(protocol::errc::not_authorized));
   EXPECT_EQ(result.error().message, "principal 'svc' may not consume topic 'orders'");
 }
 

@@ -1,6 +1,7 @@
 #include "txmq/relay/options.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <sstream>
 #include <system_error>
@@ -9,6 +10,7 @@
 
 #include "txmq/client/connection.h"
 #include "txmq/client/tls_flags.h"
+#include "txmq/client/token.h"
 #include "txmq/common/units.h"
 
 namespace txmq::relay {
@@ -24,6 +26,8 @@ struct text_values {
   std::string publish_timeout = "10s";
   std::string http = "127.0.0.1:7880";
   std::string log_level = "info";
+  std::optional<std::string> token;
+  std::optional<std::string> token_file;
 };
 
 po::options_description make_options(relay_options& o, text_values& t) {
@@ -31,6 +35,10 @@ po::options_description make_options(relay_options& o, text_values& t) {
   desc.add_options()("help,h", "this help")(
       "pg", po::value(&o.conninfo), "libpq connection string or URI of the database with the outbox (required)")(
       "broker", po::value(&o.broker)->default_value(o.broker), "txmq broker HOST:PORT")(
+      "token", po::value<std::string>()->value_name("TOKEN")->notifier([&t](const std::string& v) { t.token = v; }),
+      "principal's token for a broker with auth (default: $TXMQ_TOKEN); visible in ps, prefer --token-file")(
+      "token-file", po::value<std::string>()->value_name("FILE")->notifier([&t](const std::string& v) { t.token_file = v; }),
+      "read the token from FILE")(
       "shards", po::value(&o.shards)->default_value(0), "outbox shards (0 = txmq_schema.shards, as `txmq outbox init` set)")(
       "batch", po::value(&o.batch)->default_value(o.batch), "rows per shard per round (read, publish, delete)")(
       "publishers", po::value(&o.publishers)->default_value(o.publishers),
@@ -92,6 +100,12 @@ result<command_line> parse_relay_options(int argc, const char* const* argv) {
   // failing later, when the relay first connects.
   if (auto broker = client::broker_address::parse(o.broker); !broker) return bad_value("broker", broker.error());
   o.tls = client::tls_options_from(vm);
+  auto token = client::resolve_token(text.token, text.token_file, [](std::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  });
+  if (!token) return invalid(token.error().message);
+  o.auth_token = std::move(token.value());
 
   auto poll = common::parse_duration(text.poll);
   if (!poll) return bad_value("poll-interval", poll.error());

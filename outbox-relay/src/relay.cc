@@ -94,6 +94,7 @@ class relay::impl {
     producer::producer_options po;
     po.connection.address = options_.broker;
     po.connection.tls = options_.tls;
+    po.connection.auth_token = options_.auth_token;
     po.connection.client_id = "txmq-relay:" + options_.relay_id;
     po.connection.connect_timeout = std::min(options_.publish_timeout, milliseconds(5000));
     po.connection.reconnect_backoff_initial = options_.backoff_initial;

@@ -1,5 +1,7 @@
 #include "txmq/relay/options.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -129,6 +131,26 @@ TEST(relay_options, help_asks_to_exit_with_the_usage) {
   EXPECT_THAT(*r.value().exit_text, HasSubstr("usage: txmq-relay --pg CONN --broker HOST:PORT"));
   EXPECT_THAT(*r.value().exit_text, HasSubstr("--log-level"));
   EXPECT_EQ(*r.value().exit_text, relay_usage());
+}
+
+TEST(relay_options, the_token_comes_from_the_flag_the_file_or_the_environment) {
+  ::unsetenv("TXMQ_TOKEN");
+  EXPECT_EQ(parse_ok({}).relay.auth_token, "");
+  EXPECT_EQ(parse_ok({"--token", "txmq_flag"}).relay.auth_token, "txmq_flag");
+  const std::string file = ::testing::TempDir() + "/txmq_relay_token_test";
+  {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    std::fputs("txmq_file\n", f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(parse_ok({"--token-file", file}).relay.auth_token, "txmq_file");
+  ::setenv("TXMQ_TOKEN", "txmq_env", 1);
+  EXPECT_EQ(parse_ok({}).relay.auth_token, "txmq_env");
+  ::unsetenv("TXMQ_TOKEN");
+  EXPECT_THAT(parse_error({"--token", "txmq_secret", "--token-file", file}), HasSubstr("not both"));
+  const auto missing = parse_error({"--token-file", "/nonexistent/relay.token"});
+  EXPECT_THAT(missing, HasSubstr("/nonexistent/relay.token"));
+  std::remove(file.c_str());
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ class protocol_category_impl final : public std::error_category {
         return "protocol version not supported by the peer";
       case errc::unknown_request:
         return "request type not known to the peer";
-      case errc::unauthenticated:
+      case errc::not_authenticated:
         return "missing or invalid auth token";
       case errc::invalid_argument:
         return "invalid argument in request";
@@ -39,7 +39,7 @@ class protocol_category_impl final : public std::error_category {
         return "transaction id not known to the broker";
       case errc::tx_already_resolved:
         return "transaction already committed or rolled back";
-      case errc::permission_denied:
+      case errc::not_authorized:
         return "principal lacks the permission for this operation";
       case errc::limit_exceeded:
         return "a configured limit was exceeded";
@@ -78,7 +78,7 @@ std::string_view errc_name(errc e) noexcept {
     case errc::hello_required: return "HELLO_REQUIRED";
     case errc::unsupported_version: return "UNSUPPORTED_VERSION";
     case errc::unknown_request: return "UNKNOWN_REQUEST";
-    case errc::unauthenticated: return "UNAUTHENTICATED";
+    case errc::not_authenticated: return "NOT_AUTHENTICATED";
     case errc::invalid_argument: return "INVALID_ARGUMENT";
     case errc::unknown_topic: return "UNKNOWN_TOPIC";
     case errc::topic_exists: return "TOPIC_EXISTS";
@@ -87,7 +87,7 @@ std::string_view errc_name(errc e) noexcept {
     case errc::unknown_delivery: return "UNKNOWN_DELIVERY";
     case errc::unknown_tx: return "UNKNOWN_TX";
     case errc::tx_already_resolved: return "TX_ALREADY_RESOLVED";
-    case errc::permission_denied: return "PERMISSION_DENIED";
+    case errc::not_authorized: return "NOT_AUTHORIZED";
     case errc::limit_exceeded: return "LIMIT_EXCEEDED";
     case errc::storage_error: return "STORAGE_ERROR";
     case errc::shutting_down: return "SHUTTING_DOWN";

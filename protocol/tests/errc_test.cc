@@ -11,9 +11,9 @@ namespace {
 
 constexpr errc k_all[] = {
     errc::frame_too_large,   errc::frame_malformed,   errc::hello_required,      errc::unsupported_version,
-    errc::unknown_request,   errc::unauthenticated,   errc::invalid_argument,    errc::unknown_topic,
+    errc::unknown_request,   errc::not_authenticated,   errc::invalid_argument,    errc::unknown_topic,
     errc::topic_exists,      errc::message_too_large, errc::unknown_group,       errc::unknown_delivery,
-    errc::unknown_tx,        errc::tx_already_resolved, errc::permission_denied, errc::limit_exceeded,
+    errc::unknown_tx,        errc::tx_already_resolved, errc::not_authorized, errc::limit_exceeded,
     errc::storage_error,     errc::shutting_down,     errc::internal,            errc::store_unavailable,
     errc::store_full,        errc::frame_empty,
     errc::frame_truncated,   errc::bad_message_id,

@@ -7,6 +7,8 @@
 //              "p/" topic_id:4 partition:4       → partition_meta (start, next, bytes)
 //              "g/" group                        → GroupRecord
 //              "w/" webhook_id                   → txmq.v1.Webhook
+//              "u/" principal                    → PrincipalRecord
+//              "a/" principal 0 permission 0 resource → AclRecord
 // CF log:      topic_id:4 partition:4 base:8     → batch header + txmq.v1.MessageBatch
 // CF dedupe:   message_id:16                     → dedupe_entry
 // CF tx:       txid:16                           → TxRecord
@@ -54,6 +56,12 @@ inline std::uint64_t time_key(std::int64_t ms) { return ms < 0 ? 0 : static_cast
 
 inline std::string topic_key(std::string_view name) { return "t/" + std::string(name); }
 inline std::string group_record_key(std::string_view name) { return "g/" + std::string(name); }
+inline std::string principal_key(std::string_view name) { return "u/" + std::string(name); }
+// A principal's entries sort together (names hold no NUL: the store refuses them).
+inline std::string acl_prefix(std::string_view principal) { return "a/" + std::string(principal) + '\0'; }
+inline std::string acl_key(std::string_view principal, std::string_view permission, std::string_view resource) {
+  return acl_prefix(principal) + std::string(permission) + '\0' + std::string(resource);
+}
 
 inline std::string partition_meta_key(std::uint32_t tid, std::uint32_t p) {
   std::string k = "p/";

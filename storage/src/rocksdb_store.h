@@ -2,7 +2,7 @@
 
 // Private to storage/src: the RocksDB implementation of txmq::storage::store, declared here and
 // defined one section per file (rocksdb_store_open.cc, _commit_pipeline.cc, _topics.cc,
-// _messages.cc, _tx.cc, _groups.cc, _maintenance.cc, _webhooks.cc), with what those sections share.
+// _messages.cc, _tx.cc, _groups.cc, _maintenance.cc, _webhooks.cc, _principals.cc), with what those sections share.
 //
 // Writes are a two-stage pipeline. The writer thread (the group committer) drains the request
 // queue and applies every request to one WriteBatch; reads inside the writer go through an
@@ -230,6 +230,12 @@ class rocksdb_store final : public store {
   void record_webhook_attempts(std::vector<v1::WebhookAttempt> attempts, completion<void> done) override;
   result<std::vector<v1::WebhookAttempt>> webhook_attempts(const webhook_attempts_query& query) const override;
   void expire_webhook_attempts(std::int64_t before_ms, std::size_t limit, completion<std::uint64_t> done) override;
+  void create_principal(principal_record record, completion<bool> done) override;
+  void delete_principal(std::string name, completion<bool> done) override;
+  result<std::vector<principal_record>> principals() const override;
+  void put_acl(acl_entry entry, completion<bool> done) override;
+  void delete_acl(acl_entry entry, completion<bool> done) override;
+  result<std::vector<acl_entry>> acls() const override;
   void enforce_retention(completion<retention_result> done) override;
   result<void> compact() override;
   result<std::uint64_t> count_dedupe_entries() const override;
@@ -263,6 +269,8 @@ class rocksdb_store final : public store {
   void erase_delivery_due(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p,
                           std::uint64_t offset);
   void finalize(group_ctx& ctx);
+  // Deletes every ACL entry naming `principal` (stored, or put earlier in this group).
+  void drop_grants(group_ctx& ctx, const std::string& principal);
   std::int64_t now() const { return options_.clock(); }
   // The store takes no more writes after its first failed write, fsync or read inside the
   // writer. Latches that (the first failure's text is kept) and returns the error for the

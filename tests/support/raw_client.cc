@@ -32,11 +32,13 @@ raw_client::~raw_client() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void raw_client::hello(const std::string& client_id, const std::string& producer_group) {
+void raw_client::hello(const std::string& client_id, const std::string& producer_group,
+                       const std::string& auth_token) {
   v1::Frame f;
   f.mutable_hello()->set_protocol_version(1);
   f.mutable_hello()->set_client_id(client_id);
   f.mutable_hello()->set_producer_group(producer_group);
+  f.mutable_hello()->set_auth_token(auth_token);
   auto r = request(f);
   if (!r.has_hello_ok()) throw std::runtime_error("no HelloOk: " + r.ShortDebugString());
 }
@@ -117,7 +119,7 @@ bool raw_client::closed_by_peer(std::chrono::milliseconds timeout) {
   return false;
 }
 
-std::string http_get(std::uint16_t port, const std::string& path) {
+std::string http_get(std::uint16_t port, const std::string& path, const std::string& authorization) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -127,7 +129,8 @@ std::string http_get(std::uint16_t port, const std::string& path) {
     ::close(fd);
     throw std::runtime_error("cannot connect to HTTP port " + std::to_string(port));
   }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n" +
+                          (authorization.empty() ? std::string() : "Authorization: " + authorization + "\r\n") + "\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string out;
   char buf[8192];

@@ -20,8 +20,9 @@ class raw_client {
   raw_client(const raw_client&) = delete;
   raw_client& operator=(const raw_client&) = delete;
 
-  // Sends Hello and expects HelloOk.
-  void hello(const std::string& client_id = "test", const std::string& producer_group = "");
+  // Sends Hello (with `auth_token` for a broker with auth) and expects HelloOk.
+  void hello(const std::string& client_id = "test", const std::string& producer_group = "",
+             const std::string& auth_token = "");
   void send_bytes(const std::string& bytes);
   // Assigns a correlation id when the frame has none; returns it.
   std::uint64_t send(v1::Frame frame);
@@ -42,7 +43,8 @@ class raw_client {
 };
 
 // A plain HTTP/1.0 GET on 127.0.0.1:port; returns status line, headers and body as received.
-std::string http_get(std::uint16_t port, const std::string& path);
+// `authorization`, when given, is sent as the Authorization header ("Bearer TOKEN").
+std::string http_get(std::uint16_t port, const std::string& path, const std::string& authorization = "");
 
 // Builders for common requests.
 v1::Message make_message(const std::string& body, std::optional<std::string> key = std::nullopt);

@@ -19,17 +19,19 @@ namespace {
 
 namespace asio = boost::asio;
 
-// Where the broker is, and with --tls the context and the name its certificate must show.
+// Where the broker is, with --tls the context and the name its certificate must show, and the
+// token its Hello carries (empty: a broker without auth).
 struct address {
   common::host_port at;
   std::shared_ptr<asio::ssl::context> tls;
   std::string server_name;
+  std::string token;
 };
 
 address parse_address(const system_options& o) {
   auto parsed = common::parse_host_port(o.address);
   if (!parsed) throw std::invalid_argument("txmq: " + parsed.error().message);
-  address out{std::move(parsed).value(), nullptr, o.tls.server_name};
+  address out{std::move(parsed).value(), nullptr, o.tls.server_name, o.auth_token};
   if (o.tls.enabled) {
     auto ctx = common::make_client_tls_context({o.tls.ca_file, o.tls.cert_file, o.tls.key_file});
     if (!ctx) throw std::invalid_argument("txmq: " + ctx.error().message);
@@ -57,7 +59,7 @@ v1::Frame call(asio::io_context& io, wire_connection& c, v1::Frame request) {
 
 std::shared_ptr<wire_connection> connect(asio::io_context& io, const address& a, const std::string& who) {
   auto c = std::make_shared<wire_connection>(io, a.at.host, a.at.port, a.tls, a.server_name);
-  c->connect_blocking(who);
+  c->connect_blocking(who, a.token);
   return c;
 }
 

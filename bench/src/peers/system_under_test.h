@@ -31,6 +31,7 @@ struct system_options {
   std::string name = "bench";
   std::uint32_t partitions = 4;  // txmq only
   client::tls_options tls;       // txmq only: --tls, --tls-ca, --tls-cert, --tls-key
+  std::string auth_token;        // txmq only: a principal's token for a broker with auth
 };
 
 class publisher {

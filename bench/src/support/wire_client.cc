@@ -18,7 +18,7 @@ wire_connection::wire_connection(asio::io_context& io, std::string host, std::ui
       host_(std::move(host)),
       port_(port) {}
 
-void wire_connection::connect_blocking(const std::string& client_id) {
+void wire_connection::connect_blocking(const std::string& client_id, const std::string& auth_token) {
   asio::ip::tcp::resolver resolver(io_);
   asio::connect(stream_.socket(), resolver.resolve(host_, std::to_string(port_)));
   stream_.socket().set_option(asio::ip::tcp::no_delay(true));
@@ -32,6 +32,7 @@ void wire_connection::connect_blocking(const std::string& client_id) {
   hello.set_correlation_id(next_id_++);
   hello.mutable_hello()->set_protocol_version(1);
   hello.mutable_hello()->set_client_id(client_id);
+  hello.mutable_hello()->set_auth_token(auth_token);
   std::string bytes;
   if (!protocol::encode_frame(hello, bytes)) throw std::runtime_error("cannot encode Hello");
   stream_.visit([&](auto& s) { asio::write(s, asio::buffer(bytes)); });
@@ -42,6 +43,7 @@ void wire_connection::connect_blocking(const std::string& client_id) {
   std::string body(len.value(), '\0');
   stream_.visit([&](auto& s) { asio::read(s, asio::buffer(body)); });
   auto f = protocol::decode_frame_body(std::as_bytes(std::span(body.data(), body.size())));
+  if (f && f.value().has_error()) throw std::runtime_error("broker refused Hello: " + f.value().error().message());
   if (!f || !f.value().has_hello_ok()) throw std::runtime_error("broker refused Hello");
   asio::co_spawn(io_, [self = shared_from_this()] { return self->read_loop(); }, [](std::exception_ptr e) {
     if (e) std::rethrow_exception(e);

@@ -24,8 +24,9 @@ class wire_connection : public std::enable_shared_from_this<wire_connection> {
   // With `tls`, the connection speaks TLS and verifies the broker's certificate for `server_name`.
   wire_connection(boost::asio::io_context& io, std::string host, std::uint16_t port,
                   std::shared_ptr<boost::asio::ssl::context> tls = nullptr, std::string server_name = {});
-  // Connects and says Hello; throws on failure. Call before io.run() or from the io thread.
-  void connect_blocking(const std::string& client_id);
+  // Connects and says Hello (with `auth_token` for a broker with auth); throws on failure,
+  // with the broker's refusal. Call before io.run() or from the io thread.
+  void connect_blocking(const std::string& client_id, const std::string& auth_token = {});
   // Sends a request; cb runs on the io thread with the answer (or an Error frame).
   void request(v1::Frame frame, callback cb);
   [[nodiscard]] std::size_t pending() const noexcept { return pending_.size(); }

@@ -259,6 +259,7 @@ figures run_once(const broker_bench_options& o, int run) {
   so.system = o.system;
   so.address = o.address;
   so.tls = o.tls;
+  so.auth_token = o.auth_token;
   so.partitions = o.partitions;
   // A new topic/queue/stream/table for every run and workload, so each starts empty.
   so.name = o.topic + "-" + o.workload + "-" + std::to_string(::getpid()) + "-" + std::to_string(run);

@@ -19,6 +19,7 @@ struct broker_bench_options {
   // txmq, RabbitMQ, NATS: HOST:PORT; pgqueue: a libpq connection string.
   std::string address = "127.0.0.1:7878";
   client::tls_options tls;  // txmq: --tls, --tls-ca, --tls-cert, --tls-key
+  std::string auth_token;  // txmq with auth: --token, --token-file or TXMQ_TOKEN
   std::string topic = "bench";  // prefix of the topic/queue/stream/table made for each run
   std::uint32_t partitions = 4;
   std::size_t message_bytes = 256;

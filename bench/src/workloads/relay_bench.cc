@@ -19,6 +19,7 @@
 #include <boost/program_options.hpp>
 
 #include "support/options.h"
+#include "support/token_options.h"
 #include "support/latency.h"
 #include "support/process_usage.h"
 #include "txmq/client/admin.h"
@@ -64,13 +65,23 @@ class relay_child {
     log_ = (std::filesystem::temp_directory_path() / ("txmq-bench-" + std::to_string(::getpid()) + "-" + id + ".log")).string();
     std::vector<std::string> args{bin, "--pg", o.pg, "--broker", o.broker, "--batch", std::to_string(o.batch),
                                   "--relay-id", id, "--http", "127.0.0.1:0"};
+    // The token goes to the relay in its environment (TXMQ_TOKEN), not on its command line.
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string_view(*e).starts_with("TXMQ_TOKEN=")) continue;
+      env.emplace_back(*e);
+    }
+    if (!o.auth_token.empty()) env.push_back("TXMQ_TOKEN=" + o.auth_token);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 2, log_.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    const int rc = posix_spawn(&pid_, bin.c_str(), &actions, nullptr, argv.data(), environ);
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, bin.c_str(), &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) throw failure("cannot start " + bin + " (--relay PATH names it): error " + std::to_string(rc));
   }
@@ -96,6 +107,7 @@ std::string scalar(PGconn* c, const std::string& sql) {
 void create_topic(const relay_bench_options& o, const std::string& topic) {
   client::connection_options co;
   co.address = o.broker;
+  co.auth_token = o.auth_token;
   client::admin admin(std::make_shared<client::connection>(co));
   auto r = admin.create_topic({topic, 4});
   if (!r && !r.error().is(protocol::errc::topic_exists)) throw failure("create topic " + topic + ": " + r.error().to_string());
@@ -129,6 +141,7 @@ backlog_figures relay_backlog(const relay_bench_options& o, PGconn* c, const std
   create_topic(o, topic);
   client::connection_options co;
   co.address = o.broker;
+  co.auth_token = o.auth_token;
   client::admin admin(std::make_shared<client::connection>(co));
   // Progress is read from the broker (messages stored in the topic), not from the table: a scan
   // of an outbox full of just-deleted rows would cost PostgreSQL more than the relay's own work.
@@ -171,6 +184,7 @@ producer::outgoing_message event(const std::string& topic, std::size_t i, std::s
 double direct_backlog(const relay_bench_options& o, const std::string& topic) {
   producer::producer_options po;
   po.connection.address = o.broker;
+  po.connection.auth_token = o.auth_token;
   producer::producer p(po);
   std::atomic<std::size_t> failed{0};
   const auto start = clock::now();
@@ -227,6 +241,7 @@ percentiles steady(const relay_bench_options& o, const std::string& topic, laten
   create_topic(o, topic);
   consumer::consumer_options co;
   co.connection.address = o.broker;
+  co.connection.auth_token = o.auth_token;
   co.group = topic + "-readers";
   co.topics = {topic};
   co.concurrency = 4;
@@ -292,6 +307,7 @@ percentiles relay_latency(const relay_bench_options& o, const std::string& topic
 percentiles direct_latency(const relay_bench_options& o, const std::string& topic) {
   producer::producer_options po;
   po.connection.address = o.broker;
+  po.connection.auth_token = o.auth_token;
   producer::producer p(po);
   latency_log log;
   std::atomic<std::size_t> failed{0};
@@ -380,8 +396,10 @@ int relay_command(int argc, char** argv) {
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
     ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's (and its children's) CPU time per backlog row")
     ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
+  add_token_options(desc);
   po::variables_map vm;
   if (!parse_options(argc, argv, desc, vm)) return 0;
+  o.auth_token = token_option(vm);
   if (o.pg.empty()) {
     std::cerr << "txmq-bench relay: --pg is required\n" << desc << "\n";
     return 2;

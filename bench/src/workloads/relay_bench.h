@@ -16,6 +16,7 @@ namespace txmq::bench {
 struct relay_bench_options {
   std::string pg;                    // libpq conninfo of the database with (or for) the outbox
   std::string broker = "127.0.0.1:7878";
+  std::string auth_token;          // --token, --token-file, TXMQ_TOKEN (a broker with auth)
   std::string relay;                 // path of txmq-relay (default: beside txmq-bench)
   std::size_t rows = 1'000'000;      // backlog rows
   std::size_t message_bytes = 256;

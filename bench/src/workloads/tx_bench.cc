@@ -13,6 +13,7 @@
 #include <boost/program_options.hpp>
 
 #include "support/options.h"
+#include "support/token_options.h"
 #include "support/latency.h"
 #include "support/process_usage.h"
 #include "txmq/pg/pg.h"
@@ -53,7 +54,7 @@ class noop_driver {
     const auto [host, port] = split_address(o.broker);
     for (std::size_t i = 0; i < std::max<std::size_t>(o.connections, 1); ++i) {
       auto c = std::make_shared<wire_connection>(io_, host, port);
-      c->connect_blocking("txmq-bench-tx");
+      c->connect_blocking("txmq-bench-tx", o.auth_token);
       conns_.push_back(std::move(c));
     }
     topic_ = "bench-tx-" + std::to_string(::getpid()) + "-" + std::to_string(run);
@@ -142,7 +143,7 @@ run_figures run_pg(const tx_bench_options& o, int run) {
 
   auto checker = std::make_shared<producer::pg_transaction_checker>(producer::pg_checker_options{.conninfo = o.pg});
   producer::transactional_producer p({.connection = {.address = o.broker, .client_id = "txmq-bench-tx-pg",
-                                                     .producer_group = "bench-tx-pg"},
+                                                     .producer_group = "bench-tx-pg", .auth_token = o.auth_token},
                                       .checker = producer::make_pg_checker(checker)});
   const std::string topic = "bench-tx-pg-" + std::to_string(::getpid()) + "-" + std::to_string(run);
   const std::string body(o.message_bytes, 'x');
@@ -259,7 +260,8 @@ bool all_checked_once(client::connection& conn) {
 
 recovery_figures run_recovery(const tx_bench_options& o, int run) {
   const std::string group = "bench-recovery-" + std::to_string(::getpid()) + "-" + std::to_string(run);
-  auto admin = client::connection::connect({.address = o.broker, .client_id = "txmq-bench-recovery"});
+  auto admin = client::connection::connect(
+      {.address = o.broker, .client_id = "txmq-bench-recovery", .auth_token = o.auth_token});
   if (!admin) throw failure(admin.error().to_string());
   const std::size_t before = count_prepared(*admin.value());
   {
@@ -267,7 +269,7 @@ recovery_figures run_recovery(const tx_bench_options& o, int run) {
     asio::io_context io;
     const auto [host, port] = split_address(o.broker);
     auto conn = std::make_shared<wire_connection>(io, host, port);
-    conn->connect_blocking("txmq-bench-doomed");
+    conn->connect_blocking("txmq-bench-doomed", o.auth_token);
     const std::string body(o.message_bytes, 'x');
     std::size_t answered = 0, refused = 0;
     for (std::size_t i = 0; i < o.orphans; ++i) {
@@ -301,7 +303,8 @@ recovery_figures run_recovery(const tx_bench_options& o, int run) {
   // broker that has run the other workloads would slow the very thing measured.
   const auto started = clock::now();
   producer::transactional_producer returning(
-      {.connection = {.address = o.broker, .client_id = "txmq-bench-returning", .producer_group = group},
+      {.connection = {.address = o.broker, .client_id = "txmq-bench-returning", .producer_group = group,
+                      .auth_token = o.auth_token},
        .checker = [](const producer::tx_check&) { return producer::tx_decision::commit; }});
   while (returning.checks_answered().commit < o.orphans) {
     if (clock::now() - started > 300s) throw failure("orphans still not checked after 300 s");
@@ -417,8 +420,10 @@ int tx_command(int argc, char** argv) {
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
     ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's memory and CPU time")
     ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
+  add_token_options(desc);
   po::variables_map vm;
   if (!parse_options(argc, argv, desc, vm)) return 0;
+  o.auth_token = token_option(vm);
   if (o.mode == "pg" && o.pg.empty()) {
     std::cerr << "txmq-bench tx: --mode pg needs --pg CONN\n";
     return 2;

@@ -18,6 +18,7 @@ namespace txmq::bench {
 struct tx_bench_options {
   std::string mode = "noop";
   std::string broker = "127.0.0.1:7878";
+  std::string auth_token;          // --token, --token-file, TXMQ_TOKEN (a broker with auth)
   std::string pg;                  // pg mode: libpq connection string
   std::string pgbench = "/usr/lib/postgresql/15/bin/pgbench";
   std::size_t message_bytes = 256;

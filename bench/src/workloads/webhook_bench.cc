@@ -15,6 +15,7 @@
 #include <boost/program_options.hpp>
 
 #include "support/options.h"
+#include "support/token_options.h"
 #include "support/latency.h"
 #include "txmq/client/connection.h"
 #include "txmq/protocol/message_id.h"
@@ -31,6 +32,7 @@ using clock_type = std::chrono::steady_clock;
 
 struct webhook_bench_options {
   std::string broker = "127.0.0.1:7878";
+  std::string auth_token;  // --token, --token-file, TXMQ_TOKEN (a broker with auth)
   std::string topic = "bench-webhook";
   std::size_t messages = 20'000;   // throughput phase
   std::size_t message_bytes = 256;
@@ -277,14 +279,17 @@ int webhook_command(int argc, char** argv) {
     ("partitions", po::value(&o.partitions)->default_value(o.partitions), "partitions of each run's topic")
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
     ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
+  add_token_options(desc);
   po::variables_map vm;
   if (!parse_options(argc, argv, desc, vm)) return 0;
+  o.auth_token = token_option(vm);
   if (o.messages == 0 || o.batch == 0 || o.in_flight == 0 || o.rate <= 0 || o.seconds <= 0 || o.runs < 1) {
     std::cerr << "txmq-bench webhook: counts, rate and seconds must be positive\n";
     return 2;
   }
   client::connection_options co;
   co.address = o.broker;
+  co.auth_token = o.auth_token;
   co.client_id = "txmq-bench-webhook";
   auto conn = client::connection::connect(co);
   if (!conn) {

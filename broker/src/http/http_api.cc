@@ -29,7 +29,8 @@ namespace {
 // (an HTTP caller is never a transactional producer) and closes when the call is over.
 class http_responder final : public responder {
  public:
-  http_responder(asio::any_io_executor ex, std::uint64_t id) : timer_(std::move(ex)), id_(id) {}
+  http_responder(asio::any_io_executor ex, std::uint64_t id, std::string principal)
+      : timer_(std::move(ex)), id_(id), principal_(std::move(principal)) {}
 
   void respond(v1::Frame frame) override {
     if (answer_ || !open_) return;
@@ -46,6 +47,9 @@ class http_responder final : public responder {
   [[nodiscard]] const std::string& client_id() const noexcept override { return client_id_; }
   [[nodiscard]] const std::string& producer_group() const noexcept override { return none_; }
   [[nodiscard]] const std::string& peer() const noexcept override { return client_id_; }
+  // Who the access hook authenticated the HTTP request as (empty with auth off), so the
+  // service checks the same ACLs as for a wire request.
+  [[nodiscard]] const std::string& principal() const noexcept override { return principal_; }
 
   asio::steady_timer timer_;
   std::optional<v1::Frame> answer_;
@@ -55,6 +59,7 @@ class http_responder final : public responder {
   bool open_ = true;
   const std::string client_id_ = "http";
   const std::string none_;
+  const std::string principal_;
 };
 
 std::vector<std::string> split_segments(std::string_view path) {
@@ -106,8 +111,8 @@ unsigned http_status(v1::ErrorCode code) noexcept {
     case v1::FRAME_MALFORMED:
     case v1::HELLO_REQUIRED:
     case v1::UNSUPPORTED_VERSION: return 400;
-    case v1::UNAUTHENTICATED: return 401;
-    case v1::PERMISSION_DENIED: return 403;
+    case v1::NOT_AUTHENTICATED: return 401;
+    case v1::NOT_AUTHORIZED: return 403;
     case v1::UNKNOWN_TOPIC:
     case v1::UNKNOWN_GROUP:
     case v1::UNKNOWN_DELIVERY:
@@ -165,9 +170,9 @@ void gateway::register_routes(common::admin_http_server& server) {
   server.add_async_route(http::verb::get, "/v1/topics/", handler);
 }
 
-asio::awaitable<v1::Frame> gateway::call(v1::Frame request) {
+asio::awaitable<v1::Frame> gateway::call(v1::Frame request, std::string_view principal) {
   auto ex = co_await asio::this_coro::executor;
-  auto r = std::make_shared<http_responder>(ex, next_id_++);
+  auto r = std::make_shared<http_responder>(ex, next_id_++, std::string(principal));
   request.set_correlation_id(1);
   svc_.handle(r, std::move(request));
   if (!r->answer_) {

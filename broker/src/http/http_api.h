@@ -76,7 +76,9 @@ class gateway {
 
   // Hands `request` to the service as a wire request would be and returns its answer (a
   // response body or an Error). Must run on the io thread.
-  [[nodiscard]] boost::asio::awaitable<v1::Frame> call(v1::Frame request);
+  // `principal`: who the admin HTTP server's access hook authenticated the request as (empty
+  // with auth off); the service checks its ACLs as for a wire connection's principal.
+  [[nodiscard]] boost::asio::awaitable<v1::Frame> call(v1::Frame request, std::string_view principal = {});
 
   [[nodiscard]] service& svc() noexcept { return svc_; }
   [[nodiscard]] std::uint32_t max_frame_bytes() const noexcept { return max_frame_bytes_; }

@@ -103,7 +103,7 @@ asio::awaitable<response> produce(route_context& ctx) {
     if (m.id().empty()) m.set_id(std::string(protocol::uuid::make_v7().raw()));
     ids.push_back(m.id());
   }
-  auto a = co_await ctx.gw.call(std::move(f));
+  auto a = co_await ctx.gw.call(std::move(f), ctx.req.principal);
   co_return answer(a, v1::Frame::kProduceResponse, [&](const v1::Frame& f) {
     json::array out;
     const auto& pos = f.produce_response().positions();
@@ -154,7 +154,7 @@ asio::awaitable<response> fetch(route_context& ctx) {
     if (err) co_return std::move(*err);
   }
   if (req->topics().empty()) co_return bad("topic: required");
-  auto a = co_await ctx.gw.call(std::move(f));
+  auto a = co_await ctx.gw.call(std::move(f), ctx.req.principal);
   co_return answer(a, v1::Frame::kFetchResponse, [&](const v1::Frame& f) {
     json::array out;
     for (auto& d : f.fetch_response().deliveries()) {
@@ -213,7 +213,7 @@ asio::awaitable<response> settle(route_context& ctx) {
     if (!ref) co_return bad("deliveries[" + std::to_string(i) + "]: not a delivery handle from a fetch");
     *refs->Add() = std::move(*ref);
   }
-  auto a = co_await ctx.gw.call(std::move(f));
+  auto a = co_await ctx.gw.call(std::move(f), ctx.req.principal);
   co_return answer(a, v1::Frame::kDeliveryResults, [&](const v1::Frame& f) {
     json::array out;
     const auto& res = f.delivery_results().results();
@@ -230,7 +230,7 @@ asio::awaitable<response> settle(route_context& ctx) {
 
 // Sends the request and answers the expected body (the Frame field numbered `expected`) as JSON.
 asio::awaitable<response> simple(route_context& ctx, v1::Frame f, v1::Frame::BodyCase expected) {
-  auto a = co_await ctx.gw.call(std::move(f));
+  auto a = co_await ctx.gw.call(std::move(f), ctx.req.principal);
   const auto* field = v1::Frame::descriptor()->FindFieldByNumber(static_cast<int>(expected));
   co_return answer(a, expected, [&](const v1::Frame& f) {
     return to_json(f.GetReflection()->GetMessage(f, field));

@@ -214,6 +214,12 @@ awaitable<void> connection::reader() {
              f.correlation_id());
         break;
       }
+      auto admitted = service_.admit(f.hello(), cert_principal_);
+      if (auto* refused = std::get_if<hello_refusal>(&admitted)) {
+        fail(refused->code, std::move(refused->text), f.correlation_id());
+        break;
+      }
+      principal_ = std::move(std::get<std::string>(admitted));
       client_id_ = f.hello().client_id();
       producer_group_ = f.hello().producer_group();
       hello_done_ = true;

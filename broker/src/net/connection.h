@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -64,9 +65,10 @@ class connection final : public responder, public std::enable_shared_from_this<c
   [[nodiscard]] const std::string& client_id() const noexcept override { return client_id_; }
   [[nodiscard]] const std::string& producer_group() const noexcept override { return producer_group_; }
   [[nodiscard]] const std::string& peer() const noexcept override { return peer_; }
+  [[nodiscard]] const std::string& principal() const noexcept override { return principal_; }
   // The CN of the client certificate verified during the TLS handshake (mTLS); std::nullopt on
   // the plain port or without a client certificate. Set before the Hello is read, so Hello's
-  // authentication can take it as the principal when no token is sent.
+  // authentication takes it as the principal when no token is sent.
   [[nodiscard]] const std::optional<std::string>& cert_principal() const noexcept { return cert_principal_; }
 
  private:
@@ -102,6 +104,7 @@ class connection final : public responder, public std::enable_shared_from_this<c
   std::string peer_;
   std::string client_id_;
   std::string producer_group_;
+  std::string principal_;
   std::optional<std::string> cert_principal_;
   bool handshaking_ = false;  // TLS handshake running: nothing can be sent yet
   bool hello_done_ = false;

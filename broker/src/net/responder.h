@@ -36,6 +36,8 @@ class responder {
   // From the Hello; producer_group is empty for a client that is no transactional producer.
   [[nodiscard]] virtual const std::string& client_id() const noexcept = 0;
   [[nodiscard]] virtual const std::string& producer_group() const noexcept = 0;
+  // The principal the Hello authenticated ("admin" with auth off), for ACL checks and logs.
+  [[nodiscard]] virtual const std::string& principal() const noexcept = 0;
   // The client's address, for logs.
   [[nodiscard]] virtual const std::string& peer() const noexcept = 0;
 

@@ -1,5 +1,8 @@
 #include "service/service.h"
 
+#include "broker_metrics.h"
+#include "txmq/common/log.h"
+
 namespace txmq::broker {
 
 namespace asio = boost::asio;
@@ -29,9 +32,28 @@ service::service(asio::io_context& io, storage::store& store, service_settings s
   webhook_settings ws = settings_.webhooks;
   ws.max_frame_bytes = settings_.max_frame_bytes;
   webhooks_ = std::make_unique<webhook_notifier>(io_, store_, std::move(ws), metrics_);
+  access_ = std::make_unique<auth::access_control>(io_, store_, settings_.auth, settings_.admin_token_sha256,
+                                                   metrics_ ? &metrics_->registry : nullptr);
+  lookups_.tx_producer_group = [this](const std::string& txid) -> std::optional<std::string> {
+    auto id = protocol::uuid::from_bytes(txid);
+    if (!id) return std::nullopt;
+    auto rec = store_.find_tx(id.value());
+    if (!rec || !rec.value()) return std::nullopt;
+    return rec.value()->producer_group;
+  };
+  lookups_.group_topics = [this](const std::string& group) {
+    std::vector<std::string> topics;
+    if (auto* g = groups_->find(group)) topics = g->topics();
+    return topics;
+  };
+  // A check-back goes only to connections whose principal holds transact on the group.
+  tx_->set_check_filter([this](const responder& c, const std::string& group) {
+    return access_->allows(c.principal(), auth::permission::transact, auth::producer_group_resource(group));
+  });
 }
 
 result<void> service::start() {
+  TXMQ_TRY(access_->load());
   TXMQ_TRY(groups_->load());
   TXMQ_TRY(tx_->start());
   TXMQ_TRY(webhooks_->start());
@@ -57,6 +79,40 @@ void service::close_all() {
   }
 }
 
+std::variant<std::string, hello_refusal> service::admit(const v1::Hello& hello,
+                                                       const std::optional<std::string>& cert_principal) {
+  auto principal = access_->authenticate(hello.auth_token(), cert_principal);
+  if (!principal) {
+    // The text never repeats the token.
+    return hello_refusal{v1::NOT_AUTHENTICATED,
+                         hello.auth_token().empty()
+                             ? "this broker requires a token (auth = true): pass --token TOKEN, TXMQ_TOKEN or "
+                               "--token-file FILE (the library's auth_token option)"
+                             : "the token names no principal (wrong, or its principal was deleted)"};
+  }
+  if (!hello.producer_group().empty()) {
+    if (auto why = access_->deny(*principal, {{auth::permission::transact,
+                                               auth::producer_group_resource(hello.producer_group())}})) {
+      return hello_refusal{v1::NOT_AUTHORIZED, "cannot declare producer group '" + hello.producer_group() + "': " + *why};
+    }
+  }
+  return std::move(*principal);
+}
+
+bool service::authorized(const std::shared_ptr<responder>& c, const v1::Frame& frame) {
+  if (!access_->enabled()) return true;
+  const auto* rule = auth::rule_for(static_cast<int>(frame.body_case()));
+  // Hello again, a response type or a type without a rule: the dispatch answers
+  // INVALID_ARGUMENT / UNKNOWN_REQUEST and does nothing.
+  if (!rule || rule->role != auth::frame_role::request || !rule->needs) return true;
+  auto why = access_->deny(c->principal(), rule->needs(frame, lookups_));
+  if (!why) return true;
+  common::log::info("connection ", c->id(), " (", c->peer(), ", principal '", c->principal(), "'): ", rule->name,
+                    " refused: ", *why);
+  c->respond_error(frame.correlation_id(), v1::NOT_AUTHORIZED, std::move(*why));
+  return false;
+}
+
 void service::connection_opened(const std::shared_ptr<responder>& c) {
   connections_[c->id()] = c;
   tx_->connection_opened(c);
@@ -71,6 +127,7 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
   using settle_kind = consumer_groups::settle_kind;
   const std::uint64_t corr = frame.correlation_id();
   if (stopped_) return c->respond_error(corr, v1::SHUTTING_DOWN, "broker is shutting down");
+  if (!authorized(c, frame)) return;
   switch (frame.body_case()) {
     case v1::Frame::kProduce: return produce(c, corr, *frame.mutable_produce());
     case v1::Frame::kFetch: return groups_->fetch(c, corr, frame.fetch());
@@ -101,6 +158,12 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
     case v1::Frame::kWebhookReplay:
     case v1::Frame::kWebhookRotateSecret: return webhooks_->handle(c, frame);
     case v1::Frame::kConnectionList: return list_connections(c, corr);
+    case v1::Frame::kPrincipalCreate: return principal_create(c, corr, frame.principal_create());
+    case v1::Frame::kPrincipalList: return principal_list(c, corr);
+    case v1::Frame::kPrincipalDelete: return principal_delete(c, corr, frame.principal_delete());
+    case v1::Frame::kAclGrant: return acl_change(c, corr, frame.acl_grant().entry(), true);
+    case v1::Frame::kAclRevoke: return acl_change(c, corr, frame.acl_revoke().entry(), false);
+    case v1::Frame::kAclList: return acl_list(c, corr, frame.acl_list());
     case v1::Frame::kHello:
       return c->respond_error(corr, v1::INVALID_ARGUMENT, "Hello was already received on this connection");
     default:

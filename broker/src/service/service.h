@@ -10,11 +10,15 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <boost/asio.hpp>
 
+#include "auth/access_control.h"
+#include "auth/request_access.h"
 #include "groups/consumer_groups.h"
 #include "groups/group_tracker.h"
 #include "net/responder.h"
@@ -44,6 +48,15 @@ struct service_settings {
   tx_settings tx;
   // Webhook subscriptions (docs/protocol.md §11); max_frame_bytes is copied into it.
   webhook_settings webhooks;
+  // auth = true, and the SHA-256 of the admin principal's token (admin_token_file).
+  bool auth = false;
+  std::string admin_token_sha256;
+};
+
+// Why a Hello is refused: NOT_AUTHENTICATED or NOT_AUTHORIZED, and the text for the client.
+struct hello_refusal {
+  v1::ErrorCode code;
+  std::string text;
 };
 
 class service {
@@ -57,6 +70,12 @@ class service {
   // Closes every connection once its queued answers are written.
   void close_all();
 
+  // Authenticates a Hello (auth_token, or the CN of a verified client certificate with mTLS)
+  // and checks that its principal holds transact on the producer group it declares. Answers
+  // the principal, or why the connection is refused (it is then closed).
+  [[nodiscard]] std::variant<std::string, hello_refusal> admit(const v1::Hello& hello,
+                                                               const std::optional<std::string>& cert_principal);
+
   void connection_opened(const std::shared_ptr<responder>& c);
   void connection_closed(responder& c);
   // One request frame after Hello. The client gets exactly one answer for it.
@@ -68,6 +87,9 @@ class service {
   [[nodiscard]] std::uint32_t max_message_bytes() const noexcept { return settings_.max_message_bytes; }
   [[nodiscard]] std::size_t connections() const noexcept { return connections_.size(); }
   [[nodiscard]] webhook_notifier& webhooks() noexcept { return *webhooks_; }
+  [[nodiscard]] auth::access_control& access() noexcept { return *access_; }
+  // What a request needs is computed with these (the tx's producer group, a group's topics).
+  [[nodiscard]] const auth::request_lookups& lookups() const noexcept { return lookups_; }
 
  private:
   void produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
@@ -75,6 +97,15 @@ class service {
   void list_topics(const std::shared_ptr<responder>& c, std::uint64_t corr);
   void describe_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& name);
   void list_connections(const std::shared_ptr<responder>& c, std::uint64_t corr);
+  // Principals and ACLs (service/auth_admin.cc).
+  void principal_create(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::PrincipalCreateRequest& req);
+  void principal_list(const std::shared_ptr<responder>& c, std::uint64_t corr);
+  void principal_delete(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::PrincipalDeleteRequest& req);
+  void acl_change(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::AclEntry& entry, bool grant);
+  void acl_list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::AclListRequest& req);
+  // With auth on: NOT_AUTHORIZED unless the connection's principal holds what the request
+  // needs (auth/request_access.h). Answers whether the request may go on.
+  [[nodiscard]] bool authorized(const std::shared_ptr<responder>& c, const v1::Frame& frame);
 
   // Messages of `topics` became visible and deliveries of `groups` were settled: wake the
   // webhook subscriptions and the long polls parked on them.
@@ -91,6 +122,8 @@ class service {
   bool stopped_ = false;
   std::unique_ptr<tx_coordinator> tx_;
   std::unique_ptr<webhook_notifier> webhooks_;
+  std::unique_ptr<auth::access_control> access_;
+  auth::request_lookups lookups_;
 };
 
 }  // namespace txmq::broker

@@ -171,8 +171,10 @@ void tx_coordinator::pump(const std::string& group) {
       }
       auto p = producers_.find(*pick.connection);
       auto conn = p == producers_.end() ? nullptr : p->second.lock();
-      if (!conn || !conn->is_open()) {
-        // Closed without telling us yet: forget it and try the next one.
+      // A connection whose principal lost transact on the group no longer takes its checks
+      // (it would have to reconnect after a new grant).
+      if (!conn || !conn->is_open() || (may_check_ && !may_check_(*conn, group))) {
+        // Closed without telling us yet, or no longer allowed: forget it and try the next one.
         pool_.release(group);
         pool_.leave(group, *pick.connection);
         producers_.erase(*pick.connection);
@@ -223,7 +225,13 @@ void tx_coordinator::handle_answer(const std::shared_ptr<responder>& c, v1::Fram
     busy_.erase(check.id);
     return;
   }
-  if (frame.has_error()) {
+  if (may_check_ && !may_check_(*c, check.group)) {
+    // The grant was revoked while the check was out: the answer does not decide.
+    common::log::warn("producer ", c->client_id(), " (", c->peer(), ") answered the check of tx ", check.id.to_string(),
+                      " but its principal no longer holds transact on producer-group:", check.group,
+                      "; counted as undecided");
+    record({{check.id, check.checks_before, "error"}});
+  } else if (frame.has_error()) {
     common::log::warn("producer ", c->client_id(), " (", c->peer(), ") of group '", check.group,
               "' answered the check of tx ", check.id.to_string(), " with an error: ", frame.error().message());
     record({{check.id, check.checks_before, "error"}});

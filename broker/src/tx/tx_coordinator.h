@@ -81,6 +81,12 @@ class tx_coordinator {
   tx_coordinator(boost::asio::io_context& io, storage::store& store, tx_settings settings, broker_metrics* metrics,
                  group_access groups);
 
+  // Whether a connection may receive and answer the checks of a producer group (with auth on:
+  // its principal holds transact on producer-group:GROUP, asked at each check, so a revoked
+  // grant takes effect at once). Unset: every connection that declared the group may.
+  using check_filter = std::function<bool(const responder& c, const std::string& group)>;
+  void set_check_filter(check_filter f) { may_check_ = std::move(f); }
+
   // Counts the stored PREPARED and ABANDONED transactions for the gauges and starts the timer.
   [[nodiscard]] result<void> start();
   // Stops the timer; checks still open stay due in the store and are asked again after a start.
@@ -184,6 +190,7 @@ class tx_coordinator {
   // not due; unlike backlog_, not rebuilt by each scan.
   std::map<std::string, std::deque<storage::txid>> returning_;
   static constexpr std::size_t k_max_orphans_per_group = 200'000;
+  check_filter may_check_;
   // Connections that declared a producer group, by connection id.
   std::unordered_map<std::uint64_t, std::weak_ptr<responder>> producers_;
 };

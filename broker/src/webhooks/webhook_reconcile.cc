@@ -1,7 +1,8 @@
 // The reconciliation API of webhooks (docs/protocol.md §11) on the admin HTTP port:
 //   GET /v1/topics/{topic}/messages?after={id}&limit={n}
 //   GET /v1/messages/{id}
-// authorised by the subscription's token (Authorization: Bearer <token>). Answers JSON with
+// authorised by the subscription's token (Authorization: Bearer <token>), also with auth on: the
+// token is a capability for one subscription's topic, handed to its receiver, not a principal. Answers JSON with
 // each message and its status for that subscription: delivered, pending, exhausted (or
 // filtered: the subscription's filter skips it).
 //
@@ -75,14 +76,14 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     auto it = req.headers.find(http::field::authorization);
     std::string_view value = it == req.headers.end() ? std::string_view() : std::string_view(it->value());
     if (!value.starts_with("Bearer ")) {
-      return {nullptr, json_error(401, "UNAUTHENTICATED", "send the subscription's token as Authorization: Bearer <token>")};
+      return {nullptr, json_error(401, "NOT_AUTHENTICATED", "send the subscription's token as Authorization: Bearer <token>")};
     }
     value.remove_prefix(7);
     for (auto& [id, s] : subs_) {
       const auto& t = s->rec.token();
       if (t.size() == value.size() && CRYPTO_memcmp(t.data(), value.data(), t.size()) == 0) return {s, std::nullopt};
     }
-    return {nullptr, json_error(401, "UNAUTHENTICATED", "the token belongs to no webhook subscription")};
+    return {nullptr, json_error(401, "NOT_AUTHENTICATED", "the token belongs to no webhook subscription")};
   };
 
   // The message as JSON with its status for the subscription.
@@ -166,7 +167,7 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     }
     const std::string topic(rest.substr(0, slash));
     if (topic != s.rec.topic()) {
-      return json_error(403, "PERMISSION_DENIED", "the token's subscription is for topic '" + s.rec.topic() + "'");
+      return json_error(403, "NOT_AUTHORIZED", "the token's subscription is for topic '" + s.rec.topic() + "'");
     }
     std::size_t limit = k_default_limit;
     std::optional<v1::Message> after;
@@ -261,7 +262,7 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     if (last) body["next_after"] = id_text(last->id());
     return json_response(200, body);
   };
-  server.add_route(http::verb::get, "/v1/topics/", reconcile_list_);
+  server.add_route(http::verb::get, "/v1/topics/", reconcile_list_, common::route_access::by_handler());
 
   reconcile_one_ = [this, authorise, describe, dead_set](const common::http_request& req) {
     auto auth = authorise(req);
@@ -281,7 +282,7 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     }
     return json_response(200, describe(s, r.value().messages.front(), dead_set(s), true));
   };
-  server.add_route(http::verb::get, "/v1/messages", reconcile_one_);
+  server.add_route(http::verb::get, "/v1/messages", reconcile_one_, common::route_access::by_handler());
 }
 
 common::http_response webhook_notifier::reconcile_list(const common::http_request& req) { return reconcile_list_(req); }

@@ -123,8 +123,10 @@ struct broker_config {
 
   // --- durability, security, logging
   durability_mode durability = durability_mode::sync;
-  bool auth = false;  // principals and tokens required (docs/security.md)
   bool insecure = false;  // allow non-loopback addresses without auth and TLS both on
+  // Principals with tokens and ACLs (docs/security.md); off keeps the loopback-only default.
+  bool auth = false;
+  std::string admin_token_file;  // holds the admin principal's token; required with auth
   std::string log_level = "info";  // trace, debug, info, warn or error
 
   bool operator==(const broker_config&) const = default;

@@ -42,6 +42,18 @@ class admin {
   // Moves every dead letter of the group back to delivery; the response says how many.
   [[nodiscard]] result<v1::DlqRedriveResponse> dlq_redrive(const std::string& group);
 
+  // Principals and grants (admin on cluster). create_principal's answer holds the token: the
+  // only time the broker shows it.
+  [[nodiscard]] result<v1::PrincipalCreateResponse> create_principal(const std::string& name);
+  [[nodiscard]] result<v1::PrincipalListResponse> list_principals();
+  [[nodiscard]] result<v1::PrincipalDeleteResponse> delete_principal(const std::string& name);
+  [[nodiscard]] result<v1::AclChangeResponse> grant(const std::string& principal, const std::string& permission,
+                                                    const std::string& resource);
+  [[nodiscard]] result<v1::AclChangeResponse> revoke(const std::string& principal, const std::string& permission,
+                                                     const std::string& resource);
+  // Every grant, or `principal`'s (empty: all).
+  [[nodiscard]] result<v1::AclListResponse> list_acls(const std::string& principal = {});
+
   [[nodiscard]] const std::shared_ptr<connection>& conn() const noexcept { return conn_; }
 
  private:

@@ -97,7 +97,7 @@ class connection {
 
   // Constructs a connection and waits up to options.connect_timeout for the first handshake.
   // Errors: errc::bad_address; errc::tls_failed (the files do not load, the certificate is not
-  // trusted or names another host, the port is not a TLS port, ...); the broker's handshake Error (UNAUTHENTICATED,
+  // trusted or names another host, the port is not a TLS port, ...); the broker's handshake Error (NOT_AUTHENTICATED,
   // UNSUPPORTED_VERSION, ...); errc::not_connected with the last connect failure's text.
   [[nodiscard]] static result<std::shared_ptr<connection>> connect(connection_options options);
 

@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -50,6 +51,12 @@ struct http_request {
   std::string_view query;   // after '?', without it: "after=x&limit=10" (may be empty)
   const boost::beast::http::fields& headers;
   std::string_view body;
+  // Set by the access hook (set_access_hook) for routes that need a principal: who sent the
+  // request. Empty without a hook and on public routes.
+  std::string_view principal;
+  // The CN of the client's verified certificate (mTLS), set by the TLS layer; names the
+  // principal when no bearer token is sent. Unset for plain TCP.
+  std::optional<std::string_view> cert_principal;
 };
 
 struct http_response {
@@ -59,6 +66,48 @@ struct http_response {
   // Extra response headers (e.g. {"Retry-After", "5"}); Content-Type/Length are set for you.
   std::vector<std::pair<std::string, std::string>> headers;
 };
+
+// One (permission, resource) a route needs ("admin", "cluster"; "produce", "topic:orders").
+// The server does not interpret them: the access hook does.
+struct http_access {
+  std::string permission;
+  std::string resource;
+};
+
+// Who may call a route, when the server has an access hook (without one every route is open).
+struct route_access {
+  enum class kind {
+    needs,     // authenticated, and `needs` (or admin on cluster when `needs` is empty) granted
+    open,      // anyone (GET /healthz)
+    by_route,  // the handler authenticates on its own (the webhook reconciliation API's tokens)
+  };
+  kind what = kind::needs;
+  // The pairs a request needs; may read the path (a topic named in it). Empty: admin on cluster.
+  std::function<std::vector<http_access>(const http_request&)> needs;
+
+  [[nodiscard]] static route_access open_to_all() { return {kind::open, {}}; }
+  [[nodiscard]] static route_access by_handler() { return {kind::by_route, {}}; }
+  [[nodiscard]] static route_access fixed(std::string permission, std::string resource) {
+    return {kind::needs, [p = std::move(permission), r = std::move(resource)](const http_request&) {
+              return std::vector<http_access>{{p, r}};
+            }};
+  }
+  [[nodiscard]] static route_access computed(std::function<std::vector<http_access>(const http_request&)> f) {
+    return {kind::needs, std::move(f)};
+  }
+};
+
+// The generic authentication and authorization of the admin HTTP server, supplied by its owner
+// (the broker's principals and ACLs). Both run on the server's strand before the handler.
+struct http_access_hook {
+  // The principal the request authenticates as (from `Authorization: Bearer TOKEN` or
+  // cert_principal), or the answer refusing it (401 with a WWW-Authenticate header).
+  std::function<std::variant<std::string, http_response>(const http_request&)> authenticate;
+  // nullopt when `principal` holds every pair; otherwise the answer (403).
+  std::function<std::optional<http_response>(const std::string& principal, const std::vector<http_access>& needs)>
+      authorize;
+};
+
 
 // What /healthz reports: 200 "ok", or 503 with `reason` as the body.
 struct health_status {
@@ -108,11 +157,18 @@ class admin_http_server {
   // request's method wins. A path that matches only routes of other methods is answered 405
   // with an Allow header; a path that matches nothing, 404. A handler that throws answers 500.
   // Registering the same method and prefix again replaces the handler.
-  void add_route(boost::beast::http::verb method, std::string path_prefix, handler h);
+  // `access` says who may call it when an access hook is set (default: admin on cluster).
+  void add_route(boost::beast::http::verb method, std::string path_prefix, handler h, route_access access = {});
   // The same for a coroutine handler, for work that must wait (storage reads on another
   // executor). The returned awaitable is awaited on the server's strand.
   void add_async_route(boost::beast::http::verb method, std::string path_prefix,
-                       async_handler h);
+                       async_handler h, route_access access = {});
+
+  // Checks every request against its route's access (see route_access) before the handler
+  // runs: hook.authenticate, then hook.authorize with what the route needs. /healthz is open;
+  // every other route without a declared access needs admin on cluster (GET /metrics too).
+  // Without a hook (the default) nothing is checked. May be called from any thread.
+  void set_access_hook(http_access_hook hook);
 
   // Binds and listens on `where` (port 0 picks a free port) and starts accepting on the
   // io_context. Returns the bound endpoint. Errors (address in use, permission denied,
@@ -133,7 +189,7 @@ class admin_http_server {
 
  private:
   void add_any_route(boost::beast::http::verb method, std::string path_prefix, handler sync_h,
-                     async_handler async_h);
+                     async_handler async_h, route_access access);
 
   std::shared_ptr<detail::admin_http_state> state_;
 };

@@ -92,7 +92,7 @@ class consumer {
   consumer& operator=(const consumer&) = delete;
 
   // Up to max deliveries, waiting up to `wait` for the first (0 = answer at once). Errors: the
-  // broker's (UNKNOWN_TOPIC, PERMISSION_DENIED, INVALID_ARGUMENT, ...) or a connection error.
+  // broker's (UNKNOWN_TOPIC, NOT_AUTHORIZED, INVALID_ARGUMENT, ...) or a connection error.
   [[nodiscard]] client::result<std::vector<delivery>> fetch(std::uint32_t max, std::chrono::milliseconds wait);
 
   // One result per ref, in order: success, or UNKNOWN_DELIVERY (not in flight for this group:

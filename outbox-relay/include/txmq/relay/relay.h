@@ -40,6 +40,9 @@ struct relay_options {
   std::string conninfo;                     // libpq conninfo or URI of the application's database
   std::string broker = "127.0.0.1:7878";    // HOST:PORT
   client::tls_options tls;                  // --tls, --tls-ca, --tls-cert, --tls-key
+  // A principal's token for a broker with auth (--token, --token-file, TXMQ_TOKEN); it needs
+  // produce on the outbox rows' topics. Never logged.
+  std::string auth_token;
   std::string relay_id;                     // shown in txmq_relay and application_name; default host:pid
   int shards = 0;                           // 0 = txmq_schema.shards
   int batch = 500;                          // rows per shard per round (read, publish, delete)

@@ -79,7 +79,7 @@ class producer {
   producer& operator=(const producer&) = delete;
 
   // Sends and waits for the broker's acknowledgement (after fsync). Errors: the broker's
-  // non-retriable Error (UNKNOWN_TOPIC, MESSAGE_TOO_LARGE, INVALID_ARGUMENT, PERMISSION_DENIED,
+  // non-retriable Error (UNKNOWN_TOPIC, MESSAGE_TOO_LARGE, INVALID_ARGUMENT, NOT_AUTHORIZED,
   // ...) with its text, at once; client::errc::delivery_timeout when retriable failures lasted
   // for the delivery timeout; client::errc::closed after close(); client::errc::invalid_argument
   // for a message without topic.

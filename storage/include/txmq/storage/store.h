@@ -322,6 +322,24 @@ struct webhook_attempts_query {
   std::size_t limit = 1000;
 };
 
+// ---- Principals and their grants (DESIGN §7 Authentication, Authorization) ---------------------
+// The store keeps principals with the SHA-256 of their token (never the token) and the ACL
+// entries; the broker keeps both in memory and checks requests against that copy.
+
+struct principal_record {
+  std::string name;
+  std::string token_sha256;  // 32 raw bytes
+  std::int64_t created_ms = 0;
+  bool operator==(const principal_record&) const = default;
+};
+
+struct acl_entry {
+  std::string principal;
+  std::string permission;  // produce, consume, transact, admin (checked by the broker)
+  std::string resource;    // topic:NAME, group:NAME, producer-group:NAME, cluster
+  auto operator<=>(const acl_entry&) const = default;
+};
+
 // ---- Maintenance and statistics -----------------------------------------------------------
 
 struct retention_result {
@@ -392,6 +410,19 @@ class store {
       const webhook_attempts_query& query) const = 0;
   // Deletes logged attempts older than before_ms, at most `limit` per call; answers how many.
   virtual void expire_webhook_attempts(std::int64_t before_ms, std::size_t limit, completion<std::uint64_t> done) = 0;
+
+  // Principals and ACLs, fsynced before done. create_principal answers false (and writes
+  // nothing) when the name exists, and otherwise removes any grant left under the name; delete_principal removes the principal and every ACL entry
+  // naming it in one write, answering false when there was no such principal. put_acl answers
+  // false when the entry existed, delete_acl when it did not. principals() lists by name,
+  // acls() by (principal, permission, resource). Errors: errc::invalid_argument for an empty
+  // or over-long name, errc::corruption for a damaged record, write errors as usual.
+  virtual void create_principal(principal_record record, completion<bool> done) = 0;
+  virtual void delete_principal(std::string name, completion<bool> done) = 0;
+  [[nodiscard]] virtual result<std::vector<principal_record>> principals() const = 0;
+  virtual void put_acl(acl_entry entry, completion<bool> done) = 0;
+  virtual void delete_acl(acl_entry entry, completion<bool> done) = 0;
+  [[nodiscard]] virtual result<std::vector<acl_entry>> acls() const = 0;
 
   // Removes messages past their topic's retention (age, bytes) with range deletes, without
   // holding up other writes for more than one commit group.
