@@ -376,6 +376,10 @@ TEST_F(auth_test, every_admin_http_route_by_five_identities) {
   const std::vector<route_entry> routes = {
       {"/healthz", {200, 200, 200, 200, 200}, {{"admin", "cluster"}}},
       {"/metrics", {401, 401, 403, 200, 200}, {{"admin", "cluster"}}},
+      // The HTTP/JSON API: each route's permission and resource from its route table.
+      {"/v1/openapi.json", {200, 200, 200, 200, 200}, {{"admin", "cluster"}}},
+      {"/v1/topics", {401, 401, 403, 200, 200}, {{"admin", "cluster"}}},
+      {"/v1/transactions", {401, 401, 403, 200, 200}, {{"admin", "cluster"}}},
       // The reconciliation API authenticates by the subscription's token (a capability for
       // one topic), not by principals.
       {"/v1/topics/t/messages", {401, 401, 401, 200, 401}, {}},
@@ -395,9 +399,9 @@ TEST_F(auth_test, every_admin_http_route_by_five_identities) {
   EXPECT_NE(refused.find("WWW-Authenticate: Bearer"), std::string::npos) << refused;
   const std::string forbidden = http_get(broker_.process().http_port(), "/metrics", "Bearer " + bare);
   EXPECT_NE(forbidden.find("lacks admin on cluster"), std::string::npos) << forbidden;
-  // Denials are counted by permission: the two 403s of /metrics above, nothing else.
+  // Denials are counted by permission: the 403s of /metrics, /v1/topics and /v1/transactions above.
   const std::string metrics = http_get(broker_.process().http_port(), "/metrics", "Bearer " + k_admin_token);
-  EXPECT_NE(metrics.find("txmq_auth_denials_total{permission=\"admin\"} 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("txmq_auth_denials_total{permission=\"admin\"} 4"), std::string::npos) << metrics;
   EXPECT_EQ(metrics.find(bare), std::string::npos);
   EXPECT_EQ(metrics.find(k_admin_token), std::string::npos);
 }

@@ -18,6 +18,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "txmq/common/log.h"
+#include "txmq/common/tls.h"
 
 namespace txmq::common {
 
@@ -82,8 +83,10 @@ struct admin_http_state : std::enable_shared_from_this<admin_http_state> {
   // The request loop over a plain or a TLS stream whose TCP layer is `tcp`.
   template <class Stream>
   asio::awaitable<void> serve(Stream& stream, beast::tcp_stream& tcp);
+  // `cert_principal`: the CN of the client certificate verified by the TLS handshake (mTLS),
+  // which names the principal when the request carries no token.
   asio::awaitable<http::response<http::string_body>> respond(
-      const http::request<http::string_body>& req);
+      const http::request<http::string_body>& req, const std::optional<std::string>& cert_principal);
 
   asio::io_context& io_;
   asio::strand<asio::io_context::executor_type> strand_;
@@ -193,6 +196,10 @@ asio::awaitable<void> admin_http_state::serve(Stream& stream, beast::tcp_stream&
       co_return;
     }
   }
+  std::optional<std::string> cert_principal;
+  if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+    cert_principal = verified_peer_common_name(stream.native_handle());
+  }
   beast::flat_buffer buffer;
   while (!stopped_) {
     http::request_parser<http::string_body> parser;
@@ -222,7 +229,7 @@ asio::awaitable<void> admin_http_state::serve(Stream& stream, beast::tcp_stream&
       break;
     }
     const auto& req = parser.get();
-    auto res = co_await respond(req);
+    auto res = co_await respond(req, cert_principal);
     if (stopped_) break;
     tcp.expires_after(options_.write_timeout);
     auto [write_ec, write_n] = co_await http::async_write(stream, res, k_as_tuple);
@@ -234,7 +241,7 @@ asio::awaitable<void> admin_http_state::serve(Stream& stream, beast::tcp_stream&
 }
 
 asio::awaitable<http::response<http::string_body>> admin_http_state::respond(
-    const http::request<http::string_body>& req) {
+    const http::request<http::string_body>& req, const std::optional<std::string>& cert_principal) {
   const std::string_view target = req.target();
   const std::size_t question = target.find('?');
   const std::string_view path = target.substr(0, question);
@@ -282,9 +289,14 @@ asio::awaitable<http::response<http::string_body>> admin_http_state::respond(
   }
 
   http_request view{req.method(), target, path, query, req.base(), req.body()};
+  if (cert_principal) view.cert_principal = *cert_principal;
   http_response r;
   try {
     std::string principal;
+    if (hook && access.what == route_access::kind::per_request) {
+      access = access.resolve ? access.resolve(view) : route_access{};
+      if (access.what == route_access::kind::per_request) access = route_access{};  // no loops: admin
+    }
     if (hook && access.what == route_access::kind::needs) {
       auto who = hook->authenticate(view);
       if (auto* refused = std::get_if<http_response>(&who)) co_return make_response(req, std::move(*refused));

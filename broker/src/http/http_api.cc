@@ -161,13 +161,23 @@ gateway::gateway(service& svc, std::uint32_t max_frame_bytes) : svc_(svc), max_f
 
 void gateway::register_routes(common::admin_http_server& server) {
   auto handler = [this](const common::http_request& req) { return dispatch(req); };
+  // With auth on, the server's access hook checks each request against its route's entry in
+  // the route table before the handler runs: the permission and resource it names, none for
+  // openapi.json, the handler's own check for the webhook-token routes (reconciliation).
+  auto access = common::route_access::by_request([](const common::http_request& req) {
+    auto a = required_access(req.method, req.path);
+    if (!a) return common::route_access{};  // no such route: admin, then the handler's 404
+    if (a->permission.empty()) return common::route_access::open_to_all();
+    if (a->permission == "webhook-token") return common::route_access::by_handler();
+    return common::route_access::fixed(a->permission, a->resource);
+  });
   // PUT and PATCH too, so that they get the API's JSON 405 rather than the server's text one.
   for (auto method : {http::verb::get, http::verb::post, http::verb::delete_, http::verb::put, http::verb::patch}) {
-    server.add_async_route(method, "/v1/", handler);
+    server.add_async_route(method, "/v1/", handler, access);
   }
   // The reconciliation API registered GET /v1/topics/ (a longer prefix than /v1/); the route
   // table serves it (and the topic routes beside it) from here.
-  server.add_async_route(http::verb::get, "/v1/topics/", handler);
+  server.add_async_route(http::verb::get, "/v1/topics/", handler, access);
 }
 
 asio::awaitable<v1::Frame> gateway::call(v1::Frame request, std::string_view principal) {

@@ -80,20 +80,32 @@ struct route_access {
     needs,     // authenticated, and `needs` (or admin on cluster when `needs` is empty) granted
     open,      // anyone (GET /healthz)
     by_route,  // the handler authenticates on its own (the webhook reconciliation API's tokens)
+    per_request,  // `resolve` says which of the others applies to this request (one prefix, many routes)
   };
   kind what = kind::needs;
   // The pairs a request needs; may read the path (a topic named in it). Empty: admin on cluster.
   std::function<std::vector<http_access>(const http_request&)> needs;
+  // per_request: the access of this request (its kind must not be per_request again).
+  std::function<route_access(const http_request&)> resolve;
 
-  [[nodiscard]] static route_access open_to_all() { return {kind::open, {}}; }
-  [[nodiscard]] static route_access by_handler() { return {kind::by_route, {}}; }
+  [[nodiscard]] static route_access open_to_all() { return {kind::open, {}, {}}; }
+  [[nodiscard]] static route_access by_handler() { return {kind::by_route, {}, {}}; }
   [[nodiscard]] static route_access fixed(std::string permission, std::string resource) {
-    return {kind::needs, [p = std::move(permission), r = std::move(resource)](const http_request&) {
+    return {kind::needs,
+            [p = std::move(permission), r = std::move(resource)](const http_request&) {
               return std::vector<http_access>{{p, r}};
-            }};
+            },
+            {}};
   }
   [[nodiscard]] static route_access computed(std::function<std::vector<http_access>(const http_request&)> f) {
-    return {kind::needs, std::move(f)};
+    return {kind::needs, std::move(f), {}};
+  }
+  [[nodiscard]] static route_access by_request(std::function<route_access(const http_request&)> f) {
+    route_access a{kind::per_request, {}, {}};
+    a.resolve = std::move(f);
+    return a;
+  }
+};
   }
 };
 
