@@ -8,6 +8,7 @@
 #include <boost/asio.hpp>
 
 #include "broker_metrics.h"
+#include "fd_limit.h"
 #include "io_thread.h"
 #include "net/connection.h"
 #include "service/service.h"
@@ -134,6 +135,14 @@ broker::~broker() { stop(); }
 result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   auto p = std::make_unique<impl>(config);
   auto& m = *p;
+  // Before the store opens its files: one descriptor per connection, plus the store's.
+  const auto fds = raise_fd_limit(config.max_connections);
+  m.config.max_connections = fds.max_connections;
+  if (fds.warning) common::log::warn(*fds.warning);
+  else if (fds.soft_after != fds.soft_before) {
+    common::log::info("open file limit raised from ", fds.soft_before, " to ", fds.soft_after, " for max_connections ",
+                      fds.max_connections);
+  }
 
   storage::store_options so;
   so.dir = config.data_dir;
