@@ -70,7 +70,10 @@ struct admin_http_options {
   std::size_t max_body_bytes = 1024 * 1024;    // larger body: 413, close
   std::chrono::milliseconds read_timeout{10'000};   // whole request, and keep-alive idle time
   std::chrono::milliseconds write_timeout{10'000};  // whole response
-  std::size_t max_connections = 64;  // further connections are closed on accept
+  // At this many, a new connection closes the one that has waited longest for a request (idle
+  // or slowly sent), so silent sockets cannot lock out a health probe; if every connection is
+  // being answered, the new one is closed.
+  std::size_t max_connections = 64;
   // Where errors go (failed accepts, handler exceptions, connection coroutines that threw).
   // Called on an io_context thread. Empty: a warning through txmq/common/log.h.
   std::function<void(std::string_view)> log_error;
