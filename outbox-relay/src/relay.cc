@@ -344,7 +344,10 @@ class relay::impl {
         "SELECT t.relay_id, pg_terminate_backend(t.backend_pid), floor(extract(epoch FROM now() - t.heartbeat_at))::bigint "
         "FROM txmq_relay t WHERE t.relay_id <> $1 AND t.heartbeat_at < now() - $2::interval AND t.backend_pid IN "
         "(SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $3::bigint::oid "
-        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) "
+        // Only a judge that beat recently itself: after PostgreSQL was frozen every heartbeat is
+        // old, and the relays must not end each other's sessions.
+        "AND EXISTS (SELECT 1 FROM txmq_relay me WHERE me.relay_id = $1 AND me.heartbeat_at >= now() - $2::interval / 2)",
         {options_.relay_id, std::to_string(options_.stale_after.count()) + " milliseconds",
          std::to_string(member_lock_class)});
     if (!r) {

@@ -1,0 +1,58 @@
+#pragma once
+
+// Helpers of the fault suite (ctest label `fault`, docs/operations.md): the one parseable line
+// each test prints with its counts, pauses (SIGSTOP/SIGCONT by PID, undone even when the test
+// fails), resident memory of a process, the test's own descriptor limit, and the pause length.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace txmq::test {
+
+// Writes "FAULT-COUNTS test=NAME acknowledged=A consumed=C lost=L invented=I [extra]" to
+// stderr (and so to ctest's output), one line the closing note can grep.
+void print_fault_counts(const std::string& test, std::size_t acknowledged, std::size_t consumed, std::size_t lost,
+                        std::size_t invented, const std::string& extra = "");
+
+// lost = acknowledged but not consumed; invented = consumed but never sent.
+struct fault_counts {
+  std::size_t acknowledged = 0, consumed = 0, lost = 0, invented = 0;
+};
+fault_counts count_outcome(const std::set<std::string>& sent, const std::set<std::string>& acknowledged,
+                           const std::set<std::string>& consumed);
+
+// How long the suite freezes a process: TXMQ_FAULT_PAUSE (a duration such as "10s", "3s"),
+// else `fallback`.
+std::chrono::milliseconds fault_pause(std::chrono::milliseconds fallback);
+
+// SIGSTOPs every pid now and SIGCONTs them in thaw() or the destructor, whichever comes first.
+class frozen {
+ public:
+  explicit frozen(std::vector<pid_t> pids);
+  ~frozen();
+  frozen(const frozen&) = delete;
+  frozen& operator=(const frozen&) = delete;
+  void thaw();
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// The pid and every descendant of it (from /proc), e.g. the postmaster and its backends.
+std::vector<pid_t> process_tree(pid_t root);
+
+// VmRSS of a process in KiB (0 when it is gone).
+std::uint64_t rss_kib(pid_t pid);
+
+// Raises this process's soft RLIMIT_NOFILE to its hard limit; returns the new soft limit.
+std::uint64_t raise_own_nofile_limit();
+
+// Runs a command line through /bin/sh; its exit status (output appended to *out when given).
+int run_shell(const std::string& command, std::string* out = nullptr);
+
+}  // namespace txmq::test
