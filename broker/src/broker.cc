@@ -207,6 +207,10 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     m.registry.add_counter_callback("txmq_request_memory_pauses_total",
                                     "Times a connection stopped reading because max_request_memory was reached", {},
                                     [memory] { return static_cast<double>(memory->pauses()); });
+    auto* accepted = &m.open_connections;  // read on the io thread, which also serves /metrics
+    m.registry.add_gauge_callback("txmq_connections_open",
+                                  "Client sockets accepted and not yet closed, Hello or not (max_connections)", {},
+                                  [accepted] { return static_cast<double>(*accepted); });
     auto* svc = m.svc.get();
     m.registry.add_gauge_callback("txmq_connections", "Open client connections", {},
                                   [svc] { return static_cast<double>(svc->connections()); });
