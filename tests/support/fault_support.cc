@@ -2,6 +2,8 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -32,11 +34,11 @@ fault_counts count_outcome(const std::set<std::string>& sent, const std::set<std
   return c;
 }
 
-std::chrono::milliseconds fault_pause(std::chrono::milliseconds fallback) {
-  const char* v = std::getenv("TXMQ_FAULT_PAUSE");
+std::chrono::milliseconds fault_pause(std::chrono::milliseconds fallback, const char* env) {
+  const char* v = std::getenv(env);
   if (v == nullptr || *v == '\0') return fallback;
   auto d = common::parse_duration(v);
-  if (!d) throw std::runtime_error(std::string("TXMQ_FAULT_PAUSE: ") + d.error().message);
+  if (!d) throw std::runtime_error(std::string(env) + ": " + d.error().message);
   return d.value();
 }
 
@@ -104,6 +106,51 @@ int run_shell(const std::string& command, std::string* out) {
   }
   const int st = ::pclose(p);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+netns_link::netns_link() {
+  const auto pid = std::to_string(::getpid());
+  const auto net = std::to_string(::getpid() % 250);
+  name_ = "txmqf" + pid;
+  host_if_ = "txf" + pid + "a";  // interface names: at most 15 characters
+  inside_if_ = "txf" + pid + "b";
+  inside_ = "10.77." + net + ".2";
+  const std::vector<std::string> steps = {
+      "ip netns add " + name_,
+      "ip link add " + host_if_ + " type veth peer name " + inside_if_,
+      "ip link set " + inside_if_ + " netns " + name_,
+      "ip addr add 10.77." + net + ".1/30 dev " + host_if_,
+      "ip link set " + host_if_ + " up",
+      "ip netns exec " + name_ + " ip addr add " + inside_ + "/30 dev " + inside_if_,
+      "ip netns exec " + name_ + " ip link set " + inside_if_ + " up",
+      "ip netns exec " + name_ + " ip link set lo up",
+  };
+  for (const auto& step : steps) {
+    std::string out;
+    if (run_shell(step, &out) != 0) {
+      error_ = step + ": " + out;
+      return;
+    }
+  }
+}
+
+netns_link::~netns_link() {
+  // Deleting the namespace deletes its end of the pair, and so the pair.
+  (void)run_shell("ip netns del " + name_);
+  (void)run_shell("ip link del " + host_if_);
+}
+
+std::vector<std::string> netns_link::exec_prefix() const {
+  // child_process runs a path, not a name looked up in PATH.
+  const char* ip = std::filesystem::exists("/usr/sbin/ip") ? "/usr/sbin/ip" : "/sbin/ip";
+  return {ip, "netns", "exec", name_};
+}
+
+bool netns_link::cut() { return run_shell("ip link set " + host_if_ + " down") == 0; }
+
+bool netns_link::restore() {
+  // The route of the /30 comes back with the link; so do the connections that survived.
+  return run_shell("ip link set " + host_if_ + " up") == 0;
 }
 
 }  // namespace txmq::test

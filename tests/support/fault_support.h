@@ -26,9 +26,9 @@ struct fault_counts {
 fault_counts count_outcome(const std::set<std::string>& sent, const std::set<std::string>& acknowledged,
                            const std::set<std::string>& consumed);
 
-// How long the suite freezes a process: TXMQ_FAULT_PAUSE (a duration such as "10s", "3s"),
-// else `fallback`.
-std::chrono::milliseconds fault_pause(std::chrono::milliseconds fallback);
+// How long the suite freezes a process (or cuts a link): the environment variable `env` (a
+// duration such as "10s", "3s"), else `fallback`.
+std::chrono::milliseconds fault_pause(std::chrono::milliseconds fallback, const char* env = "TXMQ_FAULT_PAUSE");
 
 // SIGSTOPs every pid now and SIGCONTs them in thaw() or the destructor, whichever comes first.
 class frozen {
@@ -51,6 +51,31 @@ std::uint64_t rss_kib(pid_t pid);
 
 // Raises this process's soft RLIMIT_NOFILE to its hard limit; returns the new soft limit.
 std::uint64_t raise_own_nofile_limit();
+
+// A network namespace joined to this one by a veth pair, made by the test and removed by the
+// destructor (even when the test failed): this side 10.77.N.1/30, the namespace's 10.77.N.2/30.
+// cut() and restore() take this side's link down and up, which drops every packet between
+// the two without a reset (as a pulled cable does). Needs root and `ip`.
+class netns_link {
+ public:
+  netns_link();
+  ~netns_link();
+  netns_link(const netns_link&) = delete;
+  netns_link& operator=(const netns_link&) = delete;
+
+  [[nodiscard]] bool ok() const noexcept { return error_.empty(); }
+  [[nodiscard]] const std::string& error() const noexcept { return error_; }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  // The namespace's address, where a process started in it listens.
+  [[nodiscard]] const std::string& inside_address() const noexcept { return inside_; }
+  // {"ip", "netns", "exec", name}: prepend to a command line to run it inside.
+  [[nodiscard]] std::vector<std::string> exec_prefix() const;
+  bool cut();
+  bool restore();
+
+ private:
+  std::string name_, host_if_, inside_if_, inside_, error_;
+};
 
 // Runs a command line through /bin/sh; its exit status (output appended to *out when given).
 int run_shell(const std::string& command, std::string* out = nullptr);
