@@ -3,6 +3,7 @@
 // for the next session, which starts after a back-off with jitter.
 
 #include "connection_impl.h"
+#include "dead_link.h"
 
 #include <array>
 #include <span>
@@ -142,6 +143,7 @@ awaitable<result<tcp::socket>> connection::impl::handshake() {
   if (cec) co_return error(errc::not_connected, "cannot connect to " + options_.address + ": " + cec.message());
   boost::system::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
+  detail::apply_dead_link_timeout(socket, options_.dead_link_timeout);
 
   v1::Frame hello;
   hello.set_correlation_id(next_id_.fetch_add(1));
