@@ -5,7 +5,11 @@
 // with the reason, one error line and one recovery line, and every committed row consumed once
 // through pg_inbox, none invented. Each test prints a FAULT-COUNTS line.
 
+#include <unistd.h>
+
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stop_token>
@@ -49,13 +53,17 @@ double metric(const std::string& text, const std::string& name) {
 // a writer inserting committed rows, and a consumer recording each row once through pg_inbox.
 class relay_world {
  public:
-  relay_world(const std::string& name, int shards) : db_(shared_pg_cluster().create_database(name)) {
+  // before_start runs on the broker before it starts (e.g. a tmpfs on its data directory).
+  relay_world(const std::string& name, int shards, std::vector<std::string> broker_args = {},
+              const std::function<void(broker_process&)>& before_start = {})
+      : db_(shared_pg_cluster().create_database(name)), broker_(with_defaults(std::move(broker_args))) {
     {
       auto conn = connect_to(db_);
       if (auto s = producer::install_schema(conn.get(), shards); !s) throw std::runtime_error(s.error().message);
       auto t = pg::exec(conn.get(), "CREATE TABLE consumed (n bigserial, id uuid NOT NULL)");
       if (!t) throw std::runtime_error(t.error().message);
     }
+    if (before_start) before_start(broker_);
     broker_.start();
     client::connection_options o;
     o.address = broker_.address();
@@ -172,9 +180,14 @@ class relay_world {
   broker_process& broker() { return broker_; }
 
  private:
+  static std::vector<std::string> with_defaults(std::vector<std::string> args) {
+    // Handlers fail while PostgreSQL is away: enough attempts that nothing is dead-lettered.
+    args.insert(args.begin(), {"--ack-deadline", "5s", "--retry-schedule", "200ms", "--max-attempts", "100000"});
+    return args;
+  }
+
   std::string db_;
-  // Handlers fail while PostgreSQL is away: enough attempts that nothing is dead-lettered.
-  broker_process broker_{{"--ack-deadline", "5s", "--retry-schedule", "200ms", "--max-attempts", "100000"}};
+  broker_process broker_;
   std::mutex mu_;
   std::set<std::string> committed_;
   std::atomic<bool> writing_{true};
@@ -299,6 +312,49 @@ TEST(relay_pause, postgresql_stopped_and_started_under_the_relay_is_said_once_an
   EXPECT_LE(unavailable, 3u) << log;  // the lost session, then connection refused (one line each)
   EXPECT_THAT(log, HasSubstr("after it was unavailable"));
   w.check("postgresql_stop_start", "error_lines=" + std::to_string(unavailable));
+  EXPECT_EQ(a.stop(), 0) << a.log();
+}
+
+// The broker's disk below min_free_disk_bytes (a 64 MiB tmpfs, 100 MiB minimum): it answers
+// the relay's batches STORE_FULL; the relay keeps the rows, backs off, says so once, and
+// publishes them when the tmpfs grows (the broker resumes by itself).
+TEST(relay_pause, a_broker_answering_store_full_keeps_the_rows_in_the_outbox_until_it_takes_them) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
+  std::unique_ptr<tmpfs_mount> disk;
+  relay_world w("relay_store_full", 4, {"--min-free-disk-bytes", "100MiB"}, [&](broker_process& b) {
+    disk = std::make_unique<tmpfs_mount>(b.data_dir(), "64m");
+  });
+  if (!disk->mounted()) GTEST_SKIP() << "cannot mount a tmpfs: " << disk->error();
+  relay_process a(relay_args(w.db(), w.broker(), "full-a"));
+  a.start();
+  ASSERT_TRUE(eventually([&] { return shards_held(w.db()) == 4 && a.http_port() != 0; }, 30s)) << a.log();
+  w.run();
+  std::string health;
+  EXPECT_TRUE(eventually(
+      [&] {
+        health = http_get(a.http_port(), "/healthz");
+        return health.find(" 503 ") != std::string::npos;
+      },
+      20s))
+      << a.log();
+  EXPECT_THAT(health, HasSubstr("broker unavailable"));
+  EXPECT_THAT(health, HasSubstr("STORE_FULL"));
+  // Retried with back-off, every row kept.
+  EXPECT_TRUE(eventually(
+      [&] { return metric(http_get(a.http_port(), "/metrics"), "txmq_relay_publish_failures_total") >= 3; }, 20s));
+  EXPECT_EQ(metric(http_get(a.http_port(), "/metrics"), "txmq_relay_rows_published_total"), 0);
+  EXPECT_NE(scalar(w.db(), "SELECT count(*) FROM txmq_outbox"), "0");
+
+  ASSERT_TRUE(disk->resize("512m"));
+  EXPECT_TRUE(eventually([&] { return http_get(a.http_port(), "/healthz").find(" 200 ") != std::string::npos; }, 30s))
+      << a.log();
+  EXPECT_THAT(a.log(), HasSubstr("publishing to the broker works again"));
+  std::size_t error_lines = 0;
+  const std::string log = a.log();
+  for (auto at = log.find("publishing to the broker"); at != std::string::npos; at = log.find("publishing to the broker", at + 1)) {
+    error_lines += log.compare(at, 31, "publishing to the broker works") == 0 ? 0 : 1;
+  }
+  w.check("relay_broker_store_full", "failed_publish_lines=" + std::to_string(error_lines));
   EXPECT_EQ(a.stop(), 0) << a.log();
 }
 

@@ -29,35 +29,6 @@ namespace {
 using namespace std::chrono_literals;
 using testing::HasSubstr;
 
-// A tmpfs mounted on `dir` for the test's lifetime; detached (lazily unmounted) at the end, so
-// the broker's temporary directory can be removed even if the broker still holds files there.
-class tmpfs_mount {
- public:
-  tmpfs_mount(const std::filesystem::path& dir, const std::string& size) : dir_(dir) {
-    std::filesystem::create_directories(dir);
-    const std::string opts = "size=" + size + ",mode=0700";
-    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, opts.c_str()) == 0;
-    if (!mounted_) error_ = std::strerror(errno);
-  }
-  ~tmpfs_mount() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  tmpfs_mount(const tmpfs_mount&) = delete;
-  tmpfs_mount& operator=(const tmpfs_mount&) = delete;
-
-  bool resize(const std::string& size) {
-    const std::string opts = "size=" + size + ",mode=0700";
-    return ::mount("tmpfs", dir_.c_str(), "tmpfs", MS_REMOUNT, opts.c_str()) == 0;
-  }
-  [[nodiscard]] bool mounted() const { return mounted_; }
-  [[nodiscard]] const std::string& error() const { return error_; }
-
- private:
-  std::filesystem::path dir_;
-  bool mounted_ = false;
-  std::string error_;
-};
-
 struct fill_case {
   const char* name;
   const char* min_free;           // --min-free-disk-bytes

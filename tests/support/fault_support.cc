@@ -1,11 +1,14 @@
 #include "fault_support.h"
 
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -106,6 +109,22 @@ int run_shell(const std::string& command, std::string* out) {
   }
   const int st = ::pclose(p);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+tmpfs_mount::tmpfs_mount(const std::filesystem::path& dir, const std::string& size) : dir_(dir) {
+  std::filesystem::create_directories(dir);
+  const std::string opts = "size=" + size + ",mode=0700";
+  mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, opts.c_str()) == 0;
+  if (!mounted_) error_ = std::strerror(errno);
+}
+
+tmpfs_mount::~tmpfs_mount() {
+  if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+}
+
+bool tmpfs_mount::resize(const std::string& size) {
+  const std::string opts = "size=" + size + ",mode=0700";
+  return ::mount("tmpfs", dir_.c_str(), "tmpfs", MS_REMOUNT, opts.c_str()) == 0;
 }
 
 netns_link::netns_link() {

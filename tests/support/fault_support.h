@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -75,6 +76,27 @@ class netns_link {
 
  private:
   std::string name_, host_if_, inside_if_, inside_, error_;
+};
+
+// A tmpfs mounted on `dir` for the test's lifetime; detached (lazily unmounted) at the end, so
+// the broker's temporary directory can be removed even if the broker still holds files there.
+// Needs root.
+class tmpfs_mount {
+ public:
+  tmpfs_mount(const std::filesystem::path& dir, const std::string& size);
+  ~tmpfs_mount();
+  tmpfs_mount(const tmpfs_mount&) = delete;
+  tmpfs_mount& operator=(const tmpfs_mount&) = delete;
+
+  // mount -o remount,size=SIZE
+  bool resize(const std::string& size);
+  [[nodiscard]] bool mounted() const { return mounted_; }
+  [[nodiscard]] const std::string& error() const { return error_; }
+
+ private:
+  std::filesystem::path dir_;
+  bool mounted_ = false;
+  std::string error_;
 };
 
 // Runs a command line through /bin/sh; its exit status (output appended to *out when given).
