@@ -1,3 +1,9 @@
+// txmq-relay's engine (relay.h), kept as one piece: one thread's loop over one PostgreSQL session
+// (shard locks, reads, deletes, heartbeats, stale relays) and the producers it publishes
+// through; every member reads or changes that session's state, so splitting it would pass the
+// whole state between files. Row decoding (outbox_row.cc) and the shard plan (shard_plan.cc)
+// live apart because they need none of it.
+
 #include "txmq/relay/relay.h"
 
 #include <fcntl.h>
