@@ -208,6 +208,7 @@ class relay::impl {
     explicit db_call(impl& s) : self(s) { self.db_call_since_.store(clock::now().time_since_epoch().count()); }
     ~db_call() {
       const auto took = clock::now().time_since_epoch() - clock::duration(self.db_call_since_.exchange(0));
+      if (took >= std::min<clock::duration>(k_pg_silent, self.options_.stale_after / 2)) self.last_slow_db_call_ = clock::now();
       if (took >= k_pg_silent) {
         self.log(log_level::warn, "PostgreSQL took " + std::to_string(std::chrono::duration_cast<milliseconds>(took).count()) +
                                       " ms to answer a statement");
@@ -346,6 +347,9 @@ class relay::impl {
   // it reconnects, and it sends nothing it had read before (check_fresh()).
   client::result<void> end_stale_relays() {
     if (options_.stale_after.count() <= 0) return outcome::success();
+    // PostgreSQL itself was slow or frozen lately: every relay's heartbeat is late for the same
+    // reason, and whoever answered first would end the others' sessions. Judge no one then.
+    if (last_slow_db_call_ && clock::now() - *last_slow_db_call_ < options_.stale_after) return outcome::success();
     auto r = db_exec(
         "SELECT t.relay_id, pg_terminate_backend(t.backend_pid), floor(extract(epoch FROM now() - t.heartbeat_at))::bigint "
         "FROM txmq_relay t WHERE t.relay_id <> $1 AND t.heartbeat_at < now() - $2::interval AND t.backend_pid IN "
@@ -679,6 +683,8 @@ class relay::impl {
   bool pg_ok_ = true;  // the last statement worked (false from a failure to the next success)
   // steady_clock ticks when the statement in progress started; 0 when none is.
   std::atomic<clock::rep> db_call_since_{0};
+  // When a statement last took long (PostgreSQL slow or frozen): no stale-relay judging for a while.
+  std::optional<clock::time_point> last_slow_db_call_;
   bool broker_down_logged_ = false;
   std::string last_db_error_;
   std::string last_broker_error_;
