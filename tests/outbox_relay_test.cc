@@ -15,6 +15,7 @@
 #include "broker_process.h"
 #include "cli_runner.h"
 #include "eventually.h"
+#include "outbox_support.h"
 #include "pg_cluster.h"
 #include "relay_process.h"
 #include "txmq/client/admin.h"
@@ -28,32 +29,6 @@ namespace txmq::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-pg::connection_ptr connect_to(const std::string& conninfo) {
-  auto conn = pg::connect(conninfo);
-  if (!conn) throw std::runtime_error(conn.error().message);
-  return std::move(conn).value();
-}
-
-// One value of a query; "" when it failed (the caller's condition then stays false).
-std::string scalar(const std::string& conninfo, const std::string& sql) {
-  auto conn = pg::connect(conninfo);
-  if (!conn) return "";
-  auto r = pg::exec(conn.value().get(), sql);
-  if (!r || PQntuples(r.value().get()) != 1) return "";
-  return PQgetvalue(r.value().get(), 0, 0);
-}
-
-constexpr const char* k_shard_locks =
-    "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND "
-    "l.objsubid = 2 AND l.classid = 1954049393 AND l.database = (SELECT oid FROM pg_database WHERE datname = "
-    "current_database())";
-
-int shards_held(const std::string& conninfo, const std::string& relay_id = "") {
-  const auto v = scalar(conninfo, std::string("SELECT count(*) ") + k_shard_locks +
-                                      (relay_id.empty() ? "" : " AND a.application_name = 'txmq-relay:" + relay_id + "'"));
-  return v.empty() ? -1 : std::stoi(v);
-}
 
 std::vector<std::string> relay_args(const std::string& conninfo, const broker_process& b, const std::string& id) {
   return {"--pg", conninfo, "--broker", b.address(), "--relay-id", id, "--poll-interval", "200ms", "--publish-timeout", "3s"};

@@ -20,6 +20,7 @@
 
 #include "broker_process.h"
 #include "eventually.h"
+#include "fault_support.h"
 #include "raw_client.h"
 
 namespace txmq::test {
@@ -28,40 +29,12 @@ namespace {
 using namespace std::chrono_literals;
 using testing::HasSubstr;
 
-// A tmpfs mounted on `dir` for the test's lifetime; detached (lazily unmounted) at the end, so
-// the broker's temporary directory can be removed even if the broker still holds files there.
-class tmpfs_mount {
- public:
-  tmpfs_mount(const std::filesystem::path& dir, const std::string& size) : dir_(dir) {
-    std::filesystem::create_directories(dir);
-    const std::string opts = "size=" + size + ",mode=0700";
-    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, opts.c_str()) == 0;
-    if (!mounted_) error_ = std::strerror(errno);
-  }
-  ~tmpfs_mount() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  tmpfs_mount(const tmpfs_mount&) = delete;
-  tmpfs_mount& operator=(const tmpfs_mount&) = delete;
-
-  bool resize(const std::string& size) {
-    const std::string opts = "size=" + size + ",mode=0700";
-    return ::mount("tmpfs", dir_.c_str(), "tmpfs", MS_REMOUNT, opts.c_str()) == 0;
-  }
-  [[nodiscard]] bool mounted() const { return mounted_; }
-  [[nodiscard]] const std::string& error() const { return error_; }
-
- private:
-  std::filesystem::path dir_;
-  bool mounted_ = false;
-  std::string error_;
-};
-
 struct fill_case {
   const char* name;
   const char* min_free;           // --min-free-disk-bytes
   v1::ErrorCode refused_with;     // what produce answers once the disk is full
   const char* reason;             // in that answer and in /healthz
+  bool acks_while_full;           // STORE_FULL refuses only produce and Prepare
 };
 
 void PrintTo(const fill_case& c, std::ostream* os) { *os << c.name; }
@@ -88,7 +61,13 @@ TEST_P(store_full_test, produce_until_full_then_grow_the_disk_and_produce_again_
     for (int j = 0; j < 16; ++j) batch.push_back(make_message(body));
     std::vector<std::string> ids;
     for (auto& m : batch) ids.push_back(m.id());
-    last = producer.request(produce_frame("t", std::move(batch)), 30s);
+    try {
+      last = producer.request(produce_frame("t", std::move(batch)), 30s);
+    } catch (const std::exception& e) {
+      // Seen now and then in the no-minimum case, also before issue 13's fault suite: the
+      // connection ends at ENOSPC without an answer or a log line (under investigation).
+      FAIL() << e.what() << " after " << acked.size() << " acknowledged; broker log:\n" << broker.log();
+    }
     if (last.has_produce_response()) {
       acked.insert(ids.begin(), ids.end());
       continue;
@@ -107,6 +86,22 @@ TEST_P(store_full_test, produce_until_full_then_grow_the_disk_and_produce_again_
   EXPECT_THAT(http_get(broker.http_port(), "/metrics"), HasSubstr("\ntxmq_store_healthy 0\n"));
   // And the log says it once, with the reason (the broker looks every second).
   EXPECT_TRUE(eventually([&] { return broker.log().find(c.reason) != std::string::npos; }, 10s)) << broker.log();
+
+  // Consuming goes on while the disk is full, and below min_free_disk_bytes acks are taken too
+  // (so consumers can go on and retention can free space).
+  std::set<std::string> seen;
+  raw_client consumer(broker.port());
+  consumer.hello("consumer");
+  if (c.acks_while_full) {
+    auto r = consumer.request(fetch_frame("check", "t", 16, 0), 30s);
+    ASSERT_TRUE(r.has_fetch_response()) << r.ShortDebugString();
+    ASSERT_GT(r.fetch_response().deliveries_size(), 0);
+    for (auto& d : r.fetch_response().deliveries()) {
+      auto a = consumer.request(ack_frame("check", d.message()), 30s);
+      ASSERT_TRUE(a.has_delivery_results()) << a.ShortDebugString();
+      seen.insert(d.message().id());
+    }
+  }
 
   // More room, same broker process: produce is taken again (the store measures the disk about
   // once a second and resumes by itself).
@@ -134,9 +129,6 @@ TEST_P(store_full_test, produce_until_full_then_grow_the_disk_and_produce_again_
       << broker.log();
 
   // Every acknowledged message is there, once; nothing refused is visible.
-  raw_client consumer(broker.port());
-  consumer.hello("consumer");
-  std::set<std::string> seen;
   for (;;) {
     auto r = consumer.request(fetch_frame("check", "t", 64, 0), 30s);
     ASSERT_TRUE(r.has_fetch_response()) << r.ShortDebugString();
@@ -148,14 +140,19 @@ TEST_P(store_full_test, produce_until_full_then_grow_the_disk_and_produce_again_
     }
   }
   for (auto& id : acked) EXPECT_EQ(seen.count(id), 1u) << "an acknowledged message is missing";
+  std::size_t lost = 0, invented = 0;
+  for (auto& id : acked) lost += seen.count(id) == 0 ? 1 : 0;
+  for (auto& id : seen) invented += acked.count(id) == 0 ? 1 : 0;
+  print_fault_counts(std::string("store_full/") + c.name, acked.size(), seen.size(), lost, invented,
+                     "refused=" + std::to_string(refused.size()));
   EXPECT_EQ(broker.stop(), 0) << broker.log();
 }
 
 INSTANTIATE_TEST_SUITE_P(
     fill, store_full_test,
     // 24 MiB: more than one flush of the 16 MiB message memtable needs, so the refusal comes first.
-    testing::Values(fill_case{"below_min_free_disk_bytes", "24MiB", v1::STORE_FULL, "below the minimum of"},
-                    fill_case{"until_no_space", "0", v1::STORE_UNAVAILABLE, "No space"}),
+    testing::Values(fill_case{"below_min_free_disk_bytes", "24MiB", v1::STORE_FULL, "below the minimum of", true},
+                    fill_case{"until_no_space", "0", v1::STORE_UNAVAILABLE, "No space", false}),
     [](const testing::TestParamInfo<fill_case>& info) { return std::string(info.param.name); });
 
 }  // namespace

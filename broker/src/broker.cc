@@ -14,6 +14,7 @@
 #include "auth/http_access.h"
 #include "console/console_routes.h"
 #include "http/http_api.h"
+#include "fd_limit.h"
 #include "io_thread.h"
 #include "net/connection.h"
 #include "service/service.h"
@@ -189,6 +190,14 @@ broker::~broker() { stop(); }
 result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   auto p = std::make_unique<impl>(config);
   auto& m = *p;
+  // Before the store opens its files: one descriptor per connection, plus the store's.
+  const auto fds = raise_fd_limit(config.max_connections);
+  m.config.max_connections = fds.max_connections;
+  if (fds.warning) common::log::warn(*fds.warning);
+  else if (fds.soft_after != fds.soft_before) {
+    common::log::info("open file limit raised from ", fds.soft_before, " to ", fds.soft_after, " for max_connections ",
+                      fds.max_connections);
+  }
 
   // With auth on the admin token must be usable before anything else starts.
   std::string admin_hash;
@@ -272,6 +281,10 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     m.registry.add_counter_callback("txmq_request_memory_pauses_total",
                                     "Times a connection stopped reading because max_request_memory was reached", {},
                                     [memory] { return static_cast<double>(memory->pauses()); });
+    auto* accepted = &m.open_connections;  // read on the io thread, which also serves /metrics
+    m.registry.add_gauge_callback("txmq_connections_open",
+                                  "Client sockets accepted and not yet closed, Hello or not (max_connections)", {},
+                                  [accepted] { return static_cast<double>(*accepted); });
     auto* svc = m.svc.get();
     m.registry.add_gauge_callback("txmq_connections", "Open client connections", {},
                                   [svc] { return static_cast<double>(svc->connections()); });

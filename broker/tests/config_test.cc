@@ -108,7 +108,7 @@ TEST(broker_config, defaults_are_those_of_the_design) {
   EXPECT_EQ(c.retention, 7 * 24h);
   EXPECT_EQ(c.retention_bytes, 0u);
   EXPECT_EQ(c.min_free_disk_bytes, 256u * 1024 * 1024);
-  EXPECT_EQ(c.max_connections, 1024u);
+  EXPECT_EQ(c.max_connections, 10000u);
   EXPECT_EQ(c.max_in_flight_per_connection, 1024u);
   EXPECT_EQ(c.max_request_memory, 256u * 1024 * 1024);
   EXPECT_EQ(c.max_topics, 10000u);

@@ -242,6 +242,26 @@ TEST_F(message_limits_test, a_dlq_list_of_large_messages_stays_within_max_frame_
   EXPECT_GT(listed.dlq_list_response().dead_letters_size(), 0);
   EXPECT_LT(listed.dlq_list_response().dead_letters_size(), 10);
   EXPECT_LE(listed.ByteSizeLong(), settings.max_frame_bytes);
+  EXPECT_TRUE(listed.dlq_list_response().more());
+  // Paging on after the last entry sees each dead letter once, then says no more follow.
+  std::set<std::uint64_t> offsets;
+  auto page = listed;
+  for (int round = 0; round < 20; ++round) {
+    for (const auto& dl : page.dlq_list_response().dead_letters()) {
+      EXPECT_TRUE(offsets.insert(dl.message().offset()).second) << "listed twice";
+    }
+    if (!page.dlq_list_response().more()) break;
+    const auto& last = page.dlq_list_response().dead_letters().rbegin()->message();
+    auto next = dlq_list_frame("g", 10);
+    next.mutable_dlq_list()->set_after_topic(last.topic());
+    next.mutable_dlq_list()->set_after_partition(last.partition());
+    next.mutable_dlq_list()->set_after_offset(last.offset());
+    page = request(c, next);
+    ASSERT_TRUE(page.has_dlq_list_response()) << page.ShortDebugString();
+    EXPECT_LE(page.ByteSizeLong(), settings.max_frame_bytes);
+  }
+  EXPECT_EQ(offsets.size(), 10u);
+  EXPECT_FALSE(page.dlq_list_response().more());
   // A limit above 1,000 is clamped, not refused.
   auto clamped = request(c, dlq_list_frame("g", 1'000'000));
   EXPECT_TRUE(clamped.has_dlq_list_response()) << clamped.ShortDebugString();

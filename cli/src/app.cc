@@ -154,7 +154,7 @@ const std::vector<command>& commands() {
        [](detail::session& s, const po::variables_map& vm) { return detail::group_describe(s, required(vm, "G")); }},
       {"dlq list", "dlq list G [--limit N]", "list the group's dead letters", {"G"},
        [](po::options_description& o) {
-         o.add_options()("limit", po::value<std::uint32_t>()->value_name("N"), "at most N (default: the broker's, 100)");
+         o.add_options()("limit", po::value<std::uint32_t>()->value_name("N"), "at most N (default 100; more than the broker's 1,000 a page: the pages are followed)");
        },
        [](detail::session& s, const po::variables_map& vm) {
          const std::uint32_t limit = vm.count("limit") ? vm["limit"].as<std::uint32_t>() : 0;

@@ -127,11 +127,26 @@ int dlq_list(session& s, const std::string& group, std::uint32_t limit) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
   client::admin admin(conn);
-  auto r = admin.dlq_list(group, limit);
-  if (!r) return s.fail("list dead letters of group " + quoted(group), r.error());
+  // The broker answers at most 1,000 a page (fewer for large messages); --limit may ask for
+  // more: the pages are followed until it is reached or none follow.
+  std::vector<v1::DeadLetter> all;
+  std::size_t wanted = limit == 0 ? 100 : limit;
+  v1::DlqListRequest req;
+  req.set_group(group);
+  while (all.size() < wanted) {
+    req.set_limit(static_cast<std::uint32_t>(std::min<std::size_t>(wanted - all.size(), 1000)));
+    auto r = admin.dlq_list(req);
+    if (!r) return s.fail("list dead letters of group " + quoted(group), r.error());
+    for (auto& dl : *r.value().mutable_dead_letters()) all.push_back(std::move(dl));
+    if (!r.value().more() || r.value().dead_letters_size() == 0) break;
+    const auto& last = all.back().message();
+    req.set_after_topic(last.topic());
+    req.set_after_partition(last.partition());
+    req.set_after_offset(last.offset());
+  }
   auto& out = s.env().out;
   table t({"ID", "TOPIC", "PARTITION", "OFFSET", "KEY", "ATTEMPTS", "DEAD_AT", "REASON", "BODY"});
-  for (const auto& dl : r.value().dead_letters()) {
+  for (const auto& dl : all) {
     const auto& m = dl.message();
     if (s.json()) {
       json::object o{{"group", group}, {"id", id_text(m.id())}, {"topic", m.topic()}};

@@ -69,6 +69,12 @@ result<v1::GroupInfo> admin::describe_group(const std::string& group) {
   return call(*conn_, std::move(f), timeout_, v1::Frame::kGroupInfo, &v1::Frame::group_info, "DescribeGroup");
 }
 
+result<v1::DlqListResponse> admin::dlq_list(const v1::DlqListRequest& req) {
+  v1::Frame f;
+  *f.mutable_dlq_list() = req;
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kDlqListResponse, &v1::Frame::dlq_list_response, "DlqList");
+}
+
 result<v1::DlqListResponse> admin::dlq_list(const std::string& group, std::uint32_t limit) {
   v1::Frame f;
   f.mutable_dlq_list()->set_group(group);

@@ -3,6 +3,7 @@
 // for the next session, which starts after a back-off with jitter.
 
 #include "connection_impl.h"
+#include "dead_link.h"
 
 #include <array>
 #include <span>
@@ -137,6 +138,7 @@ awaitable<result<common::wire_stream>> connection::impl::handshake() {
   if (cec) co_return error(errc::not_connected, "cannot connect to " + options_.address + ": " + cec.message());
   boost::system::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
+  detail::apply_dead_link_timeout(socket, options_.dead_link_timeout);
   common::wire_stream stream = tls_context_ ? common::wire_stream(std::move(socket), tls_context_)
                                             : common::wire_stream(std::move(socket));
   if (auto* tls = stream.tls()) {

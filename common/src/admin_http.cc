@@ -1,9 +1,11 @@
 #include "txmq/common/admin_http.h"
 
+#include <algorithm>
+#include <chrono>
 #include <exception>
 #include <future>
+#include <map>
 #include <mutex>
-#include <set>
 #include <sstream>
 
 #include <boost/asio/as_tuple.hpp>
@@ -75,7 +77,7 @@ struct admin_http_state : std::enable_shared_from_this<admin_http_state> {
     stopped_ = true;
     boost::system::error_code ignored;
     acceptor_.close(ignored);
-    for (auto* stream : connections_) stream->close();
+    for (auto& [stream, since] : connections_) stream->close();
   }
 
   asio::awaitable<void> accept_loop();
@@ -96,7 +98,9 @@ struct admin_http_state : std::enable_shared_from_this<admin_http_state> {
 
   // Touched on strand_ only.
   bool stopped_ = false;
-  std::set<beast::tcp_stream*> connections_;
+  // Each connection and since when it has been waiting for a request (time_point::max() while
+  // a request is being answered).
+  std::map<beast::tcp_stream*, std::chrono::steady_clock::time_point> connections_;
 
   // Set by start() before anything runs, read-only afterwards.
   bool started_ = false;
@@ -156,9 +160,18 @@ asio::awaitable<void> admin_http_state::accept_loop() {
       continue;
     }
     if (connections_.size() >= options_.max_connections) {
-      boost::system::error_code ignored;
-      socket.close(ignored);
-      continue;
+      // Full: the connection that has waited longest for a request (idle, or a slow sender) is
+      // closed to make room, so sockets that never send a request cannot lock out a health
+      // probe. If every connection is being answered, the new one is closed instead.
+      auto oldest = std::min_element(connections_.begin(), connections_.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+      if (oldest->second == std::chrono::steady_clock::time_point::max()) {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+        continue;
+      }
+      oldest->first->close();
+      oldest->second = std::chrono::steady_clock::time_point::max();  // closing; not chosen again
     }
     asio::co_spawn(strand_, session(std::move(socket)), log_exceptions("admin HTTP connection"));
   }
@@ -178,7 +191,7 @@ asio::awaitable<void> admin_http_state::session(tcp::socket socket) {
 
 template <class Stream>
 asio::awaitable<void> admin_http_state::serve(Stream& stream, beast::tcp_stream& tcp) {
-  connections_.insert(&tcp);
+  connections_[&tcp] = std::chrono::steady_clock::now();
   struct unregister {
     admin_http_state& state;
     beast::tcp_stream* stream;
@@ -206,8 +219,10 @@ asio::awaitable<void> admin_http_state::serve(Stream& stream, beast::tcp_stream&
     parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
     parser.body_limit(options_.max_body_bytes);
     tcp.expires_after(options_.read_timeout);
+    connections_[&tcp] = std::chrono::steady_clock::now();
     auto [read_ec, read_n] = co_await http::async_read(stream, buffer, parser, k_as_tuple);
     if (stopped_) break;
+    connections_[&tcp] = std::chrono::steady_clock::time_point::max();
     if (read_ec) {
       std::optional<http::response<http::string_body>> answer;
       if (read_ec == http::error::header_limit) {

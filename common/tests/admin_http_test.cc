@@ -369,3 +369,31 @@ TEST_F(admin_http_test, the_access_hook_guards_every_route_but_the_open_ones) {
 
 }  // namespace
 }  // namespace txmq::common
+
+namespace txmq::common {
+namespace {
+
+class admin_http_full_test : public admin_http_test {
+ protected:
+  void SetUp() override {
+    admin_http_options options;
+    options.max_connections = 4;
+    start(std::move(options));
+  }
+};
+
+TEST_F(admin_http_full_test, silent_connections_make_room_for_a_request_oldest_first) {
+  // Four sockets that never send a request fill the server.
+  std::vector<std::unique_ptr<client>> silent;
+  for (int i = 0; i < 4; ++i) silent.push_back(std::make_unique<client>(endpoint_));
+  // A probe is still answered (the oldest silent one was closed to make room) ...
+  EXPECT_EQ(get(endpoint_, "/healthz").status, 200u);
+  EXPECT_TRUE(silent.front()->closed_by_server());
+  // ... and so is the next one once the server is full again, which closes the next oldest.
+  silent.push_back(std::make_unique<client>(endpoint_));
+  EXPECT_EQ(get(endpoint_, "/healthz").status, 200u);
+  EXPECT_TRUE(silent[1]->closed_by_server());
+}
+
+}  // namespace
+}  // namespace txmq::common

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   common::admin_http_server server(io, metrics);
   server.set_health_check([&relay] {
     const auto st = relay.status();
-    if (!st.database_up) return common::health_status{false, "PostgreSQL unavailable: " + st.last_error};
+    if (auto pg = txmq::relay::relay_pg_health(st); !pg.healthy) return common::health_status{false, pg.reason};
     if (!st.broker_up) return common::health_status{false, "broker unavailable: " + st.last_error};
     return common::health_status{};
   });

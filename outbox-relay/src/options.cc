@@ -24,6 +24,8 @@ error invalid(std::string text) { return {std::make_error_code(std::errc::invali
 struct text_values {
   std::string poll = "1s";
   std::string publish_timeout = "10s";
+  std::string stale_after = "30s";
+  std::string backoff_max = "5s";
   std::string http = "127.0.0.1:7880";
   std::string log_level = "info";
   std::optional<std::string> token;
@@ -47,6 +49,11 @@ po::options_description make_options(relay_options& o, text_values& t) {
       "read owned shards at least this often (NOTIFY wakes sooner)")(
       "publish-timeout", po::value(&t.publish_timeout)->default_value(t.publish_timeout),
       "how long a batch waits for the broker's acks before it is retried")(
+      "backoff-max", po::value(&t.backoff_max)->default_value(t.backoff_max),
+      "longest pause between retries after PostgreSQL or the broker failed")(
+      "stale-after", po::value(&t.stale_after)->default_value(t.stale_after),
+      "end the session of a relay without a heartbeat this long (frozen), so its shards move (0s = never; "
+      "more than publish-timeout + backoff-max + 1s; default 30s or twice that sum)")(
       "http", po::value(&t.http)->default_value(t.http), "admin HTTP HOST:PORT for /healthz and /metrics (port 0: any)")(
       "relay-id", po::value(&o.relay_id), "name in txmq_relay and pg_stat_activity (default host:pid)")(
       "log-level", po::value(&t.log_level)->default_value(t.log_level), "trace, debug, info, warn or error");
@@ -114,6 +121,23 @@ result<command_line> parse_relay_options(int argc, const char* const* argv) {
   auto publish_timeout = common::parse_duration(text.publish_timeout);
   if (!publish_timeout) return bad_value("publish-timeout", publish_timeout.error());
   o.publish_timeout = publish_timeout.value();
+  auto backoff_max = common::parse_duration(text.backoff_max);
+  if (!backoff_max) return bad_value("backoff-max", backoff_max.error());
+  if (backoff_max.value().count() <= 0) return invalid("--backoff-max must be positive");
+  o.backoff_max = backoff_max.value();
+  o.backoff_initial = std::min(o.backoff_initial, o.backoff_max);
+  auto stale_after = common::parse_duration(text.stale_after);
+  if (!stale_after) return bad_value("stale-after", stale_after.error());
+  o.stale_after = stale_after.value();
+  // A working relay may go this long without a heartbeat (waiting for acks, then backing off):
+  // a shorter --stale-after would end healthy relays' sessions.
+  const auto quiet = o.publish_timeout + o.backoff_max + o.rebalance_interval;
+  if (vm["stale-after"].defaulted()) o.stale_after = std::max(o.stale_after, 2 * quiet);
+  if (o.stale_after.count() > 0 && o.stale_after <= quiet) {
+    return invalid("--stale-after (" + text.stale_after + ") must exceed --publish-timeout + --backoff-max + " +
+                   std::to_string(o.rebalance_interval.count()) + "ms (" + std::to_string(quiet.count()) +
+                   "ms), the longest a working relay goes without a heartbeat");
+  }
 
   auto http = common::parse_host_port(text.http);
   if (!http) return bad_value("http", http.error());

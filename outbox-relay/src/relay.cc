@@ -1,3 +1,9 @@
+// txmq-relay's engine (relay.h), kept as one piece: one thread's loop over one PostgreSQL session
+// (shard locks, reads, deletes, heartbeats, stale relays) and the producers it publishes
+// through; every member reads or changes that session's state, so splitting it would pass the
+// whole state between files. Row decoding (outbox_row.cc) and the shard plan (shard_plan.cc)
+// live apart because they need none of it.
+
 #include "txmq/relay/relay.h"
 
 #include <fcntl.h>
@@ -69,6 +75,15 @@ class relay::impl {
     owned_gauge_ = &m.add_gauge("txmq_relay_shards_owned", "outbox shards this relay holds");
     live_gauge_ = &m.add_gauge("txmq_relay_live_relays", "relays connected to the database, this one included");
     row_age_ = &m.add_histogram("txmq_relay_row_age_seconds", "from the row's created_at to the broker's acknowledgement");
+    stale_dropped_ = &m.add_counter("txmq_relay_stale_rounds_dropped_total",
+                                    "rounds read before a pause and not sent because the database session ended meanwhile");
+    stale_ended_ = &m.add_counter("txmq_relay_stale_relays_ended_total",
+                                  "sessions of relays without a heartbeat for --stale-after, ended so that their shards move");
+    // Read at scrape time from the http thread: a statement PostgreSQL does not answer (a
+    // frozen server) blocks the relay's thread, which then cannot set a gauge itself.
+    m.add_gauge_callback("txmq_relay_pg_healthy",
+                         "1 while PostgreSQL answers the relay's statements (0: unreachable, failing, or silent for 5 s)", {},
+                         [this] { return pg_health().healthy ? 1.0 : 0.0; });
     broker_up_->set(1);
   }
 
@@ -87,8 +102,15 @@ class relay::impl {
 
   relay_status status() const {
     std::lock_guard lock(status_mutex_);
-    return status_;
+    auto st = status_;
+    const auto since = db_call_since_.load();
+    if (since != 0) {
+      st.pg_waiting = std::chrono::duration_cast<milliseconds>(clock::now().time_since_epoch() - clock::duration(since));
+    }
+    return st;
   }
+
+  pg_health_status pg_health() const { return relay_pg_health(status()); }
 
   client::result<void> run() {
     producer::producer_options po;
@@ -141,6 +163,7 @@ class relay::impl {
           db_failed(r.error());
           continue;
         }
+        db_ok();
       }
       if (now >= next_poll) {
         next_poll = now + options_.poll_interval;
@@ -162,6 +185,7 @@ class relay::impl {
         wait_until(clock::now() + broker_backoff_.next());
         continue;
       }
+      db_ok();
       for (int shard : batch.drained) pending_.erase(shard);
       if (batch.published) broker_ok();
     }
@@ -179,7 +203,41 @@ class relay::impl {
     status_.last_error = text;
   }
 
+  // Every statement of the relay's session goes through here: the time a call started is what
+  // /healthz and txmq_relay_pg_healthy read to tell a silent (frozen) server from a slow one.
+  struct db_call {
+    impl& self;
+    explicit db_call(impl& s) : self(s) { self.db_call_since_.store(clock::now().time_since_epoch().count()); }
+    ~db_call() {
+      const auto took = clock::now().time_since_epoch() - clock::duration(self.db_call_since_.exchange(0));
+      if (took >= std::min<clock::duration>(k_pg_silent, self.options_.stale_after / 2)) self.last_slow_db_call_ = clock::now();
+      if (took >= k_pg_silent) {
+        self.log(log_level::warn, "PostgreSQL took " + std::to_string(std::chrono::duration_cast<milliseconds>(took).count()) +
+                                      " ms to answer a statement");
+      }
+    }
+  };
+
+  client::result<pg::result_ptr> db_exec(std::string_view sql, std::initializer_list<pg::param> params = {}) {
+    db_call call(*this);
+    return pg::exec(conn_.get(), sql, params);
+  }
+
+  // A statement worked: if statements had been failing on a live connection, say once that
+  // they work again (a lost connection says so in connect_db()).
+  void db_ok() {
+    if (pg_ok_) return;
+    pg_ok_ = true;
+    db_backoff_.reset();
+    db_down_logged_ = false;
+    last_db_error_.clear();
+    log(log_level::info, "PostgreSQL statements work again");
+    std::lock_guard lock(status_mutex_);
+    status_.pg_ok = true;
+  }
+
   client::result<void> connect_db() {
+    db_call call(*this);
     auto c = pg::connect(options_.conninfo);
     if (!c) return c.error();
     PGconn* pc = c.value().get();
@@ -207,9 +265,11 @@ class relay::impl {
     owned_.clear();
     pending_.clear();
     db_up_->set(1);
+    pg_ok_ = true;
     {
       std::lock_guard lock(status_mutex_);
       status_.database_up = true;
+      status_.pg_ok = true;
     }
     log(log_level::info, "connected to PostgreSQL (" + std::to_string(shards_) + " shards)" +
                              (db_down_logged_ ? ", after it was unavailable" : ""));
@@ -231,6 +291,11 @@ class relay::impl {
       db_down_logged_ = true;
     }
     set_error(e.message);
+    pg_ok_ = false;
+    {
+      std::lock_guard lock(status_mutex_);
+      status_.pg_ok = false;
+    }
     if (lost) {
       conn_.reset();
       owned_.clear();
@@ -270,15 +335,49 @@ class relay::impl {
   }
 
   client::result<std::set<int>> locked_shards() {
-    auto r = pg::exec(conn_.get(), std::string("SELECT objid::int ") + k_locks_of_class, {std::to_string(shard_lock_class)});
+    auto r = db_exec(std::string("SELECT objid::int ") + k_locks_of_class, {std::to_string(shard_lock_class)});
     if (!r) return r.error();
     std::set<int> held;
     for (int i = 0; i < PQntuples(r.value().get()); ++i) held.insert(std::stoi(PQgetvalue(r.value().get(), i, 0)));
     return held;
   }
 
+  // Ends the sessions of relays whose heartbeat is older than stale_after while their session
+  // still holds the membership lock: a frozen (SIGSTOPped) or hung relay keeps its TCP session
+  // and so its shard locks, and nobody would publish its shards. Once its session ends, its
+  // locks go with it and the shards move; when it thaws, every statement of its session fails,
+  // it reconnects, and it sends nothing it had read before (check_fresh()).
+  client::result<void> end_stale_relays() {
+    if (options_.stale_after.count() <= 0) return outcome::success();
+    // PostgreSQL itself was slow or frozen lately: every relay's heartbeat is late for the same
+    // reason, and whoever answered first would end the others' sessions. Judge no one then.
+    if (last_slow_db_call_ && clock::now() - *last_slow_db_call_ < options_.stale_after) return outcome::success();
+    auto r = db_exec(
+        "SELECT t.relay_id, pg_terminate_backend(t.backend_pid), floor(extract(epoch FROM now() - t.heartbeat_at))::bigint "
+        "FROM txmq_relay t WHERE t.relay_id <> $1 AND t.heartbeat_at < now() - $2::interval AND t.backend_pid IN "
+        "(SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $3::bigint::oid "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) "
+        // Only a judge that beat recently itself: after PostgreSQL was frozen every heartbeat is
+        // old, and the relays must not end each other's sessions.
+        "AND EXISTS (SELECT 1 FROM txmq_relay me WHERE me.relay_id = $1 AND me.heartbeat_at >= now() - $2::interval / 2)",
+        {options_.relay_id, std::to_string(options_.stale_after.count()) + " milliseconds",
+         std::to_string(member_lock_class)});
+    if (!r) {
+      if (pg::sqlstate(r.error()) == "42P01") return outcome::success();  // schema version 1: no txmq_relay
+      return r.error();
+    }
+    for (int i = 0; i < PQntuples(r.value().get()); ++i) {
+      stale_ended_->inc();
+      log(log_level::warn, std::string("relay ") + PQgetvalue(r.value().get(), i, 0) + " sent no heartbeat for " +
+                               PQgetvalue(r.value().get(), i, 2) + " s (frozen or hung?): its PostgreSQL session was ended " +
+                               "so that its shards move");
+    }
+    return outcome::success();
+  }
+
   client::result<void> rebalance() {
-    auto live_r = pg::exec(conn_.get(), std::string("SELECT count(DISTINCT pid) ") + k_locks_of_class,
+    if (auto r = end_stale_relays(); !r) return r.error();
+    auto live_r = db_exec(std::string("SELECT count(DISTINCT pid) ") + k_locks_of_class,
                            {std::to_string(member_lock_class)});
     if (!live_r) return live_r.error();
     const int live = std::max(1, std::stoi(PQgetvalue(live_r.value().get(), 0, 0)));
@@ -288,7 +387,7 @@ class relay::impl {
     const auto lock_class = std::to_string(shard_lock_class);
     for (int s : moves.release) {
       // Between batches (run() is single-threaded), so nothing of the shard is in flight.
-      if (auto r = pg::exec(conn_.get(), "SELECT pg_advisory_unlock($1::int, $2::int)", {lock_class, std::to_string(s)}); !r) {
+      if (auto r = db_exec("SELECT pg_advisory_unlock($1::int, $2::int)", {lock_class, std::to_string(s)}); !r) {
         return r.error();
       }
       owned_.erase(s);
@@ -298,7 +397,7 @@ class relay::impl {
     const int share = fair_share(shards_, live);
     for (int s : moves.acquire) {
       if (static_cast<int>(owned_.size()) >= share) break;
-      auto r = pg::exec(conn_.get(), "SELECT pg_try_advisory_lock($1::int, $2::int)", {lock_class, std::to_string(s)});
+      auto r = db_exec("SELECT pg_try_advisory_lock($1::int, $2::int)", {lock_class, std::to_string(s)});
       if (!r) return r.error();
       if (std::string_view(PQgetvalue(r.value().get(), 0, 0)) == "t") {
         owned_.insert(s);
@@ -328,7 +427,7 @@ class relay::impl {
     for (int s : owned_) shards += (shards.size() > 1 ? "," : "") + std::to_string(s);
     shards += "}";
     const auto st = status();
-    auto r = pg::exec(conn_.get(),
+    auto r = db_exec(
                       "INSERT INTO txmq_relay (relay_id, backend_pid, process, shards, broker_state, last_error, "
                       "rows_published, heartbeat_at) VALUES ($1, pg_backend_pid(), $2, $3::int[], $4, $5, $6, now()) "
                       "ON CONFLICT (relay_id) DO UPDATE SET backend_pid = EXCLUDED.backend_pid, process = EXCLUDED.process, "
@@ -367,6 +466,7 @@ class relay::impl {
     std::vector<std::chrono::system_clock::time_point> created;
     std::vector<std::future<client::result<producer::send_result>>> acks;
     std::optional<client::error> bad_row;  // rows from it on were not taken
+    clock::time_point read_at = clock::now();
   };
 
   // Reads a round of `shards`; with `after`, only rows past that round's (which is still in
@@ -386,7 +486,7 @@ class relay::impl {
     }
     shard_list += "}";
     after_list += "}";
-    auto rows = pg::exec(conn_.get(),
+    auto rows = db_exec(
                          "SELECT r.id, r.topic, r.key, r.headers::text, r.payload, "
                          "(extract(epoch FROM r.created_at) * 1000)::bigint, r.seq, s.shard "
                          "FROM unnest($1::int[], $2::bigint[]) AS s(shard, after) CROSS JOIN LATERAL (SELECT * FROM "
@@ -425,6 +525,20 @@ class relay::impl {
     return out;
   }
 
+  // A round read a while ago (the relay was paused, or waited long for the broker's acks) is
+  // sent only if the session that read it, and so its shard locks, is still there: another
+  // relay may have taken the shards and published the rows meanwhile.
+  client::result<void> check_fresh(const round& r) {
+    if (clock::now() - r.read_at < options_.rebalance_interval) return outcome::success();
+    auto alive = db_exec("SELECT 1");
+    if (alive) return outcome::success();
+    stale_dropped_->inc();
+    log(log_level::warn, "a round of " + std::to_string(r.messages.size()) + " rows read " +
+                             std::to_string(std::chrono::duration_cast<milliseconds>(clock::now() - r.read_at).count()) +
+                             " ms ago is not sent: the PostgreSQL session ended meanwhile (its shards may have moved)");
+    return alive.error();
+  }
+
   void send_round(round& r) {
     r.acks.reserve(r.messages.size());
     for (std::size_t i = 0; i < r.messages.size(); ++i) {
@@ -456,7 +570,7 @@ class relay::impl {
   // Only what the broker acked (fsynced) is deleted; the rest is read again next time.
   client::result<void> delete_acked(const std::string& acked) {
     if (acked.size() <= 2) return outcome::success();
-    auto del = pg::exec(conn_.get(), "DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])", {acked});
+    auto del = db_exec("DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])", {acked});
     if (!del) return del.error();
     published_->inc(std::stoull(PQcmdTuples(del.value().get())));
     return outcome::success();
@@ -476,6 +590,10 @@ class relay::impl {
       return out;
     }
     round cur = std::move(first).value();
+    if (auto fresh = check_fresh(cur); !fresh) {
+      out.db_error = fresh.error();
+      return out;
+    }
     send_round(cur);
     for (;;) {
       std::set<int> more;
@@ -500,7 +618,14 @@ class relay::impl {
         out.broker_error = failed;
         return out;
       }
-      if (next) send_round(*next);
+      if (next) {
+        if (auto fresh = check_fresh(*next); !fresh) {
+          (void)delete_acked(acked);
+          out.db_error = fresh.error();
+          return out;
+        }
+        send_round(*next);
+      }
       if (auto d = delete_acked(acked); !d) {
         if (next) (void)settle_round(*next);
         out.db_error = d.error();
@@ -534,8 +659,8 @@ class relay::impl {
   void shutdown() {
     log(log_level::info, "stopping: releasing " + std::to_string(owned_.size()) + " shards");
     if (conn_) {
-      (void)pg::exec(conn_.get(), "SELECT pg_advisory_unlock_all()");
-      (void)pg::exec(conn_.get(), "DELETE FROM txmq_relay WHERE relay_id = $1", {options_.relay_id});
+      (void)db_exec("SELECT pg_advisory_unlock_all()");
+      (void)db_exec("DELETE FROM txmq_relay WHERE relay_id = $1", {options_.relay_id});
       conn_.reset();
     }
     owned_.clear();
@@ -557,6 +682,11 @@ class relay::impl {
   common::backoff db_backoff_;
   common::backoff broker_backoff_;
   bool db_down_logged_ = false;
+  bool pg_ok_ = true;  // the last statement worked (false from a failure to the next success)
+  // steady_clock ticks when the statement in progress started; 0 when none is.
+  std::atomic<clock::rep> db_call_since_{0};
+  // When a statement last took long (PostgreSQL slow or frozen): no stale-relay judging for a while.
+  std::optional<clock::time_point> last_slow_db_call_;
   bool broker_down_logged_ = false;
   std::string last_db_error_;
   std::string last_broker_error_;
@@ -575,6 +705,8 @@ class relay::impl {
   common::gauge* owned_gauge_;
   common::gauge* live_gauge_;
   common::histogram* row_age_;
+  common::counter* stale_dropped_;
+  common::counter* stale_ended_;
 };
 
 relay::relay(relay_options options) : impl_(std::make_unique<impl>(std::move(options))) {}
@@ -582,5 +714,14 @@ relay::~relay() = default;
 client::result<void> relay::run() { return impl_->run(); }
 void relay::stop() noexcept { impl_->stop(); }
 relay_status relay::status() const { return impl_->status(); }
+
+pg_health_status relay_pg_health(const relay_status& st) {
+  if (!st.database_up) return {false, "PostgreSQL unavailable: " + st.last_error};
+  if (!st.pg_ok) return {false, "PostgreSQL statements fail: " + st.last_error};
+  if (st.pg_waiting >= k_pg_silent) {
+    return {false, "PostgreSQL has not answered a statement for " + std::to_string(st.pg_waiting.count()) + " ms"};
+  }
+  return {};
+}
 
 }  // namespace txmq::relay

@@ -50,6 +50,8 @@ TEST(relay_options, defaults) {
   EXPECT_EQ(c.relay.poll_interval, 1s);
   EXPECT_EQ(c.relay.rebalance_interval, 1s);
   EXPECT_EQ(c.relay.publish_timeout, 10s);
+  EXPECT_EQ(c.relay.backoff_max, 5s);
+  EXPECT_EQ(c.relay.stale_after, 32s);  // twice publish_timeout + backoff_max + rebalance_interval
   EXPECT_EQ(c.http, (common::host_port{"127.0.0.1", 7880}));
   EXPECT_EQ(c.http_endpoint, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 7880));
   EXPECT_EQ(c.log_level, common::log::level::info);
@@ -67,9 +69,20 @@ TEST(relay_options, every_flag_parses) {
   EXPECT_EQ(c.relay.poll_interval, 200ms);
   EXPECT_EQ(c.relay.rebalance_interval, 200ms);  // never slower than the poll
   EXPECT_EQ(c.relay.publish_timeout, 1min);
+  EXPECT_EQ(c.relay.stale_after, 2 * (1min + 5s + 200ms));  // never below what a working relay needs
   EXPECT_EQ(c.http_endpoint, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("::1"), 0));
   EXPECT_EQ(c.relay.relay_id, "r1");
   EXPECT_EQ(c.log_level, common::log::level::trace);
+}
+
+TEST(relay_options, stale_after_must_exceed_what_a_working_relay_needs) {
+  const auto c = parse_ok({"--publish-timeout", "1s", "--backoff-max", "500ms", "--stale-after", "3s"});
+  EXPECT_EQ(c.relay.backoff_max, 500ms);
+  EXPECT_EQ(c.relay.stale_after, 3s);
+  EXPECT_EQ(parse_ok({"--stale-after", "0s"}).relay.stale_after, 0ms);
+  EXPECT_THAT(parse_error({"--publish-timeout", "10s", "--stale-after", "12s"}),
+              HasSubstr("--stale-after (12s) must exceed --publish-timeout + --backoff-max + 1000ms (16000ms)"));
+  EXPECT_THAT(parse_error({"--backoff-max", "0s"}), HasSubstr("--backoff-max must be positive"));
 }
 
 TEST(relay_options, http_takes_localhost_and_port_zero) {

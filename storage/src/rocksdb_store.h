@@ -222,7 +222,9 @@ class rocksdb_store final : public store {
   void update_group(group_update update, completion<group_update_result> done) override;
   result<group_state> load_group(std::string_view name) const override;
   std::vector<group_info> groups() const override;
-  result<std::vector<dead_letter>> dead_letters(std::string_view group, std::size_t limit) const override;
+  result<std::vector<dead_letter>> dead_letters(std::string_view group, std::size_t limit,
+                                               const std::optional<message_ref>& after) const override;
+  using store::dead_letters;
   result<std::vector<due_delivery>> due_deliveries(std::int64_t until_ms, std::size_t limit) const override;
   void put_webhook(v1::Webhook record, completion<void> done) override;
   void delete_webhook(std::string id, completion<bool> done) override;

@@ -234,10 +234,20 @@ std::vector<group_info> rocksdb_store::groups() const {
   return out;
 }
 
-result<std::vector<dead_letter>> rocksdb_store::dead_letters(std::string_view group, std::size_t limit) const {
+result<std::vector<dead_letter>> rocksdb_store::dead_letters(std::string_view group, std::size_t limit,
+                                                            const std::optional<message_ref>& after) const {
   std::vector<dead_letter> out;
+  if (limit == 0) return out;
   const std::string qprefix = group_prefix('q', group);
-  TXMQ_TRY(scan(cf_groups, qprefix, prefix_end(qprefix), [&](std::string_view, std::string_view v) -> result<bool> {
+  std::string from = qprefix;
+  if (after) {
+    // Keys hold the topic's id: the page goes on right after the key of `after`.
+    auto t = find_topic(after->topic);
+    if (!t) return error(errc::invalid_argument, "no topic '" + after->topic + "' to continue a dead-letter listing after");
+    from = message_key('q', group, t->record.id(), after->partition, after->offset);
+    from.push_back('\0');
+  }
+  TXMQ_TRY(scan(cf_groups, from, prefix_end(qprefix), [&](std::string_view, std::string_view v) -> result<bool> {
     records::DeadLetterRecord rec;
     if (!rec.ParseFromArray(v.data(), static_cast<int>(v.size()))) return errc::corruption;
     out.push_back({rec.topic(), rec.partition(), rec.offset(), rec.attempts(), rec.dead_at_ms(), rec.reason()});

@@ -195,6 +195,31 @@ TEST_F(store_group_test, a_rescheduled_delivery_moves_in_the_due_index) {
   EXPECT_THAT(load_group("g").deliveries, ElementsAre(nack.deliveries[0]));
 }
 
+TEST_F(store_group_test, dead_letters_are_listed_in_pages_after_a_cursor) {
+  with_messages(5);
+  dispatch(5);
+  group_update kill;
+  kill.group = "g";
+  for (std::uint64_t o = 0; o < 5; ++o) kill.dead.push_back({"t", 0, o, 16, now(), "max attempts"});
+  update_group(kill);
+
+  auto first = value_of(store_->dead_letters("g", 2, std::nullopt), "dead_letters");
+  ASSERT_THAT(first, SizeIs(2));
+  EXPECT_EQ(first[1].offset, 1u);
+  auto second = value_of(store_->dead_letters("g", 2, message_ref{"t", 0, first[1].offset}), "dead_letters");
+  ASSERT_THAT(second, SizeIs(2));
+  EXPECT_EQ(second[0].offset, 2u);
+  EXPECT_EQ(second[1].offset, 3u);
+  auto last = value_of(store_->dead_letters("g", 2, message_ref{"t", 0, 3}), "dead_letters");
+  ASSERT_THAT(last, SizeIs(1));
+  EXPECT_EQ(last[0].offset, 4u);
+  EXPECT_THAT(value_of(store_->dead_letters("g", 2, message_ref{"t", 0, 4}), "dead_letters"), IsEmpty());
+  // A cursor naming no topic is refused, not read as the start.
+  auto bad = store_->dead_letters("g", 2, message_ref{"nope", 0, 0});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, make_error_code(errc::invalid_argument));
+}
+
 TEST_F(store_group_test, dead_letters_count_as_done_and_redrive_brings_them_back) {
   with_messages(2);
   dispatch(2);

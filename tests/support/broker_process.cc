@@ -60,10 +60,11 @@ std::string broker_process::log() const {
 void broker_process::start(std::chrono::milliseconds deadline) {
   if (proc_) throw std::runtime_error("broker already running");
   const fs::path log_path = dir_ / ("broker-" + std::to_string(run_++) + ".log");
-  std::vector<std::string> argv = {binary_path("txmq-broker"),
-                                   "--data-dir", data_.string(),
-                                   "--listen", "127.0.0.1:" + std::to_string(port_),
-                                   "--http", "127.0.0.1:" + std::to_string(http_port_)};
+  std::vector<std::string> argv = prefix_;
+  argv.insert(argv.end(), {binary_path("txmq-broker"),
+                           "--data-dir", data_.string(),
+                           "--listen", host_ + ":" + std::to_string(port_),
+                           "--http", host_ + ":" + std::to_string(http_port_)});
   argv.insert(argv.end(), args_.begin(), args_.end());
   proc_ = std::make_unique<child_process>(argv, log_path);
   // Ready = it accepts connections. Poll with a deadline (the broker logs before accepting).
@@ -79,7 +80,7 @@ void broker_process::start(std::chrono::milliseconds deadline) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
     addr.sin_port = htons(port_);
     const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     ::close(fd);

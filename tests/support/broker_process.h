@@ -23,6 +23,13 @@ class broker_process {
   broker_process(const broker_process&) = delete;
   broker_process& operator=(const broker_process&) = delete;
 
+  // Runs the broker through `prefix` (e.g. {"ip", "netns", "exec", NS}) listening on `host`
+  // (an IPv4 address in that namespace) instead of 127.0.0.1. Before start().
+  void set_launch(std::vector<std::string> prefix, std::string host) {
+    prefix_ = std::move(prefix);
+    host_ = std::move(host);
+  }
+
   // Starts the broker (again, on the same data directory and port after a stop or kill) and
   // waits until it says it listens. Throws std::runtime_error with its output when it does not
   // within the deadline.
@@ -37,7 +44,7 @@ class broker_process {
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   [[nodiscard]] std::uint16_t http_port() const noexcept { return http_port_; }
-  [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  [[nodiscard]] std::string address() const { return host_ + ":" + std::to_string(port_); }
   [[nodiscard]] const std::filesystem::path& data_dir() const noexcept { return data_; }
   [[nodiscard]] const std::filesystem::path& dir() const noexcept { return dir_; }
   // Everything the broker wrote to stderr so far.
@@ -45,6 +52,8 @@ class broker_process {
 
  private:
   std::vector<std::string> args_;
+  std::vector<std::string> prefix_;
+  std::string host_ = "127.0.0.1";
   std::filesystem::path dir_;
   std::filesystem::path data_;
   std::unique_ptr<child_process> proc_;

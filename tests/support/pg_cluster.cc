@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <fstream>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +84,14 @@ void pg_cluster::stop() {
 void pg_cluster::restart() {
   pg_ctl("restart");
   running_ = true;
+}
+
+int pg_cluster::postmaster_pid() const {
+  if (!running_) return -1;
+  std::ifstream f(dir_ / "data" / "postmaster.pid");
+  int pid = -1;
+  f >> pid;
+  return f ? pid : -1;
 }
 
 std::string pg_cluster::conninfo(const std::string& name) const {

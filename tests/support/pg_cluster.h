@@ -29,6 +29,8 @@ class pg_cluster {
   void start();
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  // The postmaster's process id (from postmaster.pid); -1 when the server is not running.
+  [[nodiscard]] int postmaster_pid() const;
   [[nodiscard]] const std::filesystem::path& dir() const noexcept { return dir_; }
 
   // The PostgreSQL tools' directory (/usr/lib/postgresql/15/bin).

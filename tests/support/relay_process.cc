@@ -47,4 +47,18 @@ std::string relay_process::log() const {
   return out.str();
 }
 
+std::uint16_t relay_process::http_port() const {
+  if (run_ == 0) return 0;
+  std::ostringstream out;
+  out << std::ifstream(dir_ / ("relay-" + std::to_string(run_ - 1) + ".log")).rdbuf();
+  const std::string text = out.str();
+  const std::string marker = "admin HTTP on ";
+  const auto at = text.rfind(marker);
+  if (at == std::string::npos) return 0;
+  const auto colon = text.find(':', at + marker.size());
+  const auto end = text.find('\n', at);
+  if (colon == std::string::npos || end == std::string::npos || colon > end) return 0;
+  return static_cast<std::uint16_t>(std::stoi(text.substr(colon + 1, end - colon - 1)));
+}
+
 }  // namespace txmq::test

@@ -4,6 +4,7 @@
 // run; stopped (SIGTERM) or killed (SIGKILL) by the test. Readiness is the test's to judge
 // (shards held in pg_locks): a relay does its work whenever the database and broker let it.
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -30,6 +31,11 @@ class relay_process {
   void kill();
   // Everything every run wrote so far.
   [[nodiscard]] std::string log() const;
+  // The running relay's process id; -1 when it is not running.
+  [[nodiscard]] pid_t pid() const noexcept { return child_ ? child_->pid() : -1; }
+  // The admin HTTP port of the current run, from its "admin HTTP on HOST:PORT" line; 0 before
+  // it wrote that line.
+  [[nodiscard]] std::uint16_t http_port() const;
 
  private:
   std::vector<std::string> args_;

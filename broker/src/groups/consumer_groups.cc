@@ -90,10 +90,10 @@ void consumer_groups::register_group_metrics(const std::string& name) {
   // Read at scrape time on the io thread, where the admin server runs.
   metrics_->registry.add_gauge_callback("txmq_group_lag", "Messages of the group's topics not yet acknowledged",
                                         {{"group", name}}, [this, name] {
-    for (auto& g : gauges()) {
-      if (g.group == name) return static_cast<double>(g.lag);
-    }
-    return 0.0;
+    // This group only: one gauge per group, each computing every group's lag, made a scrape
+    // O(groups²) on the io thread.
+    auto it = groups_.find(name);
+    return it == groups_.end() ? 0.0 : static_cast<double>(lag_of(it->second));
   });
   metrics_->registry.add_gauge_callback("txmq_group_in_flight", "Deliveries awaiting their ack", {{"group", name}},
                                         [this, name] {
@@ -108,14 +108,20 @@ std::vector<consumer_groups::group_gauges> consumer_groups::gauges() const {
     group_gauges gg;
     gg.group = name;
     gg.in_flight = g.tracker->in_flight();
-    for (auto& s : g.tracker->summary()) {
-      if (auto t = store_.topic(s.topic); t && s.partition < t->partitions.size()) {
-        gg.lag += t->partitions[s.partition].next_offset - std::min(s.acked, t->partitions[s.partition].next_offset);
-      }
-    }
+    gg.lag = lag_of(g);
     out.push_back(std::move(gg));
   }
   return out;
+}
+
+std::uint64_t consumer_groups::lag_of(const group_entry& g) const {
+  std::uint64_t lag = 0;
+  for (auto& s : g.tracker->summary()) {
+    if (auto t = store_.topic(s.topic); t && s.partition < t->partitions.size()) {
+      lag += t->partitions[s.partition].next_offset - std::min(s.acked, t->partitions[s.partition].next_offset);
+    }
+  }
+  return lag;
 }
 
 // ---- delivery -------------------------------------------------------------------------------

@@ -104,6 +104,8 @@ class consumer_groups {
                  std::size_t max, std::chrono::milliseconds ack_deadline, bool answer_empty);
   void persist(storage::group_update update, bool sync = false);
   void register_group_metrics(const std::string& name);
+  // Messages of the group's topics not yet acknowledged (its txmq_group_lag).
+  [[nodiscard]] std::uint64_t lag_of(const group_entry& g) const;
   v1::GroupInfo describe(const std::string& name, group_entry& g);
   // The answer to a client that names the group of a webhook subscription.
   [[nodiscard]] static std::string reserved_group(const std::string& name);

@@ -82,11 +82,17 @@ void consumer_groups::list_groups(const std::shared_ptr<responder>& c, std::uint
 
 void consumer_groups::dlq_list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::DlqListRequest& req) {
   if (!groups_.count(req.group())) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + req.group() + "'");
-  auto d = store_.dead_letters(req.group(), list_limit(req.limit(), k_default_dlq_list));
+  const std::size_t limit = list_limit(req.limit(), k_default_dlq_list);
+  std::optional<storage::message_ref> after;
+  if (!req.after_topic().empty()) after = storage::message_ref{req.after_topic(), req.after_partition(), req.after_offset()};
+  // One more than asked: whether another page follows.
+  auto d = store_.dead_letters(req.group(), limit + 1, after);
   if (!d) return c->respond_error(corr, wire_code(d.error()), "reading dead letters failed: " + d.error().message);
   v1::Frame out;
   out.set_correlation_id(corr);
   auto* resp = out.mutable_dlq_list_response();
+  resp->set_more(d.value().size() > limit);
+  if (d.value().size() > limit) d.value().resize(limit);
   answer_budget budget(settings_.max_frame_bytes);
   for (auto& l : d.value()) {
     v1::DeadLetter entry;
@@ -105,8 +111,12 @@ void consumer_groups::dlq_list(const std::shared_ptr<responder>& c, std::uint64_
     entry.set_attempts(l.attempts);
     entry.set_dead_at_ms(l.dead_at_ms);
     entry.set_reason(l.reason);
-    // Dead letters carry their messages: the answer ends before it would pass the frame limit.
-    if (!budget.take(entry.ByteSizeLong())) break;
+    // Dead letters carry their messages: the answer ends before it would pass the frame limit
+    // (and says that more follow).
+    if (!budget.take(entry.ByteSizeLong())) {
+      resp->set_more(true);
+      break;
+    }
     *resp->add_dead_letters() = std::move(entry);
   }
   c->respond(std::move(out));

@@ -77,7 +77,7 @@ struct broker_config {
   // --- limits
   std::uint64_t max_message_bytes = 4 * 1024 * 1024;  // key + header names and values + body
   std::uint64_t max_frame_bytes = 8 * 1024 * 1024;    // whole frame, checked before allocation
-  std::uint32_t max_connections = 1024;
+  std::uint32_t max_connections = 10000;  // the soft RLIMIT_NOFILE is raised to fit (fd_limit.h)
   std::uint32_t max_in_flight_per_connection = 1024;
   std::uint64_t max_request_memory = 256ull * 1024 * 1024;  // frames of requests being handled; 0 = no limit
   std::uint32_t max_topics = 10000;

@@ -39,6 +39,8 @@ class admin {
 
   // Up to `limit` dead letters of the group (0 = broker default, 100).
   [[nodiscard]] result<v1::DlqListResponse> dlq_list(const std::string& group, std::uint32_t limit = 0);
+  // One page of a listing continued after req.after_* (DlqListResponse.more says if more follow).
+  [[nodiscard]] result<v1::DlqListResponse> dlq_list(const v1::DlqListRequest& req);
   // Moves every dead letter of the group back to delivery; the response says how many.
   [[nodiscard]] result<v1::DlqRedriveResponse> dlq_redrive(const std::string& group);
 

@@ -54,6 +54,9 @@ struct connection_options {
   // Default for request() and async_request() when they are given none. Counts from the call,
   // including time spent waiting for a connection.
   std::chrono::milliseconds request_timeout{30000};
+  // A link that passes nothing (no reset) fails the connection within about this, which then
+  // reconnects: TCP keepalive and TCP_USER_TIMEOUT. 0 = the kernel's defaults (~15 minutes).
+  std::chrono::milliseconds dead_link_timeout{30000};
   // Reconnect back-off: doubles from initial to max after each failed attempt, with +-20%
   // jitter; reset by a successful handshake.
   std::chrono::milliseconds reconnect_backoff_initial{50};

@@ -132,7 +132,10 @@ struct admin_http_options {
   std::size_t max_body_bytes = 1024 * 1024;    // larger body: 413, close
   std::chrono::milliseconds read_timeout{10'000};   // whole request, and keep-alive idle time
   std::chrono::milliseconds write_timeout{10'000};  // whole response
-  std::size_t max_connections = 64;  // further connections are closed on accept
+  // At this many, a new connection closes the one that has waited longest for a request (idle
+  // or slowly sent), so silent sockets cannot lock out a health probe; if every connection is
+  // being answered, the new one is closed.
+  std::size_t max_connections = 64;
   // Serve HTTPS: called at each accept for the TLS context to use (so a reloaded certificate
   // serves new connections). Empty: plain HTTP. The handshake counts against read_timeout.
   std::function<std::shared_ptr<boost::asio::ssl::context>()> tls;

@@ -56,6 +56,11 @@ struct relay_options {
   // How long one batch may wait for the broker's acks before it counts as failed (and is
   // published again after a back-off).
   std::chrono::milliseconds publish_timeout{10000};
+  // A relay whose heartbeat (in txmq_relay, every rebalance_interval) is older than this while
+  // its session still holds its locks is frozen or hung: another relay ends that session, so
+  // its shards move. Must exceed publish_timeout + backoff_max + rebalance_interval (the
+  // longest a working relay goes without a heartbeat). 0 = never.
+  std::chrono::milliseconds stale_after{30000};
   // Metrics (txmq_relay_*) go here when set; must outlive the relay.
   common::metrics_registry* metrics = nullptr;
   // Where log lines go. Default: none.
@@ -64,11 +69,26 @@ struct relay_options {
 
 struct relay_status {
   bool database_up = false;
+  bool pg_ok = true;  // false from a failed statement to the next that works
+  // How long the statement in progress has waited for PostgreSQL (0 when none is running).
+  std::chrono::milliseconds pg_waiting{0};
   bool broker_up = true;  // until a publish fails
   int shards_owned = 0;
   int live_relays = 0;
   std::string last_error;
 };
+
+// A statement unanswered this long makes the relay unhealthy (a frozen or hung server).
+inline constexpr std::chrono::milliseconds k_pg_silent{5000};
+
+struct pg_health_status {
+  bool healthy = true;
+  std::string reason;  // "PostgreSQL unavailable: ...", "... statements fail: ...", "... has not answered ..."
+};
+
+// Whether PostgreSQL serves the relay: connected, the last statement worked, and none has
+// waited k_pg_silent or more. What /healthz and txmq_relay_pg_healthy report.
+[[nodiscard]] pg_health_status relay_pg_health(const relay_status& status);
 
 class relay {
  public:

@@ -393,7 +393,14 @@ class store {
   virtual void update_group(group_update update, completion<group_update_result> done) = 0;
   [[nodiscard]] virtual result<group_state> load_group(std::string_view name) const = 0;
   [[nodiscard]] virtual std::vector<group_info> groups() const = 0;
-  [[nodiscard]] virtual result<std::vector<dead_letter>> dead_letters(std::string_view group, std::size_t limit) const = 0;
+  // Up to `limit` dead letters of the group in key order (topic, partition, offset), starting
+  // after `after` (the last one of the previous page) when given: listings are paged, so that
+  // no request reads a whole dead-letter queue.
+  [[nodiscard]] virtual result<std::vector<dead_letter>> dead_letters(std::string_view group, std::size_t limit,
+                                                                      const std::optional<message_ref>& after) const = 0;
+  [[nodiscard]] result<std::vector<dead_letter>> dead_letters(std::string_view group, std::size_t limit) const {
+    return dead_letters(group, limit, std::nullopt);
+  }
   // In-flight and waiting deliveries of all groups with visible_at_ms ≤ until_ms, earliest first.
   [[nodiscard]] virtual result<std::vector<due_delivery>> due_deliveries(std::int64_t until_ms,
                                                                         std::size_t limit) const = 0;
