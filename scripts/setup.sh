@@ -15,6 +15,8 @@ packages=(
   librabbitmq-dev libnats-dev
   # make package (dpkg-shlibdeps), its readiness check and tests (/healthz, free ports)
   dpkg-dev curl python3
+  # make fuzz and the fuzz label of make test: clang 14 with libFuzzer's runtime
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()
