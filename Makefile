@@ -6,7 +6,7 @@ CTEST_ARGS ?=
 # Rounds and seconds per run for `make bench`, e.g. make bench BENCH_ARGS="5 10"
 BENCH_ARGS ?=
 
-.PHONY: all setup configure build test unit soak bench bench-broker run package clean
+.PHONY: all setup configure build test unit soak bench bench-broker run package clean sanitize
 
 # Flags for `make run`, e.g. make run ARGS="--durability async"
 ARGS ?=
@@ -28,6 +28,16 @@ test: build
 
 unit: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -L unit $(CTEST_ARGS)
+
+# Everything built with gcc's AddressSanitizer + UndefinedBehaviorSanitizer in build-asan (UB
+# halts at the first finding), then the unit and integration labels (README.md, Testing).
+SANITIZE_DIR ?= build-asan
+sanitize: setup
+	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTXMQ_SANITIZE=address,undefined >/dev/null
+	@cmake --build $(SANITIZE_DIR) -j$(JOBS)
+	@cd $(SANITIZE_DIR) && ASAN_OPTIONS=abort_on_error=0:detect_stack_use_after_return=0 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -j$(JOBS) -L 'unit|integration' $(CTEST_ARGS)
 
 soak: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -L soak $(CTEST_ARGS)
