@@ -103,7 +103,15 @@ result<webhook_url> parse_webhook_url(std::string_view url) {
   if (out.host.empty()) {
     return error(std::make_error_code(std::errc::invalid_argument), "'" + std::string(url) + "' names no host");
   }
-  out.port = u->has_port() ? std::string(u->port()) : (out.tls ? "443" : "80");
+  // An empty port ("http://h:/") is the scheme's default (RFC 3986 §3.2.3); any other must be a
+  // number from 1 to 65535. Found by fuzzing (webhook_parse): an empty or 20-digit port went
+  // through, and the client's std::stoul threw on it for every attempt (issue #13).
+  out.port = u->has_port() && !u->port().empty() ? std::string(u->port()) : (out.tls ? "443" : "80");
+  if (u->has_port() && !u->port().empty() &&
+      (out.port.size() > 5 || u->port_number() == 0 || std::stoul(out.port) > 65535)) {
+    return error(std::make_error_code(std::errc::invalid_argument),
+                 "'" + std::string(url) + "': the port must be a number from 1 to 65535");
+  }
   out.target = std::string(u->encoded_path());
   if (out.target.empty()) out.target = "/";
   if (u->has_query()) out.target += "?" + std::string(u->encoded_query());
