@@ -130,11 +130,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       finding("INTERNAL error for a request", request);
     }
   }
+  // The order of the broker's shutdown (and of the handler tests' TearDown): stop the service,
+  // close the store, run what they posted while the service still exists, then destroy.
   svc->stop();
   if (opened_connection) svc->connection_closed(*client);
-  svc.reset();
   store->close();
   io.restart();
   io.poll();
+  svc.reset();
   return 0;
 }
