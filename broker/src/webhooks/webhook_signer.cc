@@ -1,5 +1,7 @@
 #include "webhooks/webhook_signer.h"
 
+#include <charconv>
+
 #include <ctime>
 #include <iomanip>
 #include <locale>
@@ -107,8 +109,9 @@ result<webhook_url> parse_webhook_url(std::string_view url) {
   // number from 1 to 65535. Found by fuzzing (webhook_parse): an empty or 20-digit port went
   // through, and the client's std::stoul threw on it for every attempt (issue #13).
   out.port = u->has_port() && !u->port().empty() ? std::string(u->port()) : (out.tls ? "443" : "80");
-  if (u->has_port() && !u->port().empty() &&
-      (out.port.size() > 5 || u->port_number() == 0 || std::stoul(out.port) > 65535)) {
+  unsigned long port = 0;
+  const auto [end, ec] = std::from_chars(out.port.data(), out.port.data() + out.port.size(), port);
+  if (ec != std::errc() || end != out.port.data() + out.port.size() || port == 0 || port > 65535) {
     return error(std::make_error_code(std::errc::invalid_argument),
                  "'" + std::string(url) + "': the port must be a number from 1 to 65535");
   }
