@@ -78,11 +78,15 @@ TEST(webhook_signer_test, url_ports_are_numbers_from_1_to_65535_or_the_default) 
   ASSERT_TRUE(empty_tls) << empty_tls.error();
   EXPECT_EQ(empty_tls.value().port, "443");
   EXPECT_EQ(parse_webhook_url("http://h:65535/").value().port, "65535");
-  for (const char* bad : {"http://h:0/", "http://h:65536/", "http://h:99999999999999999999/", "http://h:000000/", "http://[::1]:9&x"}) {
+  for (const char* bad : {"http://h:0/", "http://h:65536/", "http://h:99999999999999999999/", "http://h:000000/"}) {
     auto u = parse_webhook_url(bad);
     ASSERT_FALSE(u) << bad;
     EXPECT_NE(u.error().message.find("the port must be a number from 1 to 65535"), std::string::npos) << u.error();
   }
+  // fuzz/regressions/webhook_parse/path_not_starting_with_slash: Boost.URL takes "&x" as the path.
+  auto odd = parse_webhook_url("http://[::1]:9&x");
+  ASSERT_FALSE(odd);
+  EXPECT_NE(odd.error().message.find("the path must start with '/'"), std::string::npos) << odd.error();
 }
 
 }  // namespace

@@ -117,6 +117,12 @@ result<webhook_url> parse_webhook_url(std::string_view url) {
   }
   out.target = std::string(u->encoded_path());
   if (out.target.empty()) out.target = "/";
+  // Boost.URL reads "http://[::1]:9&x" as port 9 and path "&x", which is no request target
+  // (found by fuzzing, webhook_parse).
+  if (out.target.front() != '/') {
+    return error(std::make_error_code(std::errc::invalid_argument),
+                 "'" + std::string(url) + "': the path must start with '/'");
+  }
   if (u->has_query()) out.target += "?" + std::string(u->encoded_query());
   return out;
 }
