@@ -6,7 +6,7 @@ CTEST_ARGS ?=
 # Rounds and seconds per run for `make bench`, e.g. make bench BENCH_ARGS="5 10"
 BENCH_ARGS ?=
 
-.PHONY: all setup configure build test unit soak bench bench-broker run package clean
+.PHONY: all setup configure build test unit soak bench bench-broker run package clean sanitize fuzz fuzz-build
 
 # Flags for `make run`, e.g. make run ARGS="--durability async"
 ARGS ?=
@@ -22,12 +22,43 @@ configure: setup
 build: configure
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
-# Everything but the long soak runs (label `soak`), within 20 minutes on 2 cores.
-test: build
+# Everything but the long soak runs (label `soak`), within 20 minutes on 2 cores; then each
+# fuzz target for 30 s in the clang build (label fuzz, fuzz/README.md).
+test: build fuzz-build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE soak $(CTEST_ARGS)
+	@cd $(FUZZ_DIR) && ctest --output-on-failure -j$(JOBS) -L fuzz
 
 unit: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -L unit $(CTEST_ARGS)
+
+# The libFuzzer targets (fuzz/README.md): a clang build in build-fuzz of the fuzz targets and
+# the libraries they need only. `make fuzz` runs every target FUZZ_SECONDS (JOBS at once) and
+# prints each one's executions; findings land in build-fuzz/fuzz/artifacts/.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 300
+FUZZ_TARGETS = frame_dispatch config_toml webhook_parse outbox_row address_units
+fuzz-build: setup
+	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTXMQ_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_DIR) -j$(JOBS) --target txmq_fuzzers
+
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_DIR)/fuzz/logs
+	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(JOBS) -I{} sh -c \
+	  'bash scripts/fuzz.sh $(FUZZ_DIR) {} $(FUZZ_SECONDS) > $(FUZZ_DIR)/fuzz/logs/{}.log 2>&1 \
+	   && echo "fuzz {}: ok" || { echo "fuzz {}: FINDING (see $(FUZZ_DIR)/fuzz/logs/{}.log)"; exit 255; }'
+	@for t in $(FUZZ_TARGETS); do \
+	  printf '%-16s %s\n' $$t "$$(grep -h -E 'stat::number_of_executed_units|cov: ' $(FUZZ_DIR)/fuzz/logs/$$t.log | tail -2 | tr '\n' ' ')"; \
+	done
+
+# Everything built with gcc's AddressSanitizer + UndefinedBehaviorSanitizer in build-asan (UB
+# halts at the first finding), then the unit and integration labels (README.md, Testing).
+SANITIZE_DIR ?= build-asan
+sanitize: setup
+	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTXMQ_SANITIZE=address,undefined >/dev/null
+	@cmake --build $(SANITIZE_DIR) -j$(JOBS)
+	@cd $(SANITIZE_DIR) && ASAN_OPTIONS=abort_on_error=0:detect_stack_use_after_return=0 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -j$(JOBS) -L 'unit|integration' $(CTEST_ARGS)
 
 soak: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -L soak $(CTEST_ARGS)

@@ -26,6 +26,8 @@ declare -A allowed=(
   [cli]="protocol v1 common client pg producer consumer cli"
   [examples]="protocol v1 common client pg producer consumer"
   [bench]="protocol v1 common storage client pg producer consumer"
+  # The libFuzzer targets drive the broker and the relay's row decoding (fuzz/README.md).
+  [fuzz]="protocol v1 common storage broker client pg producer relay"
 )
 
 failures=0

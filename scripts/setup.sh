@@ -20,6 +20,8 @@ packages=(
   chromium chromium-driver python3-selenium
   # The Python examples' wire client (protoc --python_out needs the protobuf runtime)
   python3-protobuf
+  # make fuzz and the fuzz label of make test: clang 14 with libFuzzer's runtime
+  clang-14 libclang-rt-14-dev
 )
 # Node.js and npm run the OpenAPI validator and the Standard Webhooks library in the tests
 # (tests/node, pinned by its package-lock.json). Debian's nodejs + npm, unless a node and npm

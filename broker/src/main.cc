@@ -5,6 +5,7 @@
 
 #include "txmq/broker/broker.h"
 #include "txmq/broker/config.h"
+#include "txmq/common/crash_report.h"
 #include "txmq/common/log.h"
 #include "txmq/common/signals.h"
 
@@ -23,7 +24,8 @@ int main(int argc, char** argv) {
   const auto& config = parsed.value().config;
   // validate() accepted the name, so parsing it cannot fail here.
   common::log::set_level(common::log::parse_level(config.log_level).value());
-
+  // A fault or an abort leaves a report on stderr (signal, stack, last log lines).
+  common::install_crash_report("txmq-broker");
   // Before any thread starts, so that every thread inherits the mask.
   const auto stop_signals = common::block_stop_signals(common::reload_on_hangup::yes);
 

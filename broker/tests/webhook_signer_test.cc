@@ -68,5 +68,26 @@ TEST(webhook_signer_test, urls) {
   EXPECT_FALSE(parse_webhook_url("http:///path"));
 }
 
+// Found by the webhook_parse fuzz target (fuzz/regressions/webhook_parse/empty_port): an empty
+// port was kept as "" and a 20-digit one as text, and the client's std::stoul threw on both.
+TEST(webhook_signer_test, url_ports_are_numbers_from_1_to_65535_or_the_default) {
+  auto empty = parse_webhook_url("http://h:/");
+  ASSERT_TRUE(empty) << empty.error();
+  EXPECT_EQ(empty.value().port, "80");
+  auto empty_tls = parse_webhook_url("https://h:/x");
+  ASSERT_TRUE(empty_tls) << empty_tls.error();
+  EXPECT_EQ(empty_tls.value().port, "443");
+  EXPECT_EQ(parse_webhook_url("http://h:65535/").value().port, "65535");
+  for (const char* bad : {"http://h:0/", "http://h:65536/", "http://h:99999999999999999999/", "http://h:000000/"}) {
+    auto u = parse_webhook_url(bad);
+    ASSERT_FALSE(u) << bad;
+    EXPECT_NE(u.error().message.find("the port must be a number from 1 to 65535"), std::string::npos) << u.error();
+  }
+  // fuzz/regressions/webhook_parse/path_not_starting_with_slash: Boost.URL takes "&x" as the path.
+  auto odd = parse_webhook_url("http://[::1]:9&x");
+  ASSERT_FALSE(odd);
+  EXPECT_NE(odd.error().message.find("the path must start with '/'"), std::string::npos) << odd.error();
+}
+
 }  // namespace
 }  // namespace txmq::broker

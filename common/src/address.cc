@@ -34,6 +34,11 @@ result<host_port> parse_host_port(std::string_view raw) {
       return bad("an IPv6 address is written [ADDR]:PORT");
     }
     host = text.substr(1, close - 1);
+    // Brackets hold an IPv6 address and nothing else: "[[]:1" once parsed as host "[", which
+    // to_string() wrote back as "[:1", text that no longer parses (found by fuzzing).
+    boost::system::error_code ec;
+    (void)boost::asio::ip::make_address_v6(std::string(host), ec);
+    if (ec) return bad("brackets hold an IPv6 address");
     port_text = text.substr(close + 2);
   } else {
     const std::size_t colon = text.rfind(':');

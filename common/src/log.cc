@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 namespace txmq::common::log {
@@ -16,7 +19,50 @@ constexpr std::array<std::string_view, 5> k_names = {"trace", "debug", "info", "
 // Padded so that the texts of consecutive lines start in one column.
 constexpr std::array<std::string_view, 5> k_labels = {"TRACE ", "DEBUG ", "INFO  ", "WARN  ", "ERROR "};
 
+// The ring of recent lines. Each slot is a seqlock: its sequence is odd while a writer fills it
+// and even (and different) after, so the crash handler, which can take no lock, prints a slot
+// only when the sequence is even and unchanged around its copy.
+struct recent_slot {
+  std::atomic<std::uint64_t> seq{0};
+  std::atomic<std::size_t> size{0};
+  char text[recent_line_bytes];
+};
+recent_slot g_recent[recent_lines_capacity];
+std::atomic<std::uint64_t> g_recent_next{0};
+
+void remember(std::string_view line) noexcept {
+  const std::uint64_t n = g_recent_next.fetch_add(1, std::memory_order_relaxed);
+  recent_slot& slot = g_recent[n % recent_lines_capacity];
+  slot.seq.fetch_add(1, std::memory_order_acquire);  // odd: being written
+  std::atomic_thread_fence(std::memory_order_release);
+  const std::size_t size = std::min(line.size(), recent_line_bytes);
+  std::memcpy(slot.text, line.data(), size);
+  // A cut line still ends its line.
+  if (size == recent_line_bytes && line.size() > size) slot.text[size - 1] = '\n';
+  slot.size.store(size, std::memory_order_relaxed);
+  slot.seq.fetch_add(1, std::memory_order_release);  // even: complete
+}
+
 }  // namespace
+
+std::size_t write_recent_lines(int fd) noexcept {
+  const std::uint64_t end = g_recent_next.load(std::memory_order_acquire);
+  const std::uint64_t begin = end > recent_lines_capacity ? end - recent_lines_capacity : 0;
+  std::size_t written = 0;
+  char copy[recent_line_bytes];
+  for (std::uint64_t i = begin; i < end; ++i) {
+    recent_slot& slot = g_recent[i % recent_lines_capacity];
+    const std::uint64_t before = slot.seq.load(std::memory_order_acquire);
+    if (before % 2 != 0) continue;
+    const std::size_t size = std::min(slot.size.load(std::memory_order_relaxed), recent_line_bytes);
+    std::memcpy(copy, slot.text, size);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (slot.seq.load(std::memory_order_relaxed) != before) continue;
+    [[maybe_unused]] auto r = ::write(fd, copy, size);
+    ++written;
+  }
+  return written;
+}
 
 result<level> parse_level(std::string_view name) {
   for (std::size_t i = 0; i < k_names.size(); ++i) {
@@ -49,6 +95,7 @@ std::string format_line(level l, std::string_view text, std::chrono::system_cloc
 
 void write(level l, std::string_view text) {
   const std::string out = format_line(l, text, std::chrono::system_clock::now());
+  remember(out);
   // One write(2) per line so lines from different threads never interleave.
   [[maybe_unused]] auto n = ::write(2, out.data(), out.size());
 }

@@ -38,6 +38,17 @@ TEST(host_port, rejects_malformed_text_with_a_reason) {
   EXPECT_THAT(parse_host_port("::1:80").error().message, HasSubstr("[ADDR]:PORT"));
 }
 
+// Found by the address_units fuzz target (fuzz/regressions/address_units/bracketed_non_ipv6):
+// "[[]:1" parsed as host "[", which formats to "[:1", which does not parse.
+TEST(host_port, brackets_hold_only_an_ipv6_address) {
+  for (const char* text : {"[[]:1", "[]:1", "[host]:1", "[127.0.0.1]:1", "[::1x]:1", "[ ]:1"}) {
+    auto r = parse_host_port(text);
+    ASSERT_FALSE(r) << text;
+    EXPECT_NE(r.error().message.find("brackets hold an IPv6 address"), std::string::npos) << r.error().message;
+  }
+  EXPECT_EQ(parse_host_port("[fe80::1]:7").value(), (host_port{"fe80::1", 7}));
+}
+
 TEST(host_port, formats_what_it_parses) {
   EXPECT_EQ((host_port{"::1", 80}).to_string(), "[::1]:80");
   EXPECT_EQ((host_port{"127.0.0.1", 80}).to_string(), "127.0.0.1:80");

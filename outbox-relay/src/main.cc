@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "txmq/common/admin_http.h"
+#include "txmq/common/crash_report.h"
 #include "txmq/common/log.h"
 #include "txmq/common/metrics.h"
 #include "txmq/common/signals.h"
@@ -30,7 +31,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   log::set_level(command.log_level);
-
+  // A fault or an abort leaves a report on stderr (signal, stack, last log lines).
+  common::install_crash_report("txmq-relay");
   // Before any thread starts, so that every thread inherits the mask.
   const auto stop_signals = common::block_stop_signals();
 

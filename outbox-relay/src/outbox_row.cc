@@ -1,5 +1,6 @@
 #include "txmq/relay/outbox_row.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <boost/json.hpp>
@@ -36,6 +37,12 @@ client::result<decoded_row> decode_row(const outbox_row_text& row) {
   // created_at as epoch milliseconds with a fraction ("1764121234567.123"): the integer part.
   std::int64_t ms = 0;
   std::from_chars(row.created_at_ms.data(), row.created_at_ms.data() + row.created_at_ms.size(), ms);
+  // system_clock counts nanoseconds in 64 bits (years 1677 to 2262); PostgreSQL's timestamps
+  // reach year 294276. A time beyond is clamped (it only feeds the age metric), not converted
+  // with an overflow (found by fuzzing: fuzz/regressions/outbox_row/created_at_beyond_2262).
+  constexpr auto k_limit_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::duration::max()).count();
+  ms = std::clamp<std::int64_t>(ms, -k_limit_ms, k_limit_ms);
   out.created_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
   std::from_chars(row.seq.data(), row.seq.data() + row.seq.size(), out.seq);
   return out;

@@ -25,6 +25,23 @@ TEST(outbox_row, decodes_id_key_headers_body_and_seq) {
             1764121234567);
 }
 
+// Found by the outbox_row fuzz target (fuzz/regressions/outbox_row/created_at_beyond_2262): a
+// created_at past what system_clock holds (year 2262) overflowed in the conversion to it.
+TEST(outbox_row, a_created_at_beyond_the_clock_is_clamped) {
+  auto text = row("{}");
+  text.created_at_ms = "1795651208880000";  // year 58871
+  auto r = decode_row(text);
+  ASSERT_TRUE(r) << r.error();
+  const auto limit =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::duration::max());
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(r.value().created_at.time_since_epoch()), limit);
+  text.created_at_ms = "-1795651208880000";
+  auto before = decode_row(text);
+  ASSERT_TRUE(before) << before.error();
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(before.value().created_at.time_since_epoch()),
+            -limit);
+}
+
 TEST(outbox_row, no_key_stays_no_key) {
   auto text = row("{}");
   text.key = std::nullopt;

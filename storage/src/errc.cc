@@ -23,6 +23,7 @@ class category final : public std::error_category {
       case errc::closed: return "store is closed";
       case errc::store_full: return "disk nearly full: free space below the configured minimum";
       case errc::not_a_store: return "directory is not a txmq store (or its files are missing)";
+      case errc::unsupported_format: return "the store's format version is not one this txmq reads";
     }
     return "storage error " + std::to_string(ev);
   }

@@ -5,13 +5,19 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_buffer_manager.h>
 
+#include <charconv>
+
 #include "open_store_on_env.h"
 #include "rocksdb_store.h"
 
 namespace txmq::storage {
 namespace detail {
 
-constexpr std::string_view k_format_version = "1";
+// The layout of keys and values (keys.h, records.proto) this build writes, and the oldest one it
+// reads. A change that an older build would misread raises k_format_version; reading an older
+// layout means converting it here at open (none yet: 1 is the first).
+constexpr int k_format_version = 1;
+constexpr int k_oldest_readable_format = 1;
 const char* const k_cf_names[cf_count] = {"default", "log", "dedupe", "tx", "index", "groups"};
 
 std::int64_t system_now_ms() {
@@ -45,6 +51,32 @@ class expiry_filter final : public rocksdb::CompactionFilter {
   std::function<std::int64_t()> clock_;
   std::int64_t window_ms_;
 };
+
+// A stored format version this build can read, or the error naming both versions.
+namespace {
+result<void> check_format_version(const fs::path& path, std::string_view stored) {
+  int version = 0;
+  const auto [end, ec] = std::from_chars(stored.data(), stored.data() + stored.size(), version);
+  if (ec != std::errc() || end != stored.data() + stored.size() || version < 1) {
+    return error(errc::corruption, "the txmq store at " + path.string() + " has an unreadable format version '" +
+                                       std::string(stored) + "' (refusing to start; restore it from a backup)");
+  }
+  const std::string reads = "this txmq reads format versions " + std::to_string(k_oldest_readable_format) + " to " +
+                            std::to_string(k_format_version);
+  if (version > k_format_version) {
+    return error(errc::unsupported_format,
+                 "the txmq store at " + path.string() + " has format version " + std::to_string(version) +
+                     ", written by a newer txmq; " + reads +
+                     ". Run the newer txmq on it (going back to an older one needs a backup made before the upgrade)");
+  }
+  if (version < k_oldest_readable_format) {
+    return error(errc::unsupported_format, "the txmq store at " + path.string() + " has format version " +
+                                               std::to_string(version) + ", older than " + reads +
+                                               ". Open it with a txmq release that reads both first");
+  }
+  return outcome::success();
+}
+}  // namespace
 
 result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   path_ = path;
@@ -122,8 +154,9 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     }
   }
 
-  // Format version: a new store gets it; an existing one must have ours, unless it is an empty
-  // database left by a crash during its own creation.
+  // Format version: a new store gets it; an existing one must have one this build reads, unless
+  // it is an empty database left by a crash during its own creation. Checked here, in the one
+  // open every entry point goes through (open_store, the tests' open_store_on_env).
   std::string version;
   s = db_->Get(rocksdb::ReadOptions(), handles_[cf_default], "v", &version);
   if (s.IsNotFound()) {
@@ -139,13 +172,12 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     }
     rocksdb::WriteOptions wo;
     wo.sync = true;
-    s = db_->Put(wo, handles_[cf_default], "v", std::string(k_format_version));
+    s = db_->Put(wo, handles_[cf_default], "v", std::to_string(k_format_version));
     if (!s.ok()) return fail(to_error(s), "cannot initialise the txmq store at " + path.string() + ": " + s.ToString());
   } else if (!s.ok()) {
     return fail(to_error(s), "cannot read the txmq store at " + path.string() + ": " + s.ToString());
-  } else if (version != k_format_version) {
-    return fail(errc::not_a_store, "the txmq store at " + path.string() + " has format version " + version +
-                                       ", this build reads version " + std::string(k_format_version));
+  } else {
+    TXMQ_TRY(check_format_version(path, version));
   }
 
   // Topics and partition state.

@@ -73,7 +73,10 @@ void consumer_groups::wake(const std::vector<std::string>& topics, const std::ve
   for (auto& [name, g] : groups_) {
     if (g.waiters.empty()) continue;
     const bool named = std::find(groups.begin(), groups.end(), name) != groups.end();
-    if (named || std::any_of(topics.begin(), topics.end(), [&](const std::string& t) { return g.tracker->subscribes(t); })) {
+    // The tracker by name, not the binding `g` itself: clang 14 (the fuzz build) cannot capture
+    // a structured binding.
+    const auto& tracker = *g.tracker;
+    if (named || std::any_of(topics.begin(), topics.end(), [&](const std::string& t) { return tracker.subscribes(t); })) {
       serve_waiters(g);
     }
   }

@@ -157,7 +157,7 @@ void webhook_notifier::schedule_flush() {
 void webhook_notifier::flush() {
   flush_posted_ = false;
   for (auto& [group, u] : pending_updates_) {
-    store_.update_group(std::move(u), [group](result<storage::group_update_result> r) {
+    store_.update_group(std::move(u), [group = group](result<storage::group_update_result> r) {
       // A lost write only means one more attempt after a restart.
       if (!r) common::log::error("webhooks: storing the state of '", group, "' failed: ", r.error().message);
     });

@@ -1,5 +1,7 @@
 #include "webhooks/webhook_signer.h"
 
+#include <charconv>
+
 #include <ctime>
 #include <iomanip>
 #include <locale>
@@ -117,9 +119,24 @@ result<webhook_url> parse_webhook_url(std::string_view raw) {
   if (out.host.empty()) {
     return error(std::make_error_code(std::errc::invalid_argument), "'" + std::string(url) + "' names no host");
   }
-  out.port = u->has_port() ? std::string(u->port()) : (out.tls ? "443" : "80");
+  // An empty port ("http://h:/") is the scheme's default (RFC 3986 §3.2.3); any other must be a
+  // number from 1 to 65535. Found by fuzzing (webhook_parse): an empty or 20-digit port went
+  // through, and the client's std::stoul threw on it for every attempt (issue #13).
+  out.port = u->has_port() && !u->port().empty() ? std::string(u->port()) : (out.tls ? "443" : "80");
+  unsigned long port = 0;
+  const auto [end, ec] = std::from_chars(out.port.data(), out.port.data() + out.port.size(), port);
+  if (ec != std::errc() || end != out.port.data() + out.port.size() || port == 0 || port > 65535) {
+    return error(std::make_error_code(std::errc::invalid_argument),
+                 "'" + std::string(url) + "': the port must be a number from 1 to 65535");
+  }
   out.target = std::string(u->encoded_path());
   if (out.target.empty()) out.target = "/";
+  // Boost.URL reads "http://[::1]:9&x" as port 9 and path "&x", which is no request target
+  // (found by fuzzing, webhook_parse).
+  if (out.target.front() != '/') {
+    return error(std::make_error_code(std::errc::invalid_argument),
+                 "'" + std::string(url) + "': the path must start with '/'");
+  }
   if (u->has_query()) out.target += "?" + std::string(u->encoded_query());
   return out;
 }

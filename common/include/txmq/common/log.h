@@ -9,6 +9,7 @@
 // setting (relaxed atomic): set it once at start.
 
 #include <chrono>
+#include <cstddef>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -36,7 +37,17 @@ void set_level(level l) noexcept;
 [[nodiscard]] std::string format_line(level l, std::string_view text,
                                       std::chrono::system_clock::time_point when);
 // Writes one line to stderr, whatever the level (callers check enabled(), as line() does).
+// The line is also kept in a small ring of the most recent lines (recent_lines_capacity lines,
+// each cut at recent_line_bytes), which a crash report prints (crash_report.h).
 void write(level l, std::string_view text);
+
+inline constexpr std::size_t recent_lines_capacity = 32;
+inline constexpr std::size_t recent_line_bytes = 512;
+
+// Writes the kept recent lines, oldest first, to `fd` with write(2) only: async-signal-safe,
+// so a signal handler may call it. A line being written by another thread at that moment is
+// skipped (never printed torn). Returns how many lines were written.
+std::size_t write_recent_lines(int fd) noexcept;
 
 template <class... Args>
 void line(level l, const Args&... args) {

@@ -21,6 +21,8 @@ enum class errc : int {
   not_a_store = 24,      // the directory holds files that are not a txmq store
   store_full = 25,       // free disk space below store_options::min_free_bytes: appends and
                          // prepares are refused, every other write still runs
+  unsupported_format = 26,  // the store's format version is newer (or older) than this build
+                            // reads; the text names both
 };
 
 const std::error_category& storage_category() noexcept;

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target of the TXMQ_FUZZ build (fuzz/README.md) for SECONDS over its seed
+# corpus (fuzz/corpus/TARGET), its regressions (fuzz/regressions/TARGET, every input run first)
+# and the corpus it grew in earlier runs (BUILD_DIR/fuzz/corpus/TARGET), then prints libFuzzer's
+# final stats (executions, coverage). Exits non-zero on a finding; the input that caused it is
+# written to BUILD_DIR/fuzz/artifacts/TARGET-crash-... (or -leak-, -timeout-, -oom-).
+# Usage: scripts/fuzz.sh BUILD_DIR TARGET SECONDS
+set -euo pipefail
+build=$(cd "$1" && pwd)
+target=$2
+seconds=$3
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$build/fuzz/corpus/$target
+artifacts=$build/fuzz/artifacts
+mkdir -p "$work" "$artifacts"
+dirs=("$work" "$root/fuzz/corpus/$target")
+if [[ -d $root/fuzz/regressions/$target ]]; then dirs+=("$root/fuzz/regressions/$target"); fi
+# -timeout: one input running 25 s is a finding (a hang); -rss_limit_mb: so is 2.5 GB.
+exec "$build/bin/$target" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2560 -print_final_stats=1 \
+  -artifact_prefix="$artifacts/$target-" "${dirs[@]}"

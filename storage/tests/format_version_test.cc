@@ -1,0 +1,105 @@
+// The store's format version (keys.h: "v" in the default column family): a store written by
+// the format-v1 fixture's binary opens and reads; a newer version, and one that is not a number,
+// are refused with a message naming the versions, and the directory is left as it was.
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include "txmq/storage/errc.h"
+#include "txmq/storage/store.h"
+
+namespace fs = std::filesystem;
+using namespace txmq;
+
+namespace {
+
+class format_version_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("txmq-format-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::copy(fs::path(TXMQ_FORMAT_V1_FIXTURE) / "data", dir_, fs::copy_options::recursive);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // The stored version, read (and with `replace`, rewritten) with RocksDB directly.
+  std::string version(const std::string* replace = nullptr) {
+    rocksdb::DBOptions o;
+    std::vector<std::string> names;
+    EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(o, dir_.string(), &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (auto& n : names) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    auto s = rocksdb::DB::Open(o, dir_.string(), cfs, &handles, &raw);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok()) return "(cannot open)";
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::string v;
+    if (replace) {
+      EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "v", *replace).ok());
+    }
+    EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), handles[0], "v", &v).ok());
+    for (auto* h : handles) EXPECT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+    return v;
+  }
+
+  result<std::unique_ptr<storage::store>> open() {
+    storage::store_options o;
+    o.dir = dir_;
+    o.min_free_bytes = 0;
+    return storage::open_store(o);
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(format_version_test, the_v1_fixture_opens_and_keeps_its_version) {
+  EXPECT_EQ(version(), "1");
+  auto s = open();
+  ASSERT_TRUE(s) << s.error().message;
+  auto t = s.value()->topic("orders");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->partitions.size(), 2u);
+  EXPECT_EQ(s.value()->groups().size(), 3u);  // billing, audit and the webhook's group
+  auto hooks = s.value()->webhooks();
+  ASSERT_TRUE(hooks);
+  EXPECT_EQ(hooks.value().size(), 1u);
+  s.value()->close();
+  s.value().reset();  // releases the database's lock
+  EXPECT_EQ(version(), "1");
+}
+
+TEST_F(format_version_test, a_newer_version_is_refused_naming_both) {
+  const std::string two = "2";
+  version(&two);
+  auto s = open();
+  ASSERT_FALSE(s) << "a store of format version 2 opened";
+  EXPECT_EQ(s.error(), storage::errc::unsupported_format);
+  const std::string& why = s.error().message;
+  EXPECT_NE(why.find(dir_.string()), std::string::npos) << why;
+  EXPECT_NE(why.find("has format version 2, written by a newer txmq"), std::string::npos) << why;
+  EXPECT_NE(why.find("this txmq reads format versions 1 to 1"), std::string::npos) << why;
+  EXPECT_EQ(version(), "2") << "refusing must leave the store as it was";
+}
+
+TEST_F(format_version_test, a_version_that_is_no_number_is_refused) {
+  for (const std::string bad : {"", "1x", "-1", "0", "99999999999999999999"}) {
+    version(&bad);
+    auto s = open();
+    ASSERT_FALSE(s) << "format version '" << bad << "' opened";
+    EXPECT_EQ(s.error(), storage::errc::corruption) << bad;
+    EXPECT_NE(s.error().message.find("unreadable format version '" + bad + "'"), std::string::npos)
+        << s.error().message;
+  }
+}
+
+}  // namespace
