@@ -106,8 +106,6 @@ struct route_access {
     return a;
   }
 };
-  }
-};
 
 // The generic authentication and authorization of the admin HTTP server, supplied by its owner
 // (the broker's principals and ACLs). Both run on the server's strand before the handler.
