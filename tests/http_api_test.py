@@ -223,7 +223,8 @@ class HttpApiTest(unittest.TestCase):
         self.assertEqual(listed[0]["secrets"], [])  # shown only by create
         self.produce("t-wh", [{"body": "{}"}])
         attempts = eventually(lambda: self.get(f"/webhooks/{w['id']}/attempts")[1]["attempts"], 20, "an attempt")
-        self.assertEqual(attempts[0]["outcome"], "WEBHOOK_FAILED")
+        # 127.0.0.1 is refused by the egress guard (webhook_allow_private is off).
+        self.assertEqual(attempts[0]["outcome"], "WEBHOOK_BLOCKED")
         status, rotated, _ = self.post(f"/webhooks/{w['id']}/rotate-secret", {})
         self.assertEqual(len(rotated["secrets"]), 2)
         status, body, _ = call("DELETE", f"{self.url}/webhooks/{w['id']}")

@@ -171,6 +171,7 @@ broker_config every_setting_changed() {
   c.tls_key_file = "/etc/txmq/key.pem";
   c.tls_client_ca_file = "/etc/txmq/clients.pem";
   c.auth = true;
+  c.admin_token_file = "/etc/txmq/admin.token";
   return c;
 }
 
@@ -216,6 +217,7 @@ TEST(broker_config, every_flag_parses) {
                                       "--tls-client-ca-file", "/etc/txmq/clients.pem",
                                       "--durability", "async",
                                       "--auth",
+                                      "--admin-token-file", "/etc/txmq/admin.token",
                                       "--insecure",
                                       "--log-level", "debug"});
   EXPECT_EQ(got, every_setting_changed());
@@ -266,6 +268,7 @@ tls_key_file = "/etc/txmq/key.pem"
 tls_client_ca_file = "/etc/txmq/clients.pem"
 durability = "async"
 auth = true
+admin_token_file = "/etc/txmq/admin.token"
 insecure = true
 log_level = "debug"
 )",
@@ -430,10 +433,11 @@ TEST(broker_config, non_loopback_addresses_need_insecure) {
     return extra;
   };
   auto both = with(tls);
-  both.push_back("--auth");
+  both.insert(both.end(), {"--auth", "--admin-token-file", "admin.token"});
   EXPECT_EQ(parse_ok(both).listen, (common::host_port{"0.0.0.0", 7878}));
   EXPECT_THAT(parse_error(with(tls)), AllOf(HasSubstr("auth is off"), HasSubstr("TLS is on")));
-  EXPECT_THAT(parse_error(with({"--auth"})), AllOf(HasSubstr("auth is on"), HasSubstr("TLS is off")));
+  EXPECT_THAT(parse_error(with({"--auth", "--admin-token-file", "admin.token"})),
+              AllOf(HasSubstr("auth is on"), HasSubstr("TLS is off")));
 }
 
 TEST(broker_config, tls_files_come_together) {
