@@ -40,6 +40,8 @@ class recorder final : public broker::responder {
   [[nodiscard]] const std::string& client_id() const noexcept override { return client_id_; }
   [[nodiscard]] const std::string& producer_group() const noexcept override { return producer_group_; }
   [[nodiscard]] const std::string& peer() const noexcept override { return peer_; }
+  // Auth is off in the fuzzed service: no principal.
+  [[nodiscard]] const std::string& principal() const noexcept override { return principal_; }
 
   std::vector<v1::Frame> answers;
   std::string producer_group_;
@@ -47,6 +49,7 @@ class recorder final : public broker::responder {
  private:
   std::string client_id_ = "fuzz";
   std::string peer_ = "fuzz";
+  std::string principal_;
   bool open_ = true;
 };
 

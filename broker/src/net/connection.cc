@@ -153,8 +153,10 @@ awaitable<void> connection::reader() {
       set_deadline(deadline_kind::frame, limits_.frame_read_timeout);
     }
     if (n < header.size()) {
+      // A copy, not the structured binding: clang 14 (the fuzz build) cannot capture bindings.
+      const std::size_t got = n;
       auto [ec1, n1] = co_await stream_.visit([&](auto& s) {
-        return asio::async_read(s, asio::buffer(header.data() + n, header.size() - n), as_tuple_awaitable);
+        return asio::async_read(s, asio::buffer(header.data() + got, header.size() - got), as_tuple_awaitable);
       });
       if (ec1) break;
     }
