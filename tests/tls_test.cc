@@ -359,5 +359,56 @@ TEST_F(tls_test, non_loopback_listening_needs_auth_and_tls_or_insecure) {
   EXPECT_EQ(broker.stop(), 0);
 }
 
+// With auth on and mTLS, a client certificate whose CN names a principal authenticates as that
+// principal when no token is sent (DESIGN §7), on the wire port and on the admin HTTP; a CN
+// that names no principal is refused as unauthenticated.
+TEST_F(tls_test, with_auth_the_client_certificate_cn_is_the_principal) {
+  ASSERT_NO_FATAL_FAILURE(certs_.leaf("bob", "bob", "DNS:bob"));
+  const std::string admin_token = "txmq_" + std::string(48, 'a');
+  { std::ofstream(certs_.path("admin.token")) << admin_token << "\n"; }
+  broker_process b(serving("server", {"--tls-client-ca-file", certs_.path("ca.pem"), "--auth", "--admin-token-file",
+                                      certs_.path("admin.token")}));
+  b.start();
+  const std::vector<std::string> alice = {"--tls-cert", certs_.path("client.pem"), "--tls-key", certs_.path("client.key")};
+  auto as_alice = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), alice.begin(), alice.end());
+    return txmq_tls(b, args);
+  };
+  auto as_admin = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--token", admin_token});
+    args.insert(args.begin(), alice.begin(), alice.end());  // a sent token wins over the certificate
+    return txmq_tls(b, args);
+  };
+  ASSERT_EQ(as_admin({"topic", "create", "orders"}).status, 0);
+  // Before the principal exists, the certificate names nobody.
+  auto nobody = as_alice({"produce", "orders", "early"});
+  EXPECT_EQ(nobody.status, 1) << nobody;
+  ASSERT_EQ(as_admin({"principal", "create", "alice"}).status, 0);
+  ASSERT_EQ(as_admin({"acl", "grant", "alice", "produce", "topic:orders"}).status, 0);
+
+  auto produced = as_alice({"produce", "orders", "from-alice"});
+  EXPECT_EQ(produced.status, 0) << produced;
+  auto listed = as_alice({"topic", "list"});  // admin on cluster: alice lacks it
+  EXPECT_EQ(listed.status, 1) << listed;
+  EXPECT_NE(listed.err.find("admin"), std::string::npos) << listed;
+
+  auto bob = txmq_tls(b, {"--tls-cert", certs_.path("bob.pem"), "--tls-key", certs_.path("bob.key"), "produce", "orders",
+                          "from-bob"});
+  EXPECT_EQ(bob.status, 1) << bob;
+
+  // The admin HTTP: alice's certificate authenticates her there too (403 for /metrics, which
+  // needs admin; 200 for a produce she holds), bob's names nobody (401).
+  const std::string base = "https://127.0.0.1:" + std::to_string(b.http_port());
+  auto curl_status = [&](const std::string& cert, const std::string& extra, const std::string& path) {
+    return shell("curl -s -o /dev/null -w '%{http_code}' --cacert " + certs_.path("ca.pem") + " --cert " +
+                 certs_.path(cert + ".pem") + " --key " + certs_.path(cert + ".key") + " " + extra + " " + base + path);
+  };
+  EXPECT_EQ(curl_status("client", "", "/metrics"), "403");
+  EXPECT_EQ(curl_status("client", "-H 'content-type: application/json' -d '{\"messages\":[{\"body\":\"over-http\"}]}'",
+                        "/v1/topics/orders/messages"),
+            "200");
+  EXPECT_EQ(curl_status("bob", "", "/metrics"), "401");
+}
+
 }  // namespace
 }  // namespace txmq::test
