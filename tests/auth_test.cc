@@ -13,12 +13,15 @@
 // out of the broker's log and of `principal list`. The file is one piece: every test shares the
 // auth_broker fixture and the matrix tables, and they read best beside each other.
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
 
+#include <boost/json.hpp>
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
 
@@ -404,6 +407,74 @@ TEST_F(auth_test, every_admin_http_route_by_five_identities) {
   EXPECT_NE(metrics.find("txmq_auth_denials_total{permission=\"admin\"} 4"), std::string::npos) << metrics;
   EXPECT_EQ(metrics.find(bare), std::string::npos);
   EXPECT_EQ(metrics.find(k_admin_token), std::string::npos);
+}
+
+// Every operation the broker's own /v1/openapi.json describes (a unit test keeps it equal to the
+// API's route table, so a new route is in it) × {no token, wrong token, a principal without
+// grants, admin}: nothing but the open document is served without a principal, a principal
+// without grants is refused everywhere a principal is checked, and admin is never refused.
+TEST_F(auth_test, every_http_api_operation_of_the_openapi_document_is_checked) {
+  const auto port = broker_.process().http_port();
+  const std::string doc = http_get(port, "/v1/openapi.json", "");
+  const auto body = doc.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos) << doc;
+  const auto api = boost::json::parse(doc.substr(body + 4)).as_object();
+  const std::string bare = broker_.create_principal("bare-http");
+  const std::string wrong = "txmq_wrong0123456789abcdef0123456789abcd";
+  auto status = [&](const std::string& method, const std::string& path, const std::string& token) {
+    std::string cmd = "curl -s -o /dev/null -w '%{http_code}' -X " + method +
+                      " -H 'content-type: application/json' --data '{}' ";
+    if (method == "GET" || method == "DELETE") {
+      cmd = "curl -s -o /dev/null -w '%{http_code}' -X " + method + " ";
+    }
+    if (!token.empty()) cmd += "-H 'Authorization: Bearer " + token + "' ";
+    cmd += "'http://127.0.0.1:" + std::to_string(port) + path + "'";
+    std::string out;
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+      char buf[64];
+      for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+      ::pclose(p);
+    }
+    return out;
+  };
+  std::size_t operations = 0;
+  for (const auto& [templ, item] : api.at("paths").as_object()) {
+    // Path parameters get values that name nothing: the check comes before the lookup.
+    std::string path(templ);
+    for (std::size_t open; (open = path.find('{')) != std::string::npos;) {
+      const auto close = path.find('}', open);
+      const std::string name = path.substr(open + 1, close - open - 1);
+      path.replace(open, close - open + 1,
+                   name == "id" && path.starts_with("/v1/messages") ? "00000000-0000-7000-8000-000000000000"
+                   : name == "txid"                                 ? "00000000000000000000000000000001"
+                                                                    : "matrix-" + name);
+    }
+    for (const auto& [verb, op] : item.as_object()) {
+      if (verb != "get" && verb != "post" && verb != "delete") continue;
+      ++operations;
+      std::string method(verb);
+      std::transform(method.begin(), method.end(), method.begin(), ::toupper);
+      SCOPED_TRACE(method + " " + path);
+      const auto* security = op.as_object().if_contains("security");
+      const bool open = security != nullptr && security->as_array().empty();
+      // The reconciliation API authenticates by a subscription's own token (a capability),
+      // so principals' tokens are refused there (401), as no token is.
+      const bool webhook_token = method == "GET" && (templ == "/v1/topics/{topic}/messages" || templ == "/v1/messages/{id}");
+      if (open) {
+        EXPECT_NE(status(method, path, ""), "401");
+        continue;
+      }
+      EXPECT_EQ(status(method, path, ""), "401");
+      EXPECT_EQ(status(method, path, wrong), "401");
+      EXPECT_EQ(status(method, path, bare), webhook_token ? "401" : "403");
+      const std::string admin = status(method, path, k_admin_token);
+      if (!webhook_token) {
+        EXPECT_NE(admin, "401");
+        EXPECT_NE(admin, "403");
+      }
+    }
+  }
+  EXPECT_GE(operations, 25u);
 }
 
 // ---- Hello, CheckTx routing ----------------------------------------------------------------
