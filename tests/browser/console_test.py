@@ -190,8 +190,9 @@ class Transactions(ConsoleCase):
         self.click('button[data-action="prev"]')
         self.wait_rows("tx-table", lambda r: len(r) == 50, "back to the first page")
 
-        # Cancel leaves the transaction prepared.
-        target = txids[0]
+        # Cancel leaves the transaction prepared. Target and victim come from the first page:
+        # txids are random, so txids[0] may well be on the second.
+        target, victim = page1[0]["key"], page1[1]["key"]
         self.click(f'[data-testid="tx-table"] tr[data-key="{target}"] button[data-action="commit"]')
         text = self.confirm_dialog(ok=False)
         self.assertIn(target, text)
@@ -203,10 +204,9 @@ class Transactions(ConsoleCase):
         self.wait_rows("tx-table", lambda r: target not in by_key(r), "the committed transaction to leave the list")
         self.assertEqual(self.cli.json("tx", "show", target)[0]["state"], "COMMITTED")
         consumed = self.cli.json("consume", "tx-topic", "--group", "tx-reader", "--max", "1", "--wait", "5000")
-        self.assertEqual([m["body"] for m in consumed], ["tx body 0"])
+        self.assertEqual([m["body"] for m in consumed], [f"tx body {txids.index(target)}"])
 
         # Rollback: gone for good, nothing more to consume.
-        victim = txids[1]
         self.click(f'[data-testid="tx-table"] tr[data-key="{victim}"] button[data-action="rollback"]')
         self.confirm_dialog(ok=True)
         self.wait_rows("tx-table", lambda r: victim not in by_key(r), "the rolled back transaction to leave the list")
