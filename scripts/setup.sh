@@ -11,6 +11,8 @@ packages=(
   libpq-dev postgresql postgresql-15
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev openssl procps
+  # link_cut_test (label fault) makes a network namespace and a veth pair with ip(8)
+  iproute2
   libtomlplusplus-dev
   librabbitmq-dev libnats-dev
   # make package (dpkg-shlibdeps), its readiness check and tests (/healthz, free ports)
