@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
+#include "fault_support.h"
 #include "eventually.h"
 #include "raw_client.h"
 #include "tx_requests.h"
@@ -429,13 +430,7 @@ TEST_F(auth_test, every_http_api_operation_of_the_openapi_document_is_checked) {
     }
     if (!token.empty()) cmd += "-H 'Authorization: Bearer " + token + "' ";
     cmd += "'http://127.0.0.1:" + std::to_string(port) + path + "'";
-    std::string out;
-    if (FILE* p = ::popen(cmd.c_str(), "r")) {
-      char buf[64];
-      for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-      ::pclose(p);
-    }
-    return out;
+    return shell_stdout(cmd);
   };
   std::size_t operations = 0;
   for (const auto& [templ, item] : api.at("paths").as_object()) {

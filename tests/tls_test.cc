@@ -20,6 +20,7 @@
 #include <openssl/x509.h>
 
 #include "broker_process.h"
+#include "fault_support.h"
 #include "child_process.h"
 #include "cli_runner.h"
 #include "eventually.h"
@@ -32,16 +33,8 @@ namespace {
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 
-// Runs a shell command; its stdout and stderr.
-std::string shell(const std::string& command) {
-  std::string out;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
+// Runs a shell command; its stdout and stderr (the errors curl and openssl print are asserted).
+std::string shell(const std::string& command) { return shell_stdout(command + " 2>&1"); }
 
 // The certificates of one test, made by the openssl binary.
 struct certificates {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "broker_process.h"
+#include "fault_support.h"
 #include "cli_runner.h"
 #include "webhook_receiver.h"
 
@@ -19,16 +20,6 @@ namespace txmq::test {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string shell_output(const std::string& command) {
-  std::string out;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
 
 bool ipv6_loopback_available() {
   boost::system::error_code ec;
@@ -184,7 +175,7 @@ TEST(webhook_secrets, shown_only_at_create_and_rotation) {
     EXPECT_EQ(r.status, 0) << r;
     EXPECT_EQ(r.out.find("whsec_"), std::string::npos) << r;
   }
-  const auto metrics = shell_output("curl -sS http://127.0.0.1:" + std::to_string(b.http_port()) + "/metrics");
+  const auto metrics = shell_stdout("curl -sS http://127.0.0.1:" + std::to_string(b.http_port()) + "/metrics");
   EXPECT_NE(metrics.find("txmq_webhook_attempts_total"), std::string::npos);
   EXPECT_EQ(metrics.find("whsec_"), std::string::npos);
   EXPECT_EQ(b.log().find(secret.substr(6)), std::string::npos);

@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "broker_process.h"
+#include "fault_support.h"
 #include "cli_runner.h"
 #include "webhook_receiver.h"
 
@@ -48,17 +49,6 @@ std::pair<unsigned, std::string> http_get(std::uint16_t port, const std::string&
   http::response<http::string_body> res;
   http::read(stream, buffer, res);
   return {res.result_int(), res.body()};
-}
-
-// Runs a shell pipeline and returns its stdout.
-std::string shell(const std::string& command) {
-  std::string out;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  ::pclose(p);
-  return out;
 }
 
 struct webhook {
@@ -138,9 +128,9 @@ TEST_F(webhook_test, signature_verifies_with_openssl) {
     std::ofstream(dir / "secret.b64") << w.secret.substr(6) << '\n';
   }
   const std::string key_hex =
-      shell("openssl base64 -d -A -in " + (dir / "secret.b64").string() + " | od -An -tx1 -v | tr -d ' \\n'");
+      shell_stdout("openssl base64 -d -A -in " + (dir / "secret.b64").string() + " | od -An -tx1 -v | tr -d ' \\n'");
   ASSERT_EQ(key_hex.size(), 48u) << key_hex;
-  const std::string mac = shell("openssl dgst -sha256 -mac HMAC -macopt hexkey:" + key_hex + " -binary " +
+  const std::string mac = shell_stdout("openssl dgst -sha256 -mac HMAC -macopt hexkey:" + key_hex + " -binary " +
                                 (dir / "content.txt").string() + " | openssl base64 -A");
   ASSERT_FALSE(mac.empty());
   EXPECT_EQ(got.signature, "v1," + mac);
@@ -158,7 +148,7 @@ TEST_F(webhook_test, signature_verifies_with_openssl) {
   {
     std::ofstream(dir / "content.txt", std::ios::binary) << second.id << '.' << second.timestamp << '.' << second.body;
   }
-  const std::string old_mac = shell("openssl dgst -sha256 -mac HMAC -macopt hexkey:" + key_hex + " -binary " +
+  const std::string old_mac = shell_stdout("openssl dgst -sha256 -mac HMAC -macopt hexkey:" + key_hex + " -binary " +
                                     (dir / "content.txt").string() + " | openssl base64 -A");
   EXPECT_EQ(second.signature.substr(space + 1), "v1," + old_mac);
 
@@ -348,7 +338,7 @@ TEST_F(webhook_test, https_verifies_the_certificate) {
   // A self-signed certificate for 127.0.0.1, made by the openssl binary.
   const auto dir = broker_.dir();
   const auto cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
-  shell("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
+  shell_stdout("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
         "-keyout " + key + " -out " + cert + " 2>/dev/null");
   ASSERT_TRUE(std::filesystem::exists(cert));
   asio::ssl::context tls(asio::ssl::context::tls_server);

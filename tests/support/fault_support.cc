@@ -111,6 +111,16 @@ int run_shell(const std::string& command, std::string* out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+std::string shell_stdout(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
 tmpfs_mount::tmpfs_mount(const std::filesystem::path& dir, const std::string& size) : dir_(dir) {
   std::filesystem::create_directories(dir);
   const std::string opts = "size=" + size + ",mode=0700";

@@ -101,5 +101,8 @@ class tmpfs_mount {
 
 // Runs a command line through /bin/sh; its exit status (output appended to *out when given).
 int run_shell(const std::string& command, std::string* out = nullptr);
+// Runs a shell command line and returns its stdout only (stderr goes to the test's log), for
+// output that is parsed (a MAC, a status code) where a warning on stderr must not mix in.
+std::string shell_stdout(const std::string& command);
 
 }  // namespace txmq::test
