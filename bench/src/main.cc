@@ -96,6 +96,10 @@ int report_command(int argc, char** argv) {
     ("input", po::value(&o.inputs)->multitoken(), "files of JSON lines (txmq-bench ... --json)")
     ("markdown", po::value(&o.markdown)->default_value("-"), "where the Markdown tables go (- = stdout)")
     ("plot-data", po::value(&o.plot_data), "where the gnuplot data go");
+  if (txmq::bench::describe_sink() != nullptr) {
+    txmq::bench::describe_workload("report", "", desc);
+    return 0;
+  }
   po::positional_options_description positional;
   positional.add("input", -1);
   po::variables_map vm;
@@ -129,6 +133,76 @@ int http_command(int argc, char** argv) {
   return txmq::bench::run_http_bench(o);
 }
 
+// The workloads in the order of the usage text, with what each measures.
+struct workload {
+  const char* name;
+  const char* summary;
+};
+constexpr workload k_workloads[] = {
+    {"storage", "the store alone: appends per second and latency"},
+    {"publish", "publish with N messages in flight"},
+    {"rate", "steady publish rate: latency"},
+    {"e2e", "publish and consume: end-to-end latency"},
+    {"consume", "consume a backlog with acks"},
+    {"fill", "store a backlog"},
+    {"report", "Markdown tables (and gnuplot data) from the JSON lines of runs"},
+    {"relay", "outbox relay vs. straight to the broker: backlog rows/s, commit-to-consume latency"},
+    {"webhook", "signed webhooks to a local receiver: deliveries/s, commit-to-first-attempt"},
+    {"tx", "transactional messages: noop, with PostgreSQL beside pgbench, recovery of orphans"},
+    {"http-publish", "produce over the HTTP/JSON API beside the wire protocol, same run"},
+};
+
+int run_workload(const std::string& command, int argc, char** argv);
+
+// txmq-bench --man-page / --bash-completion: each workload is called without arguments while
+// describe_sink() is set, and records the options table it parses with.
+txmq::common::manual::page manual_page() {
+  std::vector<txmq::common::manual::command> commands;
+  txmq::bench::describe_sink() = &commands;
+  for (const auto& w : k_workloads) {
+    std::string name = w.name;
+    char* args[] = {name.data(), nullptr};
+    const std::size_t before = commands.size();
+    (void)run_workload(name, 1, args);
+    if (commands.size() > before) {
+      auto& c = commands.back();
+      c.summary = w.summary + (c.summary.empty() ? std::string() : c.summary);
+    }
+  }
+  txmq::bench::describe_sink() = nullptr;
+  txmq::common::manual::page p;
+  p.program = "txmq-bench";
+  p.summary = "load generator for txmq and its peers";
+  p.synopsis = {"WORKLOAD [OPTIONS]", "WORKLOAD --help"};
+  p.description =
+      "txmq-bench measures the store, the broker (and RabbitMQ, NATS JetStream or PostgreSQL as a queue with "
+      "--system), the outbox relay, webhooks, transactional messages and the HTTP/JSON API. Each workload prints "
+      "a table, or JSON lines with --json, which txmq-bench report turns into Markdown tables.";
+  p.commands = std::move(commands);
+  p.sections = {
+      {"EXIT STATUS", "0 the run finished.\n\n1 the run failed.\n\n2 a bad workload or option."},
+      {"SEE ALSO", "txmq(1), txmq-broker(1), txmq-relay(1); bench/README.md and docs/BENCHMARKS.md in the txmq "
+                   "sources."},
+  };
+#ifdef TXMQ_VERSION
+  p.version = TXMQ_VERSION;
+#endif
+  return p;
+}
+
+int run_workload(const std::string& command, int argc, char** argv) {
+  if (command == "storage") return storage_command(argc, argv);
+  if (command == "report") return report_command(argc, argv);
+  if (command == "relay") return txmq::bench::relay_command(argc, argv);
+  if (command == "tx") return txmq::bench::tx_command(argc, argv);
+  if (command == "webhook") return txmq::bench::webhook_command(argc, argv);
+  if (command == "http-publish") return http_command(argc, argv);
+  if (command == "publish" || command == "rate" || command == "e2e" || command == "consume" || command == "fill") {
+    return broker_command(command, argc, argv);
+  }
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,14 +221,14 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   try {
-    if (command == "storage") return storage_command(argc - 1, argv + 1);
-    if (command == "report") return report_command(argc - 1, argv + 1);
-    if (command == "relay") return txmq::bench::relay_command(argc - 1, argv + 1);
-    if (command == "tx") return txmq::bench::tx_command(argc - 1, argv + 1);
-    if (command == "webhook") return txmq::bench::webhook_command(argc - 1, argv + 1);
-    if (command == "http-publish") return http_command(argc - 1, argv + 1);
-    if (command == "publish" || command == "rate" || command == "e2e" || command == "consume" || command == "fill") {
-      return broker_command(command, argc - 1, argv + 1);
+    if (const int status = run_workload(command, argc - 1, argv + 1); status != -1) return status;
+    if (argc == 2 && command == "--man-page") {
+      std::cout << txmq::common::manual::to_roff(manual_page());
+      return 0;
+    }
+    if (argc == 2 && command == "--bash-completion") {
+      std::cout << txmq::common::manual::to_bash_completion(manual_page());
+      return 0;
     }
     if (command == "--help" || command == "-h") {
       std::cout << usage;

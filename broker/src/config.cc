@@ -20,6 +20,8 @@
 
 #include "txmq/common/address.h"
 #include "txmq/common/log.h"
+#include "txmq/common/manual.h"
+#include "manual_page.h"
 #include "webhooks/egress_guard.h"
 #include "txmq/common/units.h"
 
@@ -697,7 +699,16 @@ std::string broker_usage() {
   return os.str();
 }
 
+std::vector<common::manual::option> broker_option_docs() { return common::manual::options_of(make_options()); }
+
 result<parsed_config> parse_broker_config(int argc, const char* const* argv) {
+  // Build-time outputs (packaging installs them), from the table above.
+  if (argc == 2 && argv[1] != nullptr && (std::string_view(argv[1]) == "--man-page" ||
+                                          std::string_view(argv[1]) == "--bash-completion")) {
+    const auto page = broker_manual_page(TXMQ_VERSION);
+    return parsed_config{{}, std::string_view(argv[1]) == "--man-page" ? common::manual::to_roff(page)
+                                                                      : common::manual::to_bash_completion(page)};
+  }
   const auto options = make_options();
   const std::vector<std::string> args = join_boolean_flags(argc, argv);
   po::variables_map flags;

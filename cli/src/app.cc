@@ -19,6 +19,7 @@
 #include "webhook_commands.h"
 #include "txmq/client/token.h"
 #include "txmq/client/connection.h"
+#include "txmq/common/manual.h"
 
 namespace txmq::cli {
 
@@ -347,6 +348,40 @@ std::string command_help(const command& c) {
   return out.str();
 }
 
+// The man page and the completion, from the same tables as the parsing and --help above.
+common::manual::page manual_page() {
+  namespace manual = common::manual;
+  manual::page p;
+  p.program = "txmq";
+  p.summary = "administer and inspect a txmq broker";
+  p.synopsis = {"[--broker HOST:PORT] [--json] COMMAND [ARGS]", "COMMAND --help"};
+  p.description =
+      "txmq talks to a txmq broker over its wire protocol: topics, producing and consuming, consumer groups and "
+      "their dead letters, transactions (list, show, operator commit and rollback), the PostgreSQL outbox, "
+      "webhooks, principals and ACLs.\n\n"
+      "Global options may come before or after the command. Output is a table, or one JSON object per line with "
+      "--json. Ids are canonical UUID text; bodies and keys are text when valid UTF-8, else base64 (body_base64 "
+      "in JSON, base64:... in tables).";
+  for (const auto& c : commands()) {
+    p.commands.push_back({c.name, c.synopsis, c.summary, manual::options_of(command_options(c))});
+  }
+  p.options_title = "GLOBAL OPTIONS";
+  p.options = manual::options_of(global_options());
+  p.sections = {
+      {"EXIT STATUS", "0 the command succeeded.\n\n1 an operation failed: one line on standard error, txmq: "
+                      "<what failed>: <CODE: the broker's message>.\n\n2 a usage error: the problem and a short "
+                      "usage on standard error."},
+      {"ENVIRONMENT", "TXMQ_BROKER: the broker address when --broker is not given (default 127.0.0.1:7878).\n\n"
+                      "TXMQ_TOKEN: the principal's token when neither --token nor --token-file is given."},
+      {"SEE ALSO", "txmq-broker(1), txmq-relay(1), txmq-bench(1); cli/README.md, docs/semantics.md and "
+                   "docs/security.md in the txmq sources."},
+  };
+#ifdef TXMQ_VERSION
+  p.version = TXMQ_VERSION;
+#endif
+  return p;
+}
+
 int usage(environment& env, const std::string& problem, const std::string& text) {
   env.err << "txmq: " << problem << '\n' << text;
   env.err.flush();
@@ -357,6 +392,15 @@ int run_checked(const std::vector<std::string>& args, environment& env) {
   // The command words are the first one or two arguments that are not options (or values of
   // the global options); every other argument goes to the command's parser in order, so that
   // global options may come before or after the command.
+  // Build-time outputs (cli/CMakeLists.txt installs them), not commands.
+  if (args.size() == 1 && args[0] == "--man-page") {
+    env.out << common::manual::to_roff(manual_page());
+    return exit_ok;
+  }
+  if (args.size() == 1 && args[0] == "--bash-completion") {
+    env.out << common::manual::to_bash_completion(manual_page());
+    return exit_ok;
+  }
   std::vector<std::string> words;
   std::vector<std::string> rest;
   bool help = false;

@@ -3,15 +3,22 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <sstream>
 #include <system_error>
 
 #include <boost/program_options.hpp>
+#include <toml++/toml.h>
 
 #include "txmq/client/connection.h"
 #include "txmq/client/tls_flags.h"
 #include "txmq/client/token.h"
+#include "txmq/common/manual.h"
 #include "txmq/common/units.h"
+
+#ifndef TXMQ_VERSION
+#define TXMQ_VERSION "unknown"
+#endif
 
 namespace txmq::relay {
 namespace {
@@ -33,32 +40,80 @@ struct text_values {
 };
 
 po::options_description make_options(relay_options& o, text_values& t) {
-  po::options_description desc("usage: txmq-relay --pg CONN --broker HOST:PORT [options]\n\nOptions");
+  po::options_description desc("usage: txmq-relay --pg CONN --broker HOST:PORT [options]\n"
+                               "       txmq-relay --config FILE [options]\n\nOptions");
   desc.add_options()("help,h", "this help")(
-      "pg", po::value(&o.conninfo), "libpq connection string or URI of the database with the outbox (required)")(
-      "broker", po::value(&o.broker)->default_value(o.broker), "txmq broker HOST:PORT")(
+      "config", po::value<std::string>()->value_name("FILE"),
+      "TOML file with the settings below as `name = value` (flag names with _ for -, such as poll_interval = "
+      "\"1s\"); flags override the file")(
+      "pg", po::value(&o.conninfo)->value_name("CONN"), "libpq connection string or URI of the database with the outbox (required)")(
+      "broker", po::value(&o.broker)->default_value(o.broker)->value_name("HOST:PORT"), "txmq broker HOST:PORT")(
       "token", po::value<std::string>()->value_name("TOKEN")->notifier([&t](const std::string& v) { t.token = v; }),
       "principal's token for a broker with auth (default: $TXMQ_TOKEN); visible in ps, prefer --token-file")(
       "token-file", po::value<std::string>()->value_name("FILE")->notifier([&t](const std::string& v) { t.token_file = v; }),
       "read the token from FILE")(
-      "shards", po::value(&o.shards)->default_value(0), "outbox shards (0 = txmq_schema.shards, as `txmq outbox init` set)")(
-      "batch", po::value(&o.batch)->default_value(o.batch), "rows per shard per round (read, publish, delete)")(
-      "publishers", po::value(&o.publishers)->default_value(o.publishers),
+      "shards", po::value(&o.shards)->default_value(0)->value_name("N"), "outbox shards (0 = txmq_schema.shards, as `txmq outbox init` set)")(
+      "batch", po::value(&o.batch)->default_value(o.batch)->value_name("N"), "rows per shard per round (read, publish, delete)")(
+      "publishers", po::value(&o.publishers)->default_value(o.publishers)->value_name("N"),
       "broker connections publishing at once (a shard always uses the same one)")(
-      "poll-interval", po::value(&t.poll)->default_value(t.poll),
+      "poll-interval", po::value(&t.poll)->default_value(t.poll)->value_name("DURATION"),
       "read owned shards at least this often (NOTIFY wakes sooner)")(
-      "publish-timeout", po::value(&t.publish_timeout)->default_value(t.publish_timeout),
+      "publish-timeout", po::value(&t.publish_timeout)->default_value(t.publish_timeout)->value_name("DURATION"),
       "how long a batch waits for the broker's acks before it is retried")(
-      "backoff-max", po::value(&t.backoff_max)->default_value(t.backoff_max),
+      "backoff-max", po::value(&t.backoff_max)->default_value(t.backoff_max)->value_name("DURATION"),
       "longest pause between retries after PostgreSQL or the broker failed")(
-      "stale-after", po::value(&t.stale_after)->default_value(t.stale_after),
+      "stale-after", po::value(&t.stale_after)->default_value(t.stale_after)->value_name("DURATION"),
       "end the session of a relay without a heartbeat this long (frozen), so its shards move (0s = never; "
       "more than publish-timeout + backoff-max + 1s; default 30s or twice that sum)")(
-      "http", po::value(&t.http)->default_value(t.http), "admin HTTP HOST:PORT for /healthz and /metrics (port 0: any)")(
-      "relay-id", po::value(&o.relay_id), "name in txmq_relay and pg_stat_activity (default host:pid)")(
-      "log-level", po::value(&t.log_level)->default_value(t.log_level), "trace, debug, info, warn or error");
+      "http", po::value(&t.http)->default_value(t.http)->value_name("HOST:PORT"), "admin HTTP HOST:PORT for /healthz and /metrics (port 0: any)")(
+      "relay-id", po::value(&o.relay_id)->value_name("NAME"), "name in txmq_relay and pg_stat_activity (default host:pid)")(
+      "log-level", po::value(&t.log_level)->default_value(t.log_level)->value_name("LEVEL"), "trace, debug, info, warn or error");
   client::add_tls_flags(desc);
   return desc;
+}
+
+// The settings of a TOML file as command-line words ("--poll-interval=1s"), checked against the
+// flags: a key is a flag name with '_' for '-'. Parsed after the command line and stored into the
+// same variables_map, which keeps the first value it was given, so flags win over the file.
+result<std::vector<std::string>> config_file_words(const std::string& path, const po::options_description& desc) {
+  const std::string where = "config file '" + path + "'";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return invalid("cannot read " + where + ": " + std::error_code(errno, std::generic_category()).message());
+  std::ostringstream content;
+  content << in.rdbuf();
+  toml::table table;
+  try {
+    table = toml::parse(content.str(), path);
+  } catch (const toml::parse_error& e) {
+    return invalid(where + " line " + std::to_string(e.source().begin.line) + ": " + std::string(e.description()) +
+                   " (the file must be TOML: name = value, one per line)");
+  }
+  std::vector<std::string> words;
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    const std::string at = where + " line " + std::to_string(node.source().begin.line) + ": ";
+    std::string flag = name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const auto* d = desc.find_nothrow(flag, false);
+    if (name.find('-') != std::string::npos || d == nullptr || flag == "help" || flag == "config") {
+      return invalid(at + "unknown setting '" + name + "' (the settings are the flags of txmq-relay --help, " +
+                     "with _ for -, such as poll_interval)");
+    }
+    const bool is_switch = d->semantic()->max_tokens() == 0;
+    if (const auto* b = node.as_boolean()) {
+      if (!is_switch) return invalid(at + name + " wants a value, not true or false");
+      if (b->get()) words.push_back("--" + flag);
+    } else if (is_switch) {
+      return invalid(at + name + " is true or false");
+    } else if (const auto* str = node.as_string()) {
+      words.push_back("--" + flag + "=" + str->get());
+    } else if (const auto* integer = node.as_integer()) {
+      words.push_back("--" + flag + "=" + std::to_string(integer->get()));
+    } else {
+      return invalid(at + name + " wants a string or a number (durations as strings: \"1s\")");
+    }
+  }
+  return words;
 }
 
 // "--poll-interval: '5' is not a duration: ..." for a value our grammars refuse.
@@ -71,6 +126,36 @@ result<void> check_range(std::string_view flag, int value, int low, int high) {
 }
 
 }  // namespace
+
+common::manual::page relay_manual_page() {
+  relay_options o;
+  text_values t;
+  common::manual::page p;
+  p.program = "txmq-relay";
+  p.summary = "publish the rows of a PostgreSQL outbox to a txmq broker";
+  p.synopsis = {"--pg CONN --broker HOST:PORT [OPTIONS]", "--config FILE [OPTIONS]"};
+  p.description =
+      "txmq-relay reads the committed rows of txmq_outbox (made by txmq outbox init), publishes each with its row "
+      "id as the message id, and deletes the rows once the broker has acknowledged them. Several relays on one "
+      "database share its shards through advisory locks; a dead relay's shards move to the others within about a "
+      "second. It serves /healthz and /metrics on --http, stops on SIGINT or SIGTERM after the batch in flight, "
+      "and exits 0.\n\n"
+      "Every option can also be written in the TOML file of --config as name = value, the flag's name with _ for "
+      "- (poll_interval = \"1s\", pg = \"postgresql://app@localhost/app\", tls = true); flags override the "
+      "file. Durations: 500ms, 1s, 2m, 1h.";
+  p.options = common::manual::options_of(make_options(o, t));
+  p.sections = {
+      {"EXIT STATUS", "0 after a stop by signal (or --help).\n\n1 the relay could not start or failed for good "
+                      "(the log says why).\n\n2 a bad option or config file: one line naming it on standard error."},
+      {"ENVIRONMENT", "TXMQ_TOKEN: the principal's token when neither --token nor --token-file is given."},
+      {"FILES", "/etc/txmq/relay-NAME.toml: the settings of txmq-relay@NAME.service (the package ships "
+                "/etc/txmq/relay-example.toml)."},
+      {"SEE ALSO", "txmq(1) (outbox init, outbox status), txmq-broker(1); outbox-relay/README.md and "
+                   "docs/operations.md in the txmq sources."},
+  };
+  p.version = TXMQ_VERSION;
+  return p;
+}
 
 std::string relay_usage() {
   relay_options o;
@@ -85,8 +170,25 @@ result<command_line> parse_relay_options(int argc, const char* const* argv) {
   text_values text;
   const auto desc = make_options(out.relay, text);
   po::variables_map vm;
+  if (argc == 2 && argv[1] != nullptr &&
+      (std::string_view(argv[1]) == "--man-page" || std::string_view(argv[1]) == "--bash-completion")) {
+    out.exit_text = std::string_view(argv[1]) == "--man-page" ? common::manual::to_roff(relay_manual_page())
+                                                              : common::manual::to_bash_completion(relay_manual_page());
+    return out;
+  }
+  std::string config_path;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("config") != 0 && vm.count("help") == 0) {
+      config_path = vm["config"].as<std::string>();
+      auto words = config_file_words(config_path, desc);
+      if (!words) return words.error();
+      try {
+        po::store(po::command_line_parser(words.value()).options(desc).run(), vm);
+      } catch (const po::error& e) {
+        return invalid("config file '" + config_path + "': " + e.what());
+      }
+    }
     po::notify(vm);
   } catch (const po::error& e) {
     return invalid(e.what());
@@ -101,7 +203,7 @@ result<command_line> parse_relay_options(int argc, const char* const* argv) {
   }
 
   auto& o = out.relay;
-  if (o.conninfo.empty()) return invalid("--pg is required (the database with the outbox)");
+  if (o.conninfo.empty()) return invalid("--pg is required (the database with the outbox; pg = \"...\" in a --config file)");
 
   // The broker's address is checked here, so a typo exits 2 with the flag named instead of
   // failing later, when the relay first connects.

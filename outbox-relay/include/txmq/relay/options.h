@@ -14,6 +14,7 @@
 
 #include "txmq/common/address.h"
 #include "txmq/common/log.h"
+#include "txmq/common/manual.h"
 #include "txmq/protocol/result.h"
 #include "txmq/relay/relay.h"
 
@@ -30,7 +31,8 @@ struct command_line {
   std::optional<std::string> exit_text;
 };
 
-// Parses argv (argv[0] is the program name). Never throws: a missing --pg, an unknown flag, a
+// Parses argv (argv[0] is the program name), then the TOML file of --config if given (its keys
+// are the flag names with '_' for '-'; a flag given on the command line wins). Never throws: a missing --pg, an unknown flag, a
 // malformed or out-of-range value is std::errc::invalid_argument with one message naming the
 // flag, the bad value and what is expected ("--http: '127.0.0.1:x' is not HOST:PORT (the port
 // must be a number from 0 to 65535)").
@@ -38,5 +40,9 @@ struct command_line {
 
 // The text --help prints.
 [[nodiscard]] std::string relay_usage();
+
+// The man page and bash completion (`txmq-relay --man-page`, `--bash-completion`): the options of
+// the same table the parser reads.
+[[nodiscard]] common::manual::page relay_manual_page();
 
 }  // namespace txmq::relay
