@@ -5,6 +5,8 @@
 // seq order (label fault).
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <stop_token>
@@ -128,6 +130,67 @@ TEST(outbox_relay, rows_from_a_plain_sql_insert_are_published_and_deleted) {
   EXPECT_EQ(relay.stop(), 0) << relay.log();
   EXPECT_EQ(shards_held(db), 0);
   EXPECT_EQ(scalar(db, "SELECT count(*) FROM txmq_relay"), "0");
+}
+
+// A TOML basic string (the conninfo holds spaces, and may hold quotes or backslashes).
+std::string toml_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// txmq-relay --config FILE (what txmq-relay@NAME.service runs): the settings come from the file,
+// a flag given beside it wins, and rows are published.
+TEST(outbox_relay, settings_from_a_toml_config_file_and_flags_over_it) {
+  outbox_setup setup("relay_toml", 4, "toml");
+  const auto dir = std::filesystem::temp_directory_path() / ("txmq-relay-toml-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "relay-test.toml";
+  {
+    std::ofstream out(file);
+    out << "# as /etc/txmq/relay-NAME.toml\n"
+        << "pg = " << toml_string(setup.db) << "\n"
+        << "broker = " << toml_string(setup.b.address()) << "\n"
+        << "relay_id = \"from-file\"\n"
+        << "poll_interval = \"200ms\"\n"
+        << "publish_timeout = \"3s\"\n"
+        << "batch = 50\n"
+        << "log_level = \"warn\"\n";
+  }
+  // The file's log_level (warn) would hide the INFO lines; the flag brings them back.
+  relay_process relay({"--config", file.string(), "--log-level", "info"});
+  relay.start();
+  ASSERT_TRUE(eventually([&] { return shards_held(setup.db) == 4; }, 20s)) << relay.log();
+  EXPECT_TRUE(eventually([&] { return scalar(setup.db, "SELECT string_agg(relay_id, ',') FROM txmq_relay") == "from-file"; }, 10s))
+      << scalar(setup.db, "SELECT string_agg(relay_id, ',') FROM txmq_relay");
+  EXPECT_TRUE(eventually([&] { return relay.http_port() != 0; }, 10s)) << "no INFO line: --log-level did not win over the file\n"
+                                                                        << relay.log();
+
+  ASSERT_TRUE(pg::exec(setup.conn.get(),
+                       "INSERT INTO txmq_outbox (topic, key, headers, payload) VALUES ('toml', 'k', '{}', "
+                       "convert_to('from a relay configured by TOML', 'UTF8'))"));
+  consumer::consumer_options co;
+  co.connection.address = setup.b.address();
+  co.group = "toml-readers";
+  co.topics = {"toml"};
+  consumer::consumer c(co);
+  std::vector<std::string> bodies;
+  ASSERT_TRUE(eventually([&] {
+    auto got = c.fetch(10, 200ms);
+    if (!got) return false;
+    for (const auto& d : got.value()) {
+      bodies.emplace_back(d.message.body());
+      (void)c.ack({d.ref()});
+    }
+    return !bodies.empty();
+  }, 20s)) << relay.log();
+  EXPECT_EQ(bodies, std::vector<std::string>{"from a relay configured by TOML"});
+  EXPECT_TRUE(eventually([&] { return scalar(setup.db, "SELECT count(*) FROM txmq_outbox") == "0"; }, 10s));
+  EXPECT_EQ(relay.stop(), 0) << relay.log();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(outbox_relay, a_relay_cut_off_from_the_database_loses_its_shards_to_another) {

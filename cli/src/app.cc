@@ -333,6 +333,22 @@ std::string family_usage(const std::string& family) {
   return out.str();
 }
 
+// `txmq tx --help`: the family's commands with what each does, and where their options are.
+std::string family_help(const std::string& family) {
+  std::ostringstream out;
+  out << "usage: txmq " << family << " SUBCOMMAND [ARGS]\n\nSubcommands:\n";
+  std::size_t width = 0;
+  for (const auto& c : commands()) {
+    if (c.name.starts_with(family + " ")) width = std::max(width, c.synopsis.size());
+  }
+  for (const auto& c : commands()) {
+    if (!c.name.starts_with(family + " ")) continue;
+    out << "  txmq " << c.synopsis << std::string(width - c.synopsis.size() + 2, ' ') << c.summary << '\n';
+  }
+  out << "\n'txmq " << family << " SUBCOMMAND --help' lists the options of one; 'txmq --help' the global ones.\n";
+  return out.str();
+}
+
 po::options_description command_options(const command& c) {
   po::options_description o("Options");
   c.add_options(o);
@@ -440,7 +456,7 @@ int run_checked(const std::vector<std::string>& args, environment& env) {
   }
   if (words.size() == 1 && is_command_family(words[0])) {
     if (help) {
-      env.out << family_usage(words[0]);
+      env.out << family_help(words[0]);
       return exit_ok;
     }
     return usage(env, "'" + words[0] + "' wants a subcommand", family_usage(words[0]));

@@ -166,5 +166,90 @@ TEST(relay_options, the_token_comes_from_the_flag_the_file_or_the_environment) {
   std::remove(file.c_str());
 }
 
+// A file in the test's temporary directory holding `text`; returns its path.
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+TEST(relay_options, a_toml_config_file_sets_the_flags_and_flags_win) {
+  const auto file = write_file("relay_config_test.toml",
+                               "# comment\n"
+                               "pg = \"host=/tmp dbname=from_file\"\n"
+                               "broker = \"127.0.0.1:9999\"\n"
+                               "batch = 42\n"
+                               "publishers = 3\n"
+                               "poll_interval = \"250ms\"\n"
+                               "relay_id = \"file-relay\"\n"
+                               "http = \"127.0.0.1:7990\"\n"
+                               "log_level = \"warn\"\n"
+                               "tls = true\n");
+  auto r = parse({"--config", file, "--batch", "7", "--relay-id", "flag-relay"});
+  ASSERT_TRUE(r) << r.error().message;
+  const auto& c = r.value();
+  EXPECT_EQ(c.relay.conninfo, "host=/tmp dbname=from_file");
+  EXPECT_EQ(c.relay.broker, "127.0.0.1:9999");
+  EXPECT_EQ(c.relay.batch, 7);  // the flag
+  EXPECT_EQ(c.relay.relay_id, "flag-relay");
+  EXPECT_EQ(c.relay.publishers, 3);
+  EXPECT_EQ(c.relay.poll_interval, 250ms);
+  EXPECT_EQ(c.http, (common::host_port{"127.0.0.1", 7990}));
+  EXPECT_EQ(c.log_level, common::log::level::warn);
+  EXPECT_TRUE(c.relay.tls.enabled);
+  // Defaults stay for what the file does not name.
+  EXPECT_EQ(c.relay.publish_timeout, 10s);
+  std::remove(file.c_str());
+}
+
+TEST(relay_options, a_bad_config_file_is_named_with_its_line) {
+  const auto check = [](const std::string& text, const std::string& expected) {
+    const auto file = write_file("relay_bad_config_test.toml", text);
+    auto r = parse({"--config", file});
+    ASSERT_FALSE(r) << text;
+    EXPECT_THAT(r.error().message, HasSubstr(expected)) << text;
+    EXPECT_THAT(r.error().message, HasSubstr("relay_bad_config_test.toml")) << text;
+    std::remove(file.c_str());
+  };
+  check("pg = \"dbname=a\"\npoll_intervall = \"1s\"\n", "line 2: unknown setting 'poll_intervall'");
+  check("pg = \"dbname=a\"\npoll-interval = \"1s\"\n", "unknown setting 'poll-interval'");
+  check("pg = \"dbname=a\"\nconfig = \"x\"\n", "unknown setting 'config'");
+  check("pg = \"dbname=a\"\nbatch = [1, 2]\n", "batch wants a string or a number");
+  check("pg = \"dbname=a\"\ntls = \"yes\"\n", "tls is true or false");
+  check("pg = \"dbname=a\"\nbatch = true\n", "batch wants a value");
+  check("pg = \"dbname=a\"\nbatch = \"many\"\n", "batch");
+  check("pg = \n", "line 1");
+  auto missing = parse({"--config", "/nonexistent/relay.toml"});
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error().message, HasSubstr("cannot read config file '/nonexistent/relay.toml'"));
+  // pg is still required, from the file or a flag.
+  const auto file = write_file("relay_nopg_test.toml", "broker = \"127.0.0.1:7878\"\n");
+  auto r = parse({"--config", file});
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("--pg is required"));
+  EXPECT_TRUE(parse({"--config", file, "--pg", "dbname=x"}));
+  std::remove(file.c_str());
+}
+
+TEST(relay_options, the_man_page_and_completion_list_every_flag_of_help) {
+  const auto help = relay_usage();
+  const auto page = relay_manual_page();
+  ASSERT_FALSE(page.options.empty());
+  for (const auto& o : page.options) EXPECT_THAT(help, HasSubstr("--" + o.long_name));
+  const auto roff = common::manual::to_roff(page);
+  for (const std::string flag : {"config", "pg", "poll\\-interval", "tls\\-ca"}) {
+    EXPECT_THAT(roff, HasSubstr("\\fB\\-\\-" + flag + "\\fR")) << flag;
+  }
+  auto man = parse({"--man-page"});
+  ASSERT_TRUE(man && man.value().exit_text);
+  EXPECT_EQ(*man.value().exit_text, roff);
+  auto completion = parse({"--bash-completion"});
+  ASSERT_TRUE(completion && completion.value().exit_text);
+  EXPECT_THAT(*completion.value().exit_text, HasSubstr("--config"));
+  EXPECT_THAT(*completion.value().exit_text, HasSubstr("complete -o default -F _txmq_relay_complete txmq-relay"));
+}
+
 }  // namespace
 }  // namespace txmq::relay
