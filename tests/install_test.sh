@@ -20,7 +20,9 @@ echo "== cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
 for f in bin/txmq-broker bin/txmq-relay bin/txmq include/txmq/v1/frame.pb.h include/txmq/producer/producer.h \
          include/txmq/consumer/consumer.h include/txmq/client/connection.h "$libdir/libtxmq_producer.a" \
-         "$libdir/cmake/txmq/txmq-config.cmake" "$libdir/pkgconfig/txmq-producer.pc"; do
+         "$libdir/cmake/txmq/txmq-config.cmake" "$libdir/pkgconfig/txmq-producer.pc" \
+         share/man/man1/txmq.1.gz share/man/man1/txmq-broker.1.gz share/man/man1/txmq-relay.1.gz \
+         share/bash-completion/completions/txmq share/bash-completion/completions/txmq-relay; do
   [[ -e $prefix/$f ]] || fail "$f is not installed"
 done
 # Everything lands under the prefix: the package's system files (/etc, systemd units) are not

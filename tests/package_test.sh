@@ -3,14 +3,18 @@
 # control data (dpkg-deb -I) and contents (dpkg-deb -c), then unpacks it (dpkg -x) and runs the
 # packaged txmq-broker with the shipped /etc/txmq/broker.toml, adjusted to a temporary data
 # directory and free loopback ports, until the packaged readiness check and /healthz say ready.
+# Also: the man pages render without warnings, the bash completion completes, and the packaged
+# relay starts from the shipped /etc/txmq/relay-example.toml (what txmq-relay@.service reads).
 # Usage: tests/package_test.sh BUILD_DIR   (ctest package_test, label integration)
 set -euo pipefail
 build=$1
 
 tmp=$(mktemp -d /tmp/txmq-package-test.XXXXXX)
 broker_pid=
+relay_pid=
 cleanup() {
   if [[ -n $broker_pid ]] && kill -0 "$broker_pid" 2>/dev/null; then kill -KILL "$broker_pid"; fi
+  if [[ -n $relay_pid ]] && kill -0 "$relay_pid" 2>/dev/null; then kill -KILL "$relay_pid"; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -36,6 +40,7 @@ for script in postinst prerm postrm conffiles; do
 done
 dpkg-deb --ctrl-tarfile "$deb" | tar -x -C "$tmp" ./conffiles ./postinst ./prerm ./postrm
 grep -qx /etc/txmq/broker.toml "$tmp/conffiles" || fail "/etc/txmq/broker.toml is not a conffile"
+grep -qx /etc/txmq/relay-example.toml "$tmp/conffiles" || fail "/etc/txmq/relay-example.toml is not a conffile"
 grep -q 'adduser --system --group' "$tmp/postinst" || fail "postinst does not create the txmq system user"
 grep -q 'install -d -m 0700 -o txmq -g txmq /var/lib/txmq' "$tmp/postinst" || fail "postinst does not create /var/lib/txmq 0700"
 for script in postinst prerm postrm; do sh -n "$tmp/$script" || fail "$script is not valid sh"; done
@@ -46,8 +51,11 @@ for f in ./usr/bin/txmq-broker ./usr/bin/txmq-relay ./usr/bin/txmq \
          ./usr/lib/libtxmq_producer.a ./usr/lib/libtxmq_consumer.a ./usr/lib/libtxmq_client.a \
          ./usr/include/txmq/producer/producer.h ./usr/include/txmq/v1/frame.pb.h \
          ./usr/lib/cmake/txmq/txmq-config.cmake ./usr/lib/pkgconfig/txmq-producer.pc \
-         ./etc/txmq/broker.toml ./etc/txmq/relay.env.example ./usr/lib/txmq/txmq-broker-wait-ready \
-         ./lib/systemd/system/txmq-broker.service ./lib/systemd/system/txmq-relay@.service; do
+         ./etc/txmq/broker.toml ./etc/txmq/relay-example.toml ./usr/lib/txmq/txmq-broker-wait-ready \
+         ./lib/systemd/system/txmq-broker.service ./lib/systemd/system/txmq-relay@.service \
+         ./usr/share/man/man1/txmq.1.gz ./usr/share/man/man1/txmq-broker.1.gz ./usr/share/man/man1/txmq-relay.1.gz \
+         ./usr/share/bash-completion/completions/txmq ./usr/share/bash-completion/completions/txmq-broker \
+         ./usr/share/bash-completion/completions/txmq-relay; do
   grep -qxF "$f" "$tmp/contents" || fail "the package lacks $f"
 done
 if grep -E '^\./usr/local/|^\./var/' "$tmp/contents"; then fail "the package ships files under /usr/local or /var"; fi
@@ -61,7 +69,9 @@ relay_unit=$root/lib/systemd/system/txmq-relay@.service
 grep -qx 'ExecStart=/usr/bin/txmq-broker --config /etc/txmq/broker.toml' "$unit" || fail "unexpected ExecStart in $unit"
 grep -qx 'ExecStartPost=/usr/lib/txmq/txmq-broker-wait-ready /etc/txmq/broker.toml 60' "$unit" || fail "no readiness check in $unit"
 grep -qx 'User=txmq' "$unit" || fail "the broker does not run as txmq"
-grep -qx 'EnvironmentFile=/etc/txmq/relay-%i.env' "$relay_unit" || fail "the relay unit does not read /etc/txmq/relay-%i.env"
+grep -qx 'ExecStart=/usr/bin/txmq-relay --config /etc/txmq/relay-%i.toml' "$relay_unit" ||
+  fail "the relay unit does not run txmq-relay --config /etc/txmq/relay-%i.toml"
+if grep -q EnvironmentFile "$relay_unit"; then fail "the relay unit still reads an environment file"; fi
 grep -qx 'data_dir = "/var/lib/txmq"' "$root/etc/txmq/broker.toml" || fail "broker.toml's data_dir is not /var/lib/txmq"
 if command -v systemd-analyze >/dev/null; then
   # Only the binaries' absence on this host may be reported (they are in $root, not in /usr).
@@ -71,6 +81,34 @@ if command -v systemd-analyze >/dev/null; then
 fi
 "$root/usr/bin/txmq-relay" --help >/dev/null || fail "the packaged txmq-relay --help"
 "$root/usr/bin/txmq" --help >/dev/null || fail "the packaged txmq --help"
+
+echo "== man pages and bash completion"
+for program in txmq txmq-broker txmq-relay; do
+  MANWIDTH=80 man --warnings -l "$root/usr/share/man/man1/$program.1.gz" >"$tmp/$program.txt" 2>"$tmp/$program.err" ||
+    fail "man -l $program.1.gz"
+  [[ ! -s $tmp/$program.err ]] || { cat "$tmp/$program.err"; fail "man --warnings -l $program.1.gz warned"; }
+  grep -q "^SYNOPSIS" "$tmp/$program.txt" || fail "$program.1.gz has no SYNOPSIS"
+done
+grep -q -- "--config FILE" "$tmp/txmq-relay.txt" || fail "txmq-relay.1 does not describe --config"
+completed=$(bash -c 'source "$1"; COMP_WORDS=(txmq topic cr); COMP_CWORD=2; _txmq_complete; echo "${COMPREPLY[*]}"' _ \
+  "$root/usr/share/bash-completion/completions/txmq")
+[[ $completed == create ]] || fail "the packaged completion offered '$completed' for 'txmq topic cr'"
+
+echo "== the packaged relay with the shipped relay-example.toml"
+# Its pg and broker are overridden (flags win over the file) so that nothing on this host is
+# reached; every other setting of the example is read. Started = the file parsed.
+"$root/usr/bin/txmq-relay" --config "$root/etc/txmq/relay-example.toml" --pg "host=127.0.0.1 port=1 dbname=none" \
+  --broker 127.0.0.1:1 --http 127.0.0.1:0 >"$tmp/relay.log" 2>&1 &
+relay_pid=$!
+for _ in $(seq 100); do
+  grep -q 'starting: broker 127.0.0.1:1, batch 500' "$tmp/relay.log" && break
+  kill -0 "$relay_pid" 2>/dev/null || break
+  sleep 0.1
+done
+grep -q 'starting: broker 127.0.0.1:1, batch 500' "$tmp/relay.log" || { cat "$tmp/relay.log"; fail "the relay did not start from relay-example.toml"; }
+kill -TERM "$relay_pid"
+wait "$relay_pid" || { cat "$tmp/relay.log"; fail "txmq-relay did not stop cleanly on SIGTERM"; }
+relay_pid=
 
 echo "== the packaged broker with the shipped config, on free ports and a temporary data dir"
 read -r port http_port < <(python3 -c '
