@@ -17,6 +17,8 @@ packages=(
   librabbitmq-dev libnats-dev
   # make package (dpkg-shlibdeps), its readiness check and tests (/healthz, free ports)
   dpkg-dev curl python3
+  # manual_test and package_test render the generated man pages (man --warnings -l)
+  man-db groff-base
   # the web console's browser tests (ctest -L browser) and scripts/console-screenshots.sh:
   # headless Chromium driven by selenium from the system Python (/usr/bin/python3)
   chromium chromium-driver python3-selenium
