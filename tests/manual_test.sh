@@ -39,6 +39,29 @@ done
 grep -q "txmq tx checker --group PG" "$tmp/txmq.txt" || fail "txmq.1 lacks the tx checker synopsis"
 grep -q "txmq-bench http-publish" "$tmp/txmq-bench.txt" || fail "txmq-bench.1 lacks the http-publish workload"
 
+echo "== --help of every txmq-bench workload; unknown options name the help"
+workloads=$(grep -F '"") COMPREPLY' "$share/bash-completion/completions/txmq-bench" | sed -E "s/.*-W '([^']+)'.*/\1/")
+[[ $(wc -w <<<"$workloads") -ge 10 ]] || fail "the txmq-bench completion lists the workloads [$workloads]"
+for workload in $workloads; do
+  "$build/bin/txmq-bench" "$workload" --help >"$tmp/help" || fail "txmq-bench $workload --help exited $?"
+  for flag in $(grep -oE -- '--[a-z][a-z0-9-]+' "$tmp/help" | sort -u); do
+    [[ $(sed -e 's/‐$//' "$tmp/txmq-bench.txt" | tr -s ' \n' ' ') == *"$flag"* ]] || fail "txmq-bench.1 lacks $flag of $workload"
+  done
+  status=0
+  "$build/bin/txmq-bench" "$workload" --no-such-option >/dev/null 2>"$tmp/err" || status=$?
+  ((status == 2)) && grep -qF "Try 'txmq-bench $workload --help'" "$tmp/err" ||
+    fail "txmq-bench $workload --no-such-option: exit $status, $(cat "$tmp/err")"
+  echo "txmq-bench $workload --help: ok"
+done
+for program in txmq-relay txmq-broker; do
+  status=0
+  "$build/bin/$program" --no-such-option >/dev/null 2>"$tmp/err" || status=$?
+  ((status == 2)) && grep -qF "$program --help" "$tmp/err" || fail "$program --no-such-option: exit $status, $(cat "$tmp/err")"
+done
+status=0
+"$build/bin/txmq" topic create t --no-such-option >/dev/null 2>"$tmp/err" || status=$?
+((status == 2)) && grep -qF "Try 'txmq topic create --help'" "$tmp/err" || fail "txmq topic create --no-such-option: $(cat "$tmp/err")"
+
 echo "== bash completion"
 # complete PROGRAM WORD... : the words bash would offer for the last WORD ("" = a new word).
 complete_words() {

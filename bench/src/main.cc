@@ -237,7 +237,7 @@ int main(int argc, char** argv) {
     std::cerr << "txmq-bench: unknown workload '" << command << "'\n" << usage;
     return 2;
   } catch (const po::error& e) {
-    std::cerr << "txmq-bench: " << e.what() << "\n";
+    std::cerr << "txmq-bench: " << e.what() << "\nTry 'txmq-bench " << command << " --help'.\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "txmq-bench: " << e.what() << "\n";
