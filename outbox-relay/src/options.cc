@@ -108,9 +108,13 @@ result<std::vector<std::string>> config_file_words(const std::string& path, cons
     } else if (const auto* str = node.as_string()) {
       words.push_back("--" + flag + "=" + str->get());
     } else if (const auto* integer = node.as_integer()) {
+      if (d->format_parameter().starts_with("DURATION")) {
+        return invalid(at + name + " is a duration, written as a string with a unit: \"" +
+                       std::to_string(integer->get()) + "s\" or \"" + std::to_string(integer->get()) + "ms\"");
+      }
       words.push_back("--" + flag + "=" + std::to_string(integer->get()));
     } else {
-      return invalid(at + name + " wants a string or a number (durations as strings: \"1s\")");
+      return invalid(at + name + " wants a string or an integer (durations as strings: \"1s\")");
     }
   }
   return words;

@@ -216,7 +216,9 @@ TEST(relay_options, a_bad_config_file_is_named_with_its_line) {
   check("pg = \"dbname=a\"\npoll_intervall = \"1s\"\n", "line 2: unknown setting 'poll_intervall'");
   check("pg = \"dbname=a\"\npoll-interval = \"1s\"\n", "unknown setting 'poll-interval'");
   check("pg = \"dbname=a\"\nconfig = \"x\"\n", "unknown setting 'config'");
-  check("pg = \"dbname=a\"\nbatch = [1, 2]\n", "batch wants a string or a number");
+  check("pg = \"dbname=a\"\nbatch = [1, 2]\n", "batch wants a string or an integer");
+  check("pg = \"dbname=a\"\nbatch = 1.5\n", "batch wants a string or an integer");
+  check("pg = \"dbname=a\"\npoll_interval = 5\n", "line 2: poll_interval is a duration, written as a string with a unit: \"5s\"");
   check("pg = \"dbname=a\"\ntls = \"yes\"\n", "tls is true or false");
   check("pg = \"dbname=a\"\nbatch = true\n", "batch wants a value");
   check("pg = \"dbname=a\"\nbatch = \"many\"\n", "batch");
