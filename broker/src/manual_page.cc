@@ -23,7 +23,7 @@ common::manual::page broker_manual_page(std::string_view version) {
                       "why).\n\n2 a bad setting: one line naming it on standard error."},
       {"FILES", "/etc/txmq/broker.toml: the packaged configuration (txmq-broker.service runs txmq-broker --config "
                 "/etc/txmq/broker.toml).\n\n/var/lib/txmq: the packaged data directory."},
-      {"SEE ALSO", "txmq(1), txmq-relay(1), txmq-bench(1); docs/configuration.md and docs/operations.md in the txmq "
+      {"SEE ALSO", "txmq(1), txmq-relay(1); docs/configuration.md and docs/operations.md in the txmq "
                    "sources."},
   };
   p.version = std::string(version);

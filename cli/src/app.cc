@@ -389,7 +389,7 @@ common::manual::page manual_page() {
                       "usage on standard error."},
       {"ENVIRONMENT", "TXMQ_BROKER: the broker address when --broker is not given (default 127.0.0.1:7878).\n\n"
                       "TXMQ_TOKEN: the principal's token when neither --token nor --token-file is given."},
-      {"SEE ALSO", "txmq-broker(1), txmq-relay(1), txmq-bench(1); cli/README.md, docs/semantics.md and "
+      {"SEE ALSO", "txmq-broker(1), txmq-relay(1); cli/README.md, docs/semantics.md and "
                    "docs/security.md in the txmq sources."},
   };
 #ifdef TXMQ_VERSION
