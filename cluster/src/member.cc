@@ -120,7 +120,10 @@ asio::awaitable<void> member::session_loop() {
       (void)co_await etcd_.lease_revoke(stale_lease);
       stale_lease = 0;
     }
-    auto put = co_await etcd_.put(keys_.node(options_.id), encode(node_info{options_.id, options_.advertise}), lease_);
+    // Named, not a temporary inside the co_await expression: GCC 12 destroys such a braced
+    // temporary twice.
+    const std::string entry = encode(node_info{options_.id, options_.advertise});
+    auto put = co_await etcd_.put(keys_.node(options_.id), entry, lease_);
     if (!put) {
       failures_.note("cannot register", put.error());
       stale_lease = lease_;
@@ -217,8 +220,8 @@ asio::awaitable<void> member::watch_loop() {
   while (!stopping_) {
     watch_stop_ = std::make_shared<watch_stop>();
     const auto root = keys_.root();
-    auto why = co_await etcd_.watch(root, prefix_end(root), next, [this](const std::vector<watch_event>&) { wake(); },
-                                    next, watch_stop_);
+    std::function<void(const std::vector<watch_event>&)> on_events = [this](const std::vector<watch_event>&) { wake(); };
+    auto why = co_await etcd_.watch(root, prefix_end(root), next, std::move(on_events), next, watch_stop_);
     if (stopping_) break;
     failures.note("watch", why);
     // A compacted start revision: start from now, and re-read everything.
