@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -58,6 +60,7 @@ class cluster_control_test : public ::testing::Test {
         dir_ / ("node-" + std::to_string(id) + ".log"));
   }
   void kill_node(node_id id) { nodes_.at(id)->kill(); }
+  void signal_node(node_id id, int sig) { ::kill(nodes_.at(id)->pid(), sig); }
   std::string node_log(node_id id) const {
     std::ifstream in(dir_ / ("node-" + std::to_string(id) + ".log"));
     std::stringstream s;
@@ -301,6 +304,44 @@ TEST_F(cluster_control_test, sessions_come_back_after_etcd_is_sigkilled_and_rest
   EXPECT_EQ(st.partitions.size(), 3u);
   std::cout << "CLUSTER-FIGURES etcd_restart_sessions_back_ms=" << took << " from etcd's start, " << took - healthy
             << " after it answered /health\n";
+}
+
+TEST_F(cluster_control_test, a_controller_paused_past_its_lease_is_replaced_and_steps_down_when_it_resumes) {
+  for (node_id id : {1, 2, 3}) start_node(id);
+  const auto formed = wait_formed(3);
+  create("orders", 3, 3);
+  const auto zombie = formed.controller->id;
+  const auto old_term = formed.controller->create_revision;
+  const auto t0 = steady_clock::now();
+  signal_node(zombie, SIGSTOP);
+  cluster_state st;
+  ASSERT_TRUE(eventually([&] {
+    st = state();
+    return st.controller && st.controller->id != zombie;
+  }, std::chrono::seconds(30))) << logs();
+  const auto took = ms_since(t0);
+  EXPECT_LT(took, 10000);
+  const auto successor = *st.controller;
+  EXPECT_GT(successor.create_revision, old_term);
+  // While it sleeps, its leaderships move away and it leaves every ISR.
+  ASSERT_TRUE(eventually([&] {
+    st = state();
+    for (const auto& [k, e] : st.partitions)
+      if (e.state.leader == zombie || std::find(e.state.isr.begin(), e.state.isr.end(), zombie) != e.state.isr.end())
+        return false;
+    return true;
+  })) << logs();
+  signal_node(zombie, SIGCONT);
+  // Awake, it finds its term over (its writes would be refused, its lease is gone): it steps down
+  // and comes back as an ordinary node with a new session; the successor stays controller.
+  ASSERT_TRUE(eventually([&] { return node_log(zombie).find("steps down as controller") != std::string::npos; }))
+      << logs();
+  ASSERT_TRUE(eventually([&] { return state().nodes.size() == 3; })) << logs();
+  st = state();
+  ASSERT_TRUE(st.controller);
+  EXPECT_EQ(st.controller->id, successor.id);
+  EXPECT_EQ(st.controller->create_revision, successor.create_revision);
+  std::cout << "CLUSTER-FIGURES paused_controller_replaced_ms=" << took << " (SIGSTOP, node_lease_ttl 5s)\n";
 }
 
 }  // namespace
