@@ -194,7 +194,8 @@ result<cluster_state> decode_state(const key_layout& keys, const txn_result& r) 
 }  // namespace
 
 asio::awaitable<result<cluster_state>> read_cluster_state(etcd_client& etcd, const key_layout& keys) {
-  auto answer = co_await etcd.txn(state_read(keys));
+  const txn_request read = state_read(keys);  // named: see member.cc on temporaries in co_await
+  auto answer = co_await etcd.txn(read);
   if (!answer) co_return answer.error();
   co_return decode_state(keys, answer.value());
 }

@@ -234,6 +234,8 @@ asio::awaitable<error> etcd_client::watch(std::string key, std::string range_end
   auto opened = co_await connect(clock::now() + options_.request_timeout);
   if (!opened) co_return opened.error();
   auto c = std::move(opened).value();
+  // Stopped while connecting: nothing would close this connection later.
+  if (stop && stop->stopped()) co_return error(errc::etcd_unavailable, "watch stopped");
   if (stop) stop->close_ = [s = &c->stream] { s->socket().close(); };
   struct unhook {
     std::shared_ptr<watch_stop> stop;
