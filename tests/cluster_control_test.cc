@@ -306,6 +306,36 @@ TEST_F(cluster_control_test, sessions_come_back_after_etcd_is_sigkilled_and_rest
             << " after it answered /health\n";
 }
 
+TEST_F(cluster_control_test, sessions_end_while_etcd_hangs_and_come_back_when_it_resumes) {
+  // etcd SIGSTOPped: connections stay open and nothing answers, so only the nodes' own request
+  // deadlines tell them; they must still give their sessions up before their leases could have
+  // expired, and resume when etcd does.
+  for (node_id id : {1, 2, 3}) start_node(id);
+  const auto formed = wait_formed(3);
+  const auto t0 = steady_clock::now();
+  etcd_.pause();
+  const bool all_lost = eventually([&] {
+    for (node_id id : {1, 2, 3})
+      if (node_log(id).find("lost its session") == std::string::npos) return false;
+    return true;
+  }, std::chrono::seconds(30));
+  const auto gave_up = ms_since(t0);
+  etcd_.resume();
+  ASSERT_TRUE(all_lost) << logs();
+  // Every node ends its session by itself within the lease TTL (5 s) of its last renewal.
+  EXPECT_LT(gave_up, 6000);
+  EXPECT_TRUE(node_log(formed.controller->id).find("steps down as controller") != std::string::npos) << logs();
+  const auto t1 = steady_clock::now();
+  ASSERT_TRUE(eventually([&] {
+    const auto st = state();
+    return st.nodes.size() == 3 && st.controller.has_value();
+  }, std::chrono::seconds(30))) << logs();
+  const auto back = ms_since(t1);
+  EXPECT_LT(back, 10000);
+  std::cout << "CLUSTER-FIGURES etcd_hung_sessions_given_up_ms=" << gave_up << " back_after_sigcont_ms=" << back
+            << "\n";
+}
+
 TEST_F(cluster_control_test, a_controller_paused_past_its_lease_is_replaced_and_steps_down_when_it_resumes) {
   for (node_id id : {1, 2, 3}) start_node(id);
   const auto formed = wait_formed(3);

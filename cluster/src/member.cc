@@ -47,7 +47,9 @@ member::member(asio::any_io_executor ex, etcd_options etcd, member_options optio
       etcd_(ex, capped(std::move(etcd), options.node_lease_ttl)),
       options_(std::move(options)),
       keys_(options_.cluster_name),
-      wake_timer_(ex) {}
+      wake_timer_(ex),
+      keepalive_timer_(ex),
+      watchdog_timer_(ex) {}
 
 member::~member() = default;
 
@@ -68,17 +70,20 @@ asio::awaitable<void> member::pause(clock::time_point until) {
   co_await wake_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
 }
 
-void member::start() {
-  auto log_end = [](const char* what) {
-    return [what](std::exception_ptr e) {
-      if (!e) return;
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& x) {
-        log::error("cluster: the ", what, " loop failed: ", x.what());
-      }
-    };
+namespace {
+auto log_end(const char* what) {
+  return [what](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      log::error("cluster: the ", what, " loop failed: ", x.what());
+    }
   };
+}
+}  // namespace
+
+void member::start() {
   loops_running_ = 2;
   asio::co_spawn(ex_, session_loop(), log_end("session"));
   asio::co_spawn(ex_, watch_loop(), log_end("watch"));
@@ -87,6 +92,8 @@ void member::start() {
 asio::awaitable<void> member::stop() {
   stopping_ = true;
   wake();
+  keepalive_timer_.cancel();
+  watchdog_timer_.cancel();
   if (watch_stop_) watch_stop_->stop();
   // The session loop revokes its lease on the way out; wait for both loops (each checks
   // stopping_ between two etcd calls, and a call lasts at most the request timeout).
@@ -136,8 +143,19 @@ asio::awaitable<void> member::session_loop() {
     registered_ = true;
     log::info("cluster: node ", options_.id, " registered as ", keys_.node(options_.id), " (lease ", lease_, ", ttl ",
               options_.node_lease_ttl.count(), "s)");
-    const std::string session_end = co_await session_rounds(sent + grant.value().ttl);
-    end_session(session_end);
+    const auto generation = ++session_generation_;
+    session_over_ = false;
+    valid_until_ = sent + grant.value().ttl;
+    // Keep-alives and the watchdog run beside the control rounds, so that a round blocked on a
+    // hung etcd delays neither the renewals nor the step-down.
+    loops_running_ += 2;
+    asio::co_spawn(ex_, keepalive_loop(generation), log_end("keep-alive"));
+    asio::co_spawn(ex_, watchdog(generation), log_end("lease watchdog"));
+    co_await session_rounds();
+    ++session_generation_;
+    keepalive_timer_.cancel();
+    watchdog_timer_.cancel();
+    end_session(session_end_);
     if (stopping_) {
       (void)co_await etcd_.lease_revoke(lease_);
       log::info("cluster: node ", options_.id, " left the cluster (lease revoked)");
@@ -150,14 +168,16 @@ asio::awaitable<void> member::session_loop() {
 void member::end_session(const std::string& why) {
   registered_ = false;
   if (controller_term_ != 0)
-    log::warn("cluster: node ", options_.id, " steps down as controller (term ", controller_term_.load(), ")");
+    log::info("cluster: node ", options_.id, " steps down as controller (term ", controller_term_.load(), "): ", why);
   controller_term_ = 0;
-  if (!stopping_) log::warn("cluster: node ", options_.id, " lost its session: ", why, "; starting a new one");
 }
 
 asio::awaitable<void> member::control_round() {
-  if (controller_term_ == 0) {
+  if (controller_term_ == 0 && !session_over_) {
     auto c = co_await campaign(etcd_, keys_, options_.id, lease_);
+    // Won on a lease the watchdog has meanwhile given up: the key goes with the lease, and this
+    // node must not act on it.
+    if (session_over_) co_return;
     if (c && c.value()) {
       controller_term_ = c.value()->create_revision;
       reported_leaderless_.clear();
@@ -179,35 +199,77 @@ asio::awaitable<void> member::control_round() {
   if (controller_term_ != 0) co_await reconcile(st.value());
 }
 
-asio::awaitable<std::string> member::session_rounds(clock::time_point valid_until) {
-  const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(options_.node_lease_ttl);
-  const auto keepalive_every = ttl / 3;
-  // Stop acting on the lease a margin before it can have expired for the others: they count
-  // its TTL from etcd's last renewal, which came after we sent the request.
-  const auto margin = ttl / 5;
-  auto next_keepalive = clock::now() + keepalive_every;
-  while (!stopping_) {
+asio::awaitable<void> member::session_rounds() {
+  while (!stopping_ && !session_over_) {
     dirty_ = false;
     co_await control_round();
-    if (clock::now() >= next_keepalive) {
-      const auto sent = clock::now();
-      auto ka = co_await etcd_.lease_keepalive(lease_);
-      if (ka) {
-        valid_until = sent + ka.value();
-        next_keepalive = clock::now() + keepalive_every;
-      } else if (ka.error().is(errc::lease_not_found)) {
-        co_return "its lease expired in etcd";
-      } else {
-        failures_.note("keep-alive", ka.error());
-        next_keepalive = clock::now() + std::chrono::milliseconds(250);
-      }
-    }
-    if (clock::now() + margin >= valid_until) co_return "etcd was not reached before the lease could expire";
-    // (std::min of two at a time: GCC 12 miscompiles an initializer_list inside a coroutine.)
-    const auto until = std::min(next_keepalive, clock::now() + options_.reconcile_interval);
-    co_await pause(std::min(until, valid_until - margin));
+    if (stopping_ || session_over_) break;
+    co_await pause(clock::now() + options_.reconcile_interval);
   }
-  co_return "stopping";
+  if (stopping_ && !session_over_) session_end_ = "stopping";
+}
+
+asio::awaitable<void> member::keepalive_loop(std::uint64_t generation) {
+  struct done {
+    member* self;
+    ~done() { --self->loops_running_; }
+  } on_exit{this};
+  const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(options_.node_lease_ttl) / 3;
+  auto next = clock::now() + every;
+  while (!stopping_ && generation == session_generation_) {
+    keepalive_timer_.expires_at(next);
+    boost::system::error_code ec;
+    co_await keepalive_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (stopping_ || generation != session_generation_) break;
+    if (clock::now() < next) continue;  // woken for another session's timer
+    const auto sent = clock::now();
+    auto ka = co_await etcd_.lease_keepalive(lease_);
+    if (generation != session_generation_) break;
+    if (ka) {
+      // The others count the TTL from etcd's renewal, which came after we sent the request.
+      valid_until_ = sent + ka.value();
+      next = clock::now() + every;
+    } else if (ka.error().is(errc::lease_not_found)) {
+      over("its lease expired in etcd");
+      break;
+    } else {
+      failures_.note("keep-alive", ka.error());
+      next = clock::now() + std::chrono::milliseconds(250);
+    }
+  }
+}
+
+asio::awaitable<void> member::watchdog(std::uint64_t generation) {
+  struct done {
+    member* self;
+    ~done() { --self->loops_running_; }
+  } on_exit{this};
+  // Give the role up a margin before the lease can have expired for the others, whatever the
+  // control round is waiting for.
+  const auto margin = std::chrono::duration_cast<std::chrono::milliseconds>(options_.node_lease_ttl) / 5;
+  while (!stopping_ && generation == session_generation_) {
+    const auto deadline = valid_until_ - margin;
+    if (clock::now() >= deadline) {
+      over("etcd was not reached before the lease could expire");
+      break;
+    }
+    watchdog_timer_.expires_at(deadline);
+    boost::system::error_code ec;
+    co_await watchdog_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+void member::over(const std::string& why) {
+  if (session_over_) return;
+  session_over_ = true;
+  session_end_ = why;
+  // At once, not when the control round returns: the controller role ends here.
+  if (controller_term_ != 0)
+    log::warn("cluster: node ", options_.id, " steps down as controller (term ", controller_term_.load(), "): ", why);
+  controller_term_ = 0;
+  registered_ = false;
+  if (!stopping_) log::warn("cluster: node ", options_.id, " lost its session: ", why, "; starting a new one");
+  wake();
 }
 
 asio::awaitable<void> member::watch_loop() {

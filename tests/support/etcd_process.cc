@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -99,6 +100,14 @@ void etcd_process::start(std::chrono::milliseconds deadline) {
   }
   kill();
   throw std::runtime_error("etcd did not become healthy in time:\n" + log());
+}
+
+void etcd_process::pause() {
+  if (proc_) ::kill(proc_->pid(), SIGSTOP);
+}
+
+void etcd_process::resume() {
+  if (proc_) ::kill(proc_->pid(), SIGCONT);
 }
 
 void etcd_process::kill() {

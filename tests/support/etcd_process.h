@@ -30,6 +30,9 @@ class etcd_process {
   void start(std::chrono::milliseconds deadline = std::chrono::seconds(30));
   // SIGKILL and reap.
   void kill();
+  // SIGSTOP / SIGCONT: etcd hung rather than gone (connections stay open, nothing answers).
+  void pause();
+  void resume();
   [[nodiscard]] bool running() const noexcept { return proc_ != nullptr; }
   [[nodiscard]] pid_t pid() const noexcept { return proc_ ? proc_->pid() : -1; }
 

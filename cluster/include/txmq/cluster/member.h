@@ -88,9 +88,15 @@ class member {
 
  private:
   boost::asio::awaitable<void> session_loop();
-  // Rounds of one session (campaign, read, reconcile, keep-alive) until it ends; why it ended.
-  boost::asio::awaitable<std::string> session_rounds(std::chrono::steady_clock::time_point valid_until);
+  // Rounds of one session (campaign, read, reconcile) until it is over (session_end_ says why).
+  boost::asio::awaitable<void> session_rounds();
   boost::asio::awaitable<void> control_round();
+  // Beside the rounds, for one session (`generation`): renewals every ttl/3, and the step-down
+  // at ttl/5 before the lease could have expired.
+  boost::asio::awaitable<void> keepalive_loop(std::uint64_t generation);
+  boost::asio::awaitable<void> watchdog(std::uint64_t generation);
+  // Ends the session now: the controller role and the registration are given up at once.
+  void over(const std::string& why);
   void end_session(const std::string& why);
   boost::asio::awaitable<void> watch_loop();
   boost::asio::awaitable<void> reconcile(const cluster_state& state);
@@ -102,6 +108,12 @@ class member {
   member_options options_;
   key_layout keys_;
   boost::asio::steady_timer wake_timer_;
+  boost::asio::steady_timer keepalive_timer_;
+  boost::asio::steady_timer watchdog_timer_;
+  std::uint64_t session_generation_ = 0;
+  std::chrono::steady_clock::time_point valid_until_;
+  bool session_over_ = false;
+  std::string session_end_;
   bool dirty_ = false;  // a change arrived while the session loop was busy
   bool stopping_ = false;
   int loops_running_ = 0;
