@@ -26,6 +26,8 @@ packages=(
   python3-protobuf
   # make fuzz and the fuzz label of make test: clang 14 with libFuzzer's runtime
   clang-14 libclang-rt-14-dev
+  # cluster mode's coordinator (DESIGN.md §8) and the `cluster` label's tests: etcd 3.4
+  etcd-server
 )
 # Node.js and npm run the OpenAPI validator and the Standard Webhooks library in the tests
 # (tests/node, pinned by its package-lock.json). Debian's nodejs + npm, unless a node and npm
