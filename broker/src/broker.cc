@@ -69,19 +69,34 @@ struct broker::impl {
         co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
         continue;
       }
-      // Counted from accept, so sockets that never finish Hello take slots too (they hold file
-      // descriptors); hello_timeout frees the slots of those that never speak.
-      if (open_connections >= config.max_connections) {
-        refuse(std::move(socket));
-        continue;
+      admit(std::move(socket));
+      // Then what else waits in the listen queue, up to a batch, without going round the io
+      // queue for each: one accept per turn of the loop let a connect() flood's backlog (and a
+      // well-behaved client's new connection behind it) wait hundreds of turns while thousands
+      // of other handlers were queued.
+      for (std::size_t i = 1; i < k_accept_batch && acceptor.is_open(); ++i) {
+        boost::system::error_code more_ec;
+        tcp::socket more(io);
+        acceptor.accept(more, more_ec);  // non-blocking: would_block once the queue is empty
+        if (more_ec) break;             // would_block, or an error the next async_accept reports
+        admit(std::move(more));
       }
-      ++open_connections;
-      // Each connection keeps the context it was accepted with; a reload serves the next ones.
-      auto stream = tls ? common::wire_stream(std::move(socket), tls->current()) : common::wire_stream(std::move(socket));
-      auto c = std::make_shared<connection>(std::move(stream), *svc, limits, ++next_connection_id,
-                                            [this] { --open_connections; });
-      c->start();
     }
+  }
+
+  void admit(tcp::socket socket) {
+    // Counted from accept, so sockets that never finish Hello take slots too (they hold file
+    // descriptors); hello_timeout frees the slots of those that never speak.
+    if (open_connections >= config.max_connections) {
+      refuse(std::move(socket));
+      return;
+    }
+    ++open_connections;
+    // Each connection keeps the context it was accepted with; a reload serves the next ones.
+    auto stream = tls ? common::wire_stream(std::move(socket), tls->current()) : common::wire_stream(std::move(socket));
+    auto c = std::make_shared<connection>(std::move(stream), *svc, limits, ++next_connection_id,
+                                          [this] { --open_connections; });
+    c->start();
   }
 
   void refuse(tcp::socket socket) {
@@ -167,6 +182,12 @@ struct broker::impl {
   std::unique_ptr<http_api::gateway> api;  // the /v1 routes of the admin HTTP server
   // Shared by every connection (limits.memory); declared after io, whose executor it uses.
   std::unique_ptr<request_memory> memory;
+  // Deadline closes in slices (net/io_pacer.h): at most this many per turn of the io loop, so
+  // that silent sockets timing out together do not hold up the connections being served.
+  static constexpr std::size_t k_flood_work_per_turn = 32;
+  // Sockets accepted per wake-up of the accept loop (the rest in the next one).
+  static constexpr std::size_t k_accept_batch = 64;
+  std::unique_ptr<io_pacer> pacer;
   connection_limits limits;
   std::uint64_t next_connection_id = 0;
   // Sockets accepted and not yet closed, Hello or not; checked against max_connections.
@@ -257,6 +278,8 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   m.limits.idle_timeout = config.idle_timeout;
   m.memory = std::make_unique<request_memory>(m.io.get_executor(), config.max_request_memory);
   m.limits.memory = m.memory.get();
+  m.pacer = std::make_unique<io_pacer>(m.io.get_executor(), impl::k_flood_work_per_turn);
+  m.limits.pacer = m.pacer.get();
   m.metrics = std::make_unique<broker_metrics>(m.registry);
   m.svc = std::make_unique<service>(m.io, *m.store, ss, m.metrics.get());
   {
@@ -302,6 +325,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   if (!ec) m.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) m.acceptor.bind(ep.value(), ec);
   if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (!ec) m.acceptor.non_blocking(true, ec);  // for the batch accepts after each async_accept
   if (ec) {
     return error(std::error_code(ec.value(), std::system_category()),
                  "cannot listen on " + config.listen.to_string() + ": " + ec.message() +

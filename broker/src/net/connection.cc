@@ -273,6 +273,13 @@ awaitable<void> connection::watchdog() {
       deadline_timer_.expires_at(deadline_);
       continue;
     }
+    if (limits_.pacer) {
+      // In turn with the other connections whose deadline passed (net/io_pacer.h); meanwhile
+      // Hello may have come or the connection closed, so check again.
+      co_await limits_.pacer->take(use_awaitable);
+      if (closed_) break;
+      if (std::chrono::steady_clock::now() < deadline_) continue;
+    }
     deadline_passed();
   }
 }

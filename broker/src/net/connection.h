@@ -24,6 +24,7 @@
 
 #include <boost/asio.hpp>
 
+#include "net/io_pacer.h"
 #include "net/request_memory.h"
 #include "txmq/common/tls.h"
 #include "net/responder.h"
@@ -46,6 +47,10 @@ struct connection_limits {
   // The broker-wide budget of requests being handled (max_request_memory); nullptr = none.
   // Outlives the connection's use of it (the broker owns it).
   request_memory* memory = nullptr;
+  // Paces deadline closes (hello, frame, idle, closing) broker-wide, so that thousands reaching
+  // their deadline together do not hold up the other connections (net/io_pacer.h); nullptr =
+  // unpaced. Owned by the broker like `memory`.
+  io_pacer* pacer = nullptr;
 };
 
 class connection final : public responder, public std::enable_shared_from_this<connection> {
