@@ -5,6 +5,8 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_buffer_manager.h>
 
+#include <pthread.h>
+
 #include <charconv>
 
 #include "open_store_on_env.h"
@@ -244,8 +246,15 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     }
   }
 
-  syncer_ = std::thread([this] { syncer_loop(); });
-  writer_ = std::thread([this] { writer_loop(); });
+  // Named, so that top, perf and gdb tell the pipeline's threads apart (docs/BENCHMARKS.md profiles).
+  syncer_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "txmq-syncer");
+    syncer_loop();
+  });
+  writer_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "txmq-writer");
+    writer_loop();
+  });
   return outcome::success();
 }
 
