@@ -234,7 +234,10 @@ awaitable<void> connection::reader() {
       fail(v1::FRAME_MALFORMED, "frame body is not a txmq.v1.Frame");
       break;
     }
+    const bool was_hello = !hello_done_;
     if (!handle_frame(self, frame.value(), *frame_bytes)) break;
+    // Frames sent right behind the Hello are under frame_read_timeout, no longer hello_timeout.
+    if (was_hello && hello_done_ && begin != end) set_deadline(deadline_kind::frame, limits_.frame_read_timeout);
   }
   closing_ = true;
   wake_writer_.cancel();
