@@ -65,11 +65,11 @@ for w in "${workloads[@]}"; do
   cat "$dir/bench.out" >> "$out/$w.txt"
   { echo; echo "load: $(uptime | sed 's/.*load average/load average/')";
     echo; echo "== perf report --sort comm (share of the samples per thread)";
-    perf report -i "$dir/perf.data" --stdio --no-children -g none --sort comm 2> /dev/null | tidy | head -12
+    perf report --no-inline -i "$dir/perf.data" --stdio --no-children -g none --sort comm 2> /dev/null | tidy | head -12
     echo; echo "== perf report --no-children (self), top 40";
-    perf report -i "$dir/perf.data" --stdio --no-children --percent-limit 0.7 -g none --sort symbol 2> /dev/null | tidy | head -40
+    perf report --no-inline -i "$dir/perf.data" --stdio --no-children --percent-limit 0.7 -g none --sort symbol 2> /dev/null | tidy | head -40
     echo; echo "== perf report --children (inclusive), top 40";
-    perf report -i "$dir/perf.data" --stdio --children --percent-limit 3 -g none --sort symbol 2> /dev/null | tidy | head -40
+    perf report --no-inline -i "$dir/perf.data" --stdio --children --percent-limit 3 -g none --sort symbol 2> /dev/null | tidy | head -40
   } >> "$out/$w.txt" || true  # head ends the pipes early (SIGPIPE under pipefail)
   # --no-inline: resolving inlined frames with addr2line takes minutes per profile.
   perf script --no-inline -i "$dir/perf.data" 2> /dev/null | python3 scripts/flamegraph.py --title "txmq-broker: $w" > "$out/$w.svg"
