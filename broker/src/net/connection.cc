@@ -19,6 +19,8 @@ constexpr auto as_tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 constexpr std::uint32_t k_protocol_version = 1;
 // A body larger than this is read in chunks that double as its bytes arrive.
 constexpr std::size_t k_first_body_chunk = 64 * 1024;
+// The read buffer of a new connection (it grows to k_first_body_chunk while reads fill it).
+constexpr std::size_t k_first_read = 2 * 1024;
 // How long a connection closed for a passed deadline may take to write its last frames.
 constexpr std::chrono::milliseconds k_close_grace{2'000};
 // How long a refused socket lingers for its peer to read the answer and close.
@@ -139,10 +141,13 @@ awaitable<void> connection::reader() {
   // requests costs one recv for many frames, not two per frame (header, then body). Bytes
   // [begin, end) of `in` are read and not yet handled; a frame is handled once all its bytes
   // are in.
-  std::string in(k_first_body_chunk, '\0');
+  // It starts small, so that thousands of silent sockets hold little, and doubles (up to
+  // k_first_body_chunk) while reads fill it.
+  std::string in(k_first_read, '\0');
   std::size_t begin = 0;
   std::size_t end = 0;
   bool frame_started = false;  // bytes of an unfinished frame are in the buffer
+  bool filled = false;         // the last read filled all the room it had
   while (!closing_) {
     const std::size_t have = end - begin;
     // The next frame's length, once its header is in.
@@ -195,13 +200,16 @@ awaitable<void> connection::reader() {
         begin = 0;
         end = have;
       }
-      if (end == in.size()) {
-        const std::size_t want = frame_bytes ? protocol::frame_header_bytes + *frame_bytes : in.size() * 2;
-        in.resize(std::min(want, std::max(k_first_body_chunk, 2 * in.size())));
+      if (end == in.size() || (filled && in.size() < k_first_body_chunk)) {
+        const std::size_t cap =
+            frame_bytes ? std::max(k_first_body_chunk, protocol::frame_header_bytes + *frame_bytes) : k_first_body_chunk;
+        in.resize(std::max(in.size(), std::min(cap, 2 * in.size())));
       }
+      const std::size_t room = in.size() - end;
       auto [ec, n] = co_await stream_.visit(
-          [&](auto& s) { return s.async_read_some(asio::buffer(in.data() + end, in.size() - end), as_tuple_awaitable); });
+          [&](auto& s) { return s.async_read_some(asio::buffer(in.data() + end, room), as_tuple_awaitable); });
       if (ec) break;  // peer closed or reset: nothing to say
+      filled = n == room;
       if (!frame_started) {
         // The first byte starts the frame and its frame_read_timeout.
         frame_started = true;
