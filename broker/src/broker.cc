@@ -1,5 +1,7 @@
 #include "txmq/broker/broker.h"
 
+#include <pthread.h>
+
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -370,6 +372,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     m.schedule_insecure_warning();
   }
   m.io_thread = std::thread([&m] {
+    pthread_setname_np(pthread_self(), "txmq-io");  // for top, perf and gdb
     auto guard = asio::make_work_guard(m.io);
     run_guarded(m.io, m.metrics->internal_errors);
   });

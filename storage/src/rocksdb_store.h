@@ -298,6 +298,8 @@ class rocksdb_store final : public store {
   std::shared_ptr<topic_state> find_topic(std::uint32_t id) const;
   topic_info info_of(const topic_state& t) const;
   result<tx_record> to_tx_record(std::string_view value) const;
+  // The record without message bodies and headers (resolve_result::before).
+  result<tx_record> summary_of(const records::TxRecord& rec) const;
   template <class Fn>
   result<void> scan(cf_index cf, const std::string& from, const std::string& upper, Fn&& fn) const;
 

@@ -5,6 +5,8 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_buffer_manager.h>
 
+#include <pthread.h>
+
 #include <charconv>
 
 #include "open_store_on_env.h"
@@ -120,7 +122,15 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
       // Not memtable_insert_with_hint_prefix_extractor: with it, ids from concurrent producers
       // (not strictly increasing) were answered as duplicates of other ids in the crash test.
     }
-    if (i == cf_tx) cf.compaction_filter = filters_[1].get();
+    if (i == cf_tx) {
+      cf.compaction_filter = filters_[1].get();
+      // Every Prepare looks its (random, UUIDv4) txid up to tell a retry from a new
+      // transaction; nearly all are new, and the skip-list walk for those misses was the top
+      // frame of the transaction profile (docs/BENCHMARKS.md, issue #15). The bloom filter
+      // answers them instead.
+      cf.memtable_prefix_bloom_size_ratio = 0.05;
+      cf.memtable_whole_key_filtering = true;
+    }
     cfs.emplace_back(k_cf_names[i], cf);
   }
 
@@ -244,8 +254,15 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     }
   }
 
-  syncer_ = std::thread([this] { syncer_loop(); });
-  writer_ = std::thread([this] { writer_loop(); });
+  // Named, so that top, perf and gdb tell the pipeline's threads apart (docs/BENCHMARKS.md profiles).
+  syncer_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "txmq-syncer");
+    syncer_loop();
+  });
+  writer_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "txmq-writer");
+    writer_loop();
+  });
   return outcome::success();
 }
 

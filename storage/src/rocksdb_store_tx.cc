@@ -23,6 +23,29 @@ result<tx_record> rocksdb_store::to_tx_record(std::string_view value) const {
   return out;
 }
 
+result<tx_record> rocksdb_store::summary_of(const records::TxRecord& rec) const {
+  auto id = protocol::uuid::from_bytes(rec.txid());
+  if (!id || rec.state() < 1 || rec.state() > 4) return errc::corruption;
+  tx_record out;
+  out.id = id.value();
+  out.producer_group = rec.producer_group();
+  out.state = static_cast<tx_state>(rec.state());
+  out.messages.reserve(static_cast<std::size_t>(rec.messages_size()));
+  for (auto& m : rec.messages()) {
+    auto& s = out.messages.emplace_back();
+    s.set_topic(m.topic());
+    s.set_partition(m.partition());
+    s.set_offset(m.offset());
+  }
+  for (auto& a : rec.acks()) out.acks.push_back({a.group(), a.topic(), a.partition(), a.offset()});
+  out.prepared_ms = rec.prepared_ms();
+  out.check_count = rec.check_count();
+  out.next_check_ms = rec.next_check_ms();
+  out.resolved_ms = rec.resolved_ms();
+  if (rec.resolved_by() != 0) out.resolved_by = static_cast<resolver>(rec.resolved_by());
+  return out;
+}
+
 void rocksdb_store::prepare(prepare_request request, completion<prepare_result> done) {
   const std::size_t bytes = request_bytes(request.messages);
   const bool sync = request.sync;
@@ -84,8 +107,11 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
     records::TxRecord rec;
     if (!rec.ParseFromString(*existing)) return errc::corruption;
     const auto state = static_cast<tx_state>(rec.state());
-    const tx_state wanted = req.outcome == tx_outcome::commit ? tx_state::committed : tx_state::rolled_back;
     resolve_result out;
+    auto before = summary_of(rec);
+    if (!before) return before.error();
+    out.before = std::move(before).value();
+    const tx_state wanted = req.outcome == tx_outcome::commit ? tx_state::committed : tx_state::rolled_back;
     if (state == tx_state::committed || state == tx_state::rolled_back) {
       out.status = state == wanted ? resolve_status::repeated : resolve_status::conflict;
       out.state = state;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <utility>
 
 #include "service/service.h"
@@ -18,6 +19,8 @@ constexpr auto as_tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 constexpr std::uint32_t k_protocol_version = 1;
 // A body larger than this is read in chunks that double as its bytes arrive.
 constexpr std::size_t k_first_body_chunk = 64 * 1024;
+// The read buffer of a new connection (it grows to k_first_body_chunk while reads fill it).
+constexpr std::size_t k_first_read = 2 * 1024;
 // How long a connection closed for a passed deadline may take to write its last frames.
 constexpr std::chrono::milliseconds k_close_grace{2'000};
 // How long a refused socket lingers for its peer to read the answer and close.
@@ -134,133 +137,175 @@ awaitable<void> connection::tls_handshake() {
 awaitable<void> connection::reader() {
   // The handlers see the connection as a responder (converted once, not per request).
   const std::shared_ptr<responder> self = shared_from_this();
-  std::array<std::byte, protocol::frame_header_bytes> header{};
-  std::string body;
+  // One read takes whatever the socket holds (up to the buffer): a client pipelining small
+  // requests costs one recv for many frames, not two per frame (header, then body). Bytes
+  // [begin, end) of `in` are read and not yet handled; a frame is handled once all its bytes
+  // are in.
+  // It starts small, so that thousands of silent sockets hold little, and doubles (up to
+  // k_first_body_chunk) while reads fill it.
+  std::string in(k_first_read, '\0');
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  bool frame_started = false;  // bytes of an unfinished frame are in the buffer
+  bool filled = false;         // the last read filled all the room it had
   while (!closing_) {
-    // Above max_request_memory no new frame is read (the socket's buffers fill and the peer
-    // waits); waiting so is no idleness of the peer.
+    const std::size_t have = end - begin;
+    // The next frame's length, once its header is in.
+    std::optional<std::size_t> frame_bytes;
+    if (have >= protocol::frame_header_bytes) {
+      const auto* h = reinterpret_cast<const std::byte*>(in.data() + begin);
+      if (!hello_done_ && !stream_.is_tls() && static_cast<unsigned char>(h[0]) == common::k_tls_handshake_record &&
+          static_cast<unsigned char>(h[1]) == 0x03) {
+        // The answer is plaintext, which the client's TLS layer reports as "not TLS".
+        fail(v1::FRAME_MALFORMED, "a TLS handshake on the broker's plaintext port: connect without --tls/--tls-ca");
+        break;
+      }
+      const std::uint32_t limit = hello_done_ ? limits_.max_frame_bytes : protocol::pre_hello_max_frame_bytes;
+      auto length = protocol::decode_frame_length(std::span<const std::byte, protocol::frame_header_bytes>(h, protocol::frame_header_bytes), limit);
+      if (!length) {
+        if (length.error() == protocol::errc::frame_too_large) {
+          fail(v1::FRAME_TOO_LARGE, "frame length above the limit of " + std::to_string(limit) + " bytes" +
+                                        (hello_done_ ? "" : " before Hello"));
+        } else {
+          fail(v1::FRAME_MALFORMED, "frame length 0 is not allowed");
+        }
+        break;
+      }
+      frame_bytes = length.value();
+    }
+    if (!frame_bytes || have < protocol::frame_header_bytes + *frame_bytes) {
+      // Read more. A frame that started keeps its frame deadline; between frames, waiting for
+      // the next first byte is idleness (and, above max_request_memory, no reading at all).
+      if (have == 0) {
+        frame_started = false;
+        begin = end = 0;
+        // A connection that sent one large frame does not keep its buffer while idle.
+        if (in.size() > k_first_body_chunk) {
+          std::string(k_first_body_chunk, '\0').swap(in);
+        }
+        // Above max_request_memory no new frame is read (the socket's buffers fill and the
+        // peer waits); waiting so is no idleness of the peer.
+        if (limits_.memory && limits_.memory->over() && hello_done_) {
+          set_deadline(deadline_kind::none, std::chrono::milliseconds(0));
+          while (limits_.memory->over() && !closing_) co_await limits_.memory->wait();
+          if (closing_) break;
+        }
+        if (hello_done_) set_deadline(deadline_kind::idle, limits_.idle_timeout);
+      }
+      // Room for the rest of this frame: the buffer grows with the bytes that arrived (at most
+      // twice them), never to the announced length up front: a slow sender announcing 8 MiB
+      // holds 64 KiB until it sends more.
+      if (begin > 0 && (end == in.size() || (frame_bytes && begin + protocol::frame_header_bytes + *frame_bytes > in.size()))) {
+        std::memmove(in.data(), in.data() + begin, have);
+        begin = 0;
+        end = have;
+      }
+      if (end == in.size() || (filled && in.size() < k_first_body_chunk)) {
+        const std::size_t cap =
+            frame_bytes ? std::max(k_first_body_chunk, protocol::frame_header_bytes + *frame_bytes) : k_first_body_chunk;
+        in.resize(std::max(in.size(), std::min(cap, 2 * in.size())));
+      }
+      const std::size_t room = in.size() - end;
+      auto [ec, n] = co_await stream_.visit(
+          [&](auto& s) { return s.async_read_some(asio::buffer(in.data() + end, room), as_tuple_awaitable); });
+      if (ec) break;  // peer closed or reset: nothing to say
+      filled = n == room;
+      if (!frame_started) {
+        // The first byte starts the frame and its frame_read_timeout.
+        frame_started = true;
+        if (hello_done_ || std::chrono::steady_clock::now() + limits_.frame_read_timeout < deadline_) {
+          set_deadline(deadline_kind::frame, limits_.frame_read_timeout);
+        }
+      }
+      end += n;
+      continue;
+    }
+    // A whole frame is in the buffer. Above max_request_memory it waits there, unhandled, like
+    // the frames the socket holds.
     if (limits_.memory && limits_.memory->over() && hello_done_) {
       set_deadline(deadline_kind::none, std::chrono::milliseconds(0));
       while (limits_.memory->over() && !closing_) co_await limits_.memory->wait();
       if (closing_) break;
     }
-    if (hello_done_) set_deadline(deadline_kind::idle, limits_.idle_timeout);
-    // The first byte starts the frame and its frame_read_timeout; waiting for it is idleness.
-    auto [ec, n] = co_await stream_.visit(
-        [&](auto& s) { return s.async_read_some(asio::buffer(header), as_tuple_awaitable); });
-    if (ec) break;  // peer closed or reset: nothing to say
-    if (hello_done_ || std::chrono::steady_clock::now() + limits_.frame_read_timeout < deadline_) {
+    const std::size_t body_at = begin + protocol::frame_header_bytes;
+    begin = body_at + *frame_bytes;
+    // Before Hello the hello (or frame) deadline stays: this frame completes Hello or fails.
+    // With more bytes in the buffer the next frame has started.
+    if (begin == end) {
+      frame_started = false;
+      if (hello_done_) set_deadline(deadline_kind::none, std::chrono::milliseconds(0));
+    } else if (hello_done_) {
       set_deadline(deadline_kind::frame, limits_.frame_read_timeout);
     }
-    if (n < header.size()) {
-      // A copy, not the structured binding: clang 14 (the fuzz build) cannot capture bindings.
-      const std::size_t got = n;
-      auto [ec1, n1] = co_await stream_.visit([&](auto& s) {
-        return asio::async_read(s, asio::buffer(header.data() + got, header.size() - got), as_tuple_awaitable);
-      });
-      if (ec1) break;
-    }
-    if (!hello_done_ && !stream_.is_tls() && static_cast<unsigned char>(header[0]) == common::k_tls_handshake_record &&
-        static_cast<unsigned char>(header[1]) == 0x03) {
-      // The answer is plaintext, which the client's TLS layer reports as "not TLS".
-      fail(v1::FRAME_MALFORMED, "a TLS handshake on the broker's plaintext port: connect without --tls/--tls-ca");
-      break;
-    }
-    const std::uint32_t limit = hello_done_ ? limits_.max_frame_bytes : protocol::pre_hello_max_frame_bytes;
-    auto length = protocol::decode_frame_length(header, limit);
-    if (!length) {
-      if (length.error() == protocol::errc::frame_too_large) {
-        fail(v1::FRAME_TOO_LARGE, "frame length above the limit of " + std::to_string(limit) + " bytes" +
-                                      (hello_done_ ? "" : " before Hello"));
-      } else {
-        fail(v1::FRAME_MALFORMED, "frame length 0 is not allowed");
-      }
-      break;
-    }
-    // The buffer grows with the bytes that arrived (at most twice them), never to the announced
-    // length up front: a slow sender announcing 8 MiB holds 64 KiB until it sends more.
-    const std::size_t frame_bytes = length.value();
-    std::size_t got = 0;
-    bool read_failed = false;
-    while (got < frame_bytes) {
-      const std::size_t next = std::min(frame_bytes, std::max(k_first_body_chunk, 2 * got));
-      body.resize(next);
-      auto [ec2, n2] = co_await stream_.visit([&](auto& s) {
-        return asio::async_read(s, asio::buffer(body.data() + got, next - got), as_tuple_awaitable);
-      });
-      if (ec2) {
-        read_failed = true;
-        break;
-      }
-      got = next;
-    }
-    if (read_failed) break;
-    // Before Hello the hello (or frame) deadline stays: this frame completes Hello or fails.
-    if (hello_done_) set_deadline(deadline_kind::none, std::chrono::milliseconds(0));
-    auto frame = protocol::decode_frame_body(std::as_bytes(std::span(body.data(), frame_bytes)));
-    // A connection that sent one large frame does not keep its buffer while idle.
-    if (body.capacity() > k_first_body_chunk) std::string().swap(body);
+    auto frame = protocol::decode_frame_body(std::as_bytes(std::span(in.data() + body_at, *frame_bytes)));
     if (!frame) {
       fail(v1::FRAME_MALFORMED, "frame body is not a txmq.v1.Frame");
       break;
     }
-    auto& f = frame.value();
-    if (!hello_done_) {
-      if (!f.has_hello()) {
-        fail(v1::HELLO_REQUIRED, "the first frame must be Hello", f.correlation_id());
-        break;
-      }
-      if (f.hello().protocol_version() != k_protocol_version) {
-        fail(v1::UNSUPPORTED_VERSION, "protocol version " + std::to_string(f.hello().protocol_version()) +
-                                          " is not supported; this broker speaks version 1",
-             f.correlation_id());
-        break;
-      }
-      auto admitted = service_.admit(f.hello(), cert_principal_);
-      if (auto* refused = std::get_if<hello_refusal>(&admitted)) {
-        fail(refused->code, std::move(refused->text), f.correlation_id());
-        break;
-      }
-      principal_ = std::move(std::get<std::string>(admitted));
-      client_id_ = f.hello().client_id();
-      producer_group_ = f.hello().producer_group();
-      hello_done_ = true;
-      v1::Frame ok;
-      ok.set_correlation_id(f.correlation_id());
-      auto* h = ok.mutable_hello_ok();
-      h->set_protocol_version(k_protocol_version);
-      h->set_broker_id(service_.broker_id());
-      h->set_max_frame_bytes(limits_.max_frame_bytes);
-      h->set_max_message_bytes(service_.max_message_bytes());
-      enqueue(ok);
-      service_.connection_opened(self);
-      continue;
-    }
-    // Answers to the broker's own requests (CheckTx): no response, no in-flight slot.
-    if (f.has_check_tx_result() || f.has_error()) {
-      service_.handle_answer(self, std::move(f));
-      continue;
-    }
-    if (f.correlation_id() == 0) {
-      fail(v1::INVALID_ARGUMENT, "correlation_id 0 is reserved; requests need a non-zero id");
-      break;
-    }
-    if (in_flight_ >= limits_.max_in_flight) {
-      // Not through respond(): the refused request never took a slot, so its answer frees none.
-      send_error(f.correlation_id(), v1::LIMIT_EXCEEDED,
-                 "more than " + std::to_string(limits_.max_in_flight) +
-                     " requests in flight on this connection; wait for answers before sending more");
-      continue;
-    }
-    ++in_flight_;
-    if (limits_.memory) {
-      limits_.memory->charge(frame_bytes);
-      charged_.emplace(f.correlation_id(), frame_bytes);
-    }
-    service_.handle(self, std::move(f));
+    const bool was_hello = !hello_done_;
+    if (!handle_frame(self, frame.value(), *frame_bytes)) break;
+    // Frames sent right behind the Hello are under frame_read_timeout, no longer hello_timeout.
+    if (was_hello && hello_done_ && begin != end) set_deadline(deadline_kind::frame, limits_.frame_read_timeout);
   }
   closing_ = true;
   wake_writer_.cancel();
+}
+
+bool connection::handle_frame(const std::shared_ptr<responder>& self, v1::Frame& f, std::size_t frame_bytes) {
+  if (!hello_done_) {
+    if (!f.has_hello()) {
+      fail(v1::HELLO_REQUIRED, "the first frame must be Hello", f.correlation_id());
+      return false;
+    }
+    if (f.hello().protocol_version() != k_protocol_version) {
+      fail(v1::UNSUPPORTED_VERSION, "protocol version " + std::to_string(f.hello().protocol_version()) +
+                                        " is not supported; this broker speaks version 1",
+           f.correlation_id());
+      return false;
+    }
+    auto admitted = service_.admit(f.hello(), cert_principal_);
+    if (auto* refused = std::get_if<hello_refusal>(&admitted)) {
+      fail(refused->code, std::move(refused->text), f.correlation_id());
+      return false;
+    }
+    principal_ = std::move(std::get<std::string>(admitted));
+    client_id_ = f.hello().client_id();
+    producer_group_ = f.hello().producer_group();
+    hello_done_ = true;
+    v1::Frame ok;
+    ok.set_correlation_id(f.correlation_id());
+    auto* h = ok.mutable_hello_ok();
+    h->set_protocol_version(k_protocol_version);
+    h->set_broker_id(service_.broker_id());
+    h->set_max_frame_bytes(limits_.max_frame_bytes);
+    h->set_max_message_bytes(service_.max_message_bytes());
+    enqueue(ok);
+    service_.connection_opened(self);
+    return true;
+  }
+  // Answers to the broker's own requests (CheckTx): no response, no in-flight slot.
+  if (f.has_check_tx_result() || f.has_error()) {
+    service_.handle_answer(self, std::move(f));
+    return true;
+  }
+  if (f.correlation_id() == 0) {
+    fail(v1::INVALID_ARGUMENT, "correlation_id 0 is reserved; requests need a non-zero id");
+    return false;
+  }
+  if (in_flight_ >= limits_.max_in_flight) {
+    // Not through respond(): the refused request never took a slot, so its answer frees none.
+    send_error(f.correlation_id(), v1::LIMIT_EXCEEDED,
+               "more than " + std::to_string(limits_.max_in_flight) +
+                   " requests in flight on this connection; wait for answers before sending more");
+    return true;
+  }
+  ++in_flight_;
+  if (limits_.memory) {
+    limits_.memory->charge(frame_bytes);
+    charged_.emplace(f.correlation_id(), frame_bytes);
+  }
+  service_.handle(self, std::move(f));
+  return true;
 }
 
 awaitable<void> connection::watchdog() {
@@ -332,49 +377,41 @@ void connection::deadline_passed() {
 
 awaitable<void> connection::writer() {
   auto self = shared_from_this();
-  std::vector<std::string> batch;
-  std::vector<asio::const_buffer> buffers;
+  std::string writing;
   for (;;) {
-    if (queue_.empty()) {
+    if (out_.empty()) {
       if (closing_) break;
       auto [ec] = co_await wake_writer_.async_wait(as_tuple_awaitable);
       (void)ec;  // cancelled = woken
       continue;
     }
-    // Everything queued goes out in one gathered write.
-    batch.clear();
-    buffers.clear();
-    while (!queue_.empty() && batch.size() < 256) {
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
-    for (auto& b : batch) {
-      queued_bytes_ -= b.size();
-      buffers.emplace_back(asio::buffer(b));
-    }
-    auto [ec, n] = co_await stream_.visit([&](auto& s) { return asio::async_write(s, buffers, as_tuple_awaitable); });
+    // Everything queued goes out in one write; the two buffers swap, so neither is allocated
+    // again once it has grown to the connection's usual burst.
+    writing.clear();
+    writing.swap(out_);
+    auto [ec, n] = co_await stream_.visit(
+        [&](auto& s) { return asio::async_write(s, asio::buffer(writing), as_tuple_awaitable); });
     if (ec) break;
+    // A burst of large answers (a big fetch) does not keep its buffer for good.
+    if (writing.capacity() > limits_.max_queued_bytes / 16 && writing.capacity() > (1u << 20)) std::string().swap(writing);
   }
   shutdown();
 }
 
 void connection::enqueue(const v1::Frame& frame) {
   if (closed_) return;
-  std::string bytes;
-  if (auto r = protocol::encode_frame(frame, bytes, limits_.max_frame_bytes); !r) {
+  // Encoded straight into the outgoing buffer: no string per answer.
+  if (auto r = protocol::encode_frame(frame, out_, limits_.max_frame_bytes); !r) {
     // Only a response we built can be this large (a fetch is bounded by max_frame_bytes).
     common::log::error("connection ", id_, ": response of ", frame.ByteSizeLong(), " bytes exceeds max_frame_bytes");
     v1::Frame err;
     err.set_correlation_id(frame.correlation_id());
     err.mutable_error()->set_code(v1::INTERNAL);
     err.mutable_error()->set_message("response too large for max_frame_bytes");
-    bytes.clear();
-    (void)protocol::encode_frame(err, bytes, limits_.max_frame_bytes);
+    (void)protocol::encode_frame(err, out_, limits_.max_frame_bytes);
   }
-  queued_bytes_ += bytes.size();
-  queue_.push_back(std::move(bytes));
-  if (queued_bytes_ > limits_.max_queued_bytes) {
-    common::log::warn("connection ", id_, " (", peer_, ") does not read its answers (", queued_bytes_,
+  if (out_.size() > limits_.max_queued_bytes) {
+    common::log::warn("connection ", id_, " (", peer_, ") does not read its answers (", out_.size(),
               " bytes queued); closing it");
     shutdown();
     return;
@@ -463,8 +500,7 @@ void connection::shutdown() {
   stream_.close();
   wake_writer_.cancel();
   deadline_timer_.cancel();
-  queue_.clear();
-  queued_bytes_ = 0;
+  std::string().swap(out_);
   // Answers to this connection's requests are dropped from now on: what they held is free.
   if (limits_.memory) {
     for (auto& [corr, bytes] : charged_) limits_.memory->release(bytes);

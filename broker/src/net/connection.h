@@ -86,6 +86,9 @@ class connection final : public responder, public std::enable_shared_from_this<c
   // The completion of a coroutine of this connection: logs an exception and closes.
   std::function<void(std::exception_ptr)> log_end(const char* what);
   boost::asio::awaitable<void> reader();
+  // One complete frame read by the reader: Hello, an answer to a CheckTx, or a request for the
+  // service. False: the connection failed (fail() said why) and reads no more.
+  bool handle_frame(const std::shared_ptr<responder>& self, v1::Frame& f, std::size_t frame_bytes);
   boost::asio::awaitable<void> writer();
   boost::asio::awaitable<void> watchdog();
   // `after` 0 = no deadline.
@@ -119,8 +122,8 @@ class connection final : public responder, public std::enable_shared_from_this<c
   // What each request in flight holds of limits_.memory, by correlation id (a client may reuse
   // one: each answer releases one charge).
   std::unordered_multimap<std::uint64_t, std::size_t> charged_;
-  std::deque<std::string> queue_;
-  std::size_t queued_bytes_ = 0;
+  // Encoded frames not yet handed to the writer's write (bounded by max_queued_bytes).
+  std::string out_;
   boost::asio::steady_timer wake_writer_;
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer::time_point deadline_ = boost::asio::steady_timer::time_point::max();

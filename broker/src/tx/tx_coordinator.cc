@@ -132,12 +132,17 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
   if (settings_.auto_create_topics) pr.auto_create_partitions = settings_.default_partitions;
   pr.sync = settings_.sync;
   const std::int64_t first_check = pr.first_check_ms;
+  const bool plain = pr.acks.empty();
   std::weak_ptr<responder> weak = c;
-  store_.prepare(std::move(pr), on_io<storage::prepare_result>(io_, [this, weak, corr, txid = id.value(), first_check](
-                                                                   result<storage::prepare_result> r) {
-    if (r && !r.value().duplicate && metrics_) {
-      metrics_->tx_prepares.inc();
-      metrics_->tx_prepared.inc();
+  store_.prepare(std::move(pr), on_io<storage::prepare_result>(io_, [this, weak, corr, txid = id.value(), first_check,
+                                                                     plain](result<storage::prepare_result> r) {
+    if (r && !r.value().duplicate) {
+      if (metrics_) {
+        metrics_->tx_prepares.inc();
+        metrics_->tx_prepared.inc();
+      }
+      // Only a new transaction: a retried Prepare may carry other acks than the stored one.
+      if (plain && no_acks_.size() < k_max_no_acks) no_acks_.insert(txid);
     }
     auto c = weak.lock();
     if (!c) return;
@@ -171,6 +176,10 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
   }));
 }
 
+std::string tx_coordinator::unknown_tx_text(const std::string& tx_text) {
+  return "no transaction " + tx_text + " (never prepared on this broker, or resolved longer than dedupe_window ago)";
+}
+
 void tx_coordinator::end_tx(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::EndTxRequest& req) {
   resolve(c, corr, "EndTx", req.txid(), req.outcome(), resolver::producer);
 }
@@ -191,15 +200,20 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
     return c->respond_error(corr, v1::INVALID_ARGUMENT, what + " needs outcome COMMIT or ROLLBACK");
   }
   const std::string tx_text = id.value().to_string();
-  auto found = store_.find_tx(id.value());
-  if (!found) {
-    return c->respond_error(corr, wire_code(found.error()),
-                            "reading transaction " + tx_text + " failed: " + found.error().message);
-  }
-  if (!found.value()) {
-    return c->respond_error(corr, v1::UNKNOWN_TX,
-                            "no transaction " + tx_text +
-                                " (never prepared on this broker, or resolved longer than dedupe_window ago)");
+  // A transaction this broker prepared without acks needs no look-up before it is resolved:
+  // there is nothing to claim, and the store hands back the record it resolved
+  // (resolve_result::before). Any other goes through find_tx() and claim_acks() first.
+  std::optional<storage::tx_record> found_before;
+  if (no_acks_.erase(id.value()) == 0) {
+    auto found = store_.find_tx(id.value());
+    if (!found) {
+      return c->respond_error(corr, wire_code(found.error()),
+                              "reading transaction " + tx_text + " failed: " + found.error().message);
+    }
+    if (!found.value()) {
+      return c->respond_error(corr, v1::UNKNOWN_TX, unknown_tx_text(tx_text));
+    }
+    found_before = std::move(*found.value());
   }
   storage::resolve_request rr;
   rr.id = id.value();
@@ -207,22 +221,24 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
   rr.by = by;
   rr.sync = settings_.sync;
   std::optional<std::string> stale;
-  if (rr.outcome == tx_outcome::commit) {
-    stale = claim_acks(*found.value());
+  if (rr.outcome == tx_outcome::commit && found_before) {
+    stale = claim_acks(*found_before);
     if (stale) rr.outcome = tx_outcome::rollback;
   }
   std::weak_ptr<responder> weak = c;
   store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, weak, corr, by, outcome, tx_text, stale,
-                                                     before = std::move(*found.value())](
+                                                     found_before = std::move(found_before)](
                                                         result<storage::resolve_result> r) {
-    if (outcome == v1::COMMIT) release_acks(before);
-    if (r && r.value().status == storage::resolve_status::applied) resolved(before, r.value(), by);
+    if (outcome == v1::COMMIT && found_before) release_acks(*found_before);
+    const storage::tx_record* before = found_before ? &*found_before : r ? &r.value().before : nullptr;
+    if (r && r.value().status == storage::resolve_status::applied) resolved(*before, r.value(), by);
     auto c = weak.lock();
     if (!c) return;
     if (r && stale && r.value().status == storage::resolve_status::applied) {
       common::log::info("tx ", tx_text, " rolled back instead of committed: ", *stale);
       return c->respond_error(corr, v1::UNKNOWN_DELIVERY, "transaction " + tx_text + " was rolled back: " + *stale);
     }
+    if (!r && r.error() == errc::unknown_tx) return c->respond_error(corr, v1::UNKNOWN_TX, unknown_tx_text(tx_text));
     if (!r) {
       std::string text = r.error() == errc::unknown_topic
                              ? "transaction " + tx_text + " cannot commit: a topic of its messages no longer exists"
@@ -232,8 +248,8 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
     const auto& res = r.value();
     if (res.status == storage::resolve_status::conflict) {
       std::string text = "transaction " + tx_text + " was already " + state_text(res.state);
-      if (before.resolved_by && (before.state == tx_state::committed || before.state == tx_state::rolled_back)) {
-        text += std::string(" ") + resolver_text(*before.resolved_by);
+      if (before->resolved_by && (before->state == tx_state::committed || before->state == tx_state::rolled_back)) {
+        text += std::string(" ") + resolver_text(*before->resolved_by);
       }
       text += std::string("; ") + (outcome == v1::COMMIT ? "COMMIT" : "ROLLBACK") + " changes nothing";
       return c->respond_error(corr, v1::TX_ALREADY_RESOLVED, text);
@@ -257,11 +273,15 @@ void tx_coordinator::resolved(const storage::tx_record& before, const storage::r
   const bool committed = r.state == tx_state::committed;
   const std::string tx_text = before.id.to_string();
   if (metrics_) {
-    metrics_->registry
-        .add_counter(committed ? "txmq_tx_committed_total" : "txmq_tx_rolled_back_total",
-                     committed ? "Transactions committed, by who decided" : "Transactions rolled back, by who decided",
-                     {{"by", resolver_label(by)}})
-        .inc();
+    // Looked up once per (outcome, resolver): add_counter() builds and locks on every call.
+    auto& series = resolved_counters_[{committed, static_cast<int>(by)}];
+    if (!series) {
+      series = &metrics_->registry.add_counter(
+          committed ? "txmq_tx_committed_total" : "txmq_tx_rolled_back_total",
+          committed ? "Transactions committed, by who decided" : "Transactions rolled back, by who decided",
+          {{"by", resolver_label(by)}});
+    }
+    series->inc();
     if (before.state == tx_state::abandoned) {
       metrics_->tx_abandoned_now.dec();
     } else if (before.state == tx_state::prepared) {

@@ -38,6 +38,7 @@
 #include "groups/group_tracker.h"
 #include "net/responder.h"
 #include "tx/check_policy.h"
+#include "txmq/common/metrics.h"
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {
@@ -138,6 +139,7 @@ class tx_coordinator {
   void release_acks(const storage::tx_record& rec);
   // Book-keeping after a resolve that changed the state: metrics, log, the groups' trackers
   // (acks applied by the store) and long polls.
+  static std::string unknown_tx_text(const std::string& tx_text);
   void resolved(const storage::tx_record& before, const storage::resolve_result& r, storage::resolver by);
   void on_tick();
   void scan(std::int64_t now_ms, std::vector<undecided_check>& undecided);
@@ -178,6 +180,13 @@ class tx_coordinator {
   // Transactions with a check open, or a resolve or record_checks write on its way: not asked
   // again meanwhile.
   std::unordered_set<storage::txid, protocol::uuid_hash> busy_;
+  // Transactions prepared here without acks and not yet resolved by EndTx/TxResolve: those
+  // resolve without a find_tx() first (issue #15). A hint only, capped; one missing here takes
+  // the look-up.
+  static constexpr std::size_t k_max_no_acks = 1u << 18;
+  std::unordered_set<storage::txid, protocol::uuid_hash> no_acks_;
+  // txmq_tx_committed_total / _rolled_back_total series by (committed, resolver).
+  std::map<std::pair<bool, int>, common::counter*> resolved_counters_;
   // Due transactions waiting for room under their group's cap, in due order.
   std::map<std::string, std::deque<storage::txid>> backlog_;
   // Transactions whose check found no producer of their group, by group. When a producer of

@@ -221,6 +221,9 @@ struct resolve_result {
   resolve_status status = resolve_status::applied;
   tx_state state = tx_state::prepared;  // the recorded state after the call
   std::vector<position> positions;      // committed: one per message
+  // The record as the writer found it, before this call (messages without body and headers):
+  // what the caller would otherwise look up with find_tx() before resolving.
+  tx_record before;
 };
 
 struct check_update {

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A/B comparison of two txmq-broker binaries on a busy machine, where absolute figures are
+# noise: runs each workload against A, then B (the order alternating every round), a fresh
+# broker per run, and prints one JSON line per run (txmq-bench --json, with "ab":"A"|"B").
+# Compare medians of the ratios B/A of msg/s and of broker CPU µs/msg.
+# Usage: scripts/bench-ab.sh BROKER_A BROKER_B [ROUNDS] [SECONDS] [WORKLOAD...]
+#        workloads: publish100 publish1 tx consume (default all)
+# Environment: BENCH (txmq-bench binary, default build/bin/txmq-bench), BACKLOG (consume, 200000).
+set -euo pipefail
+a=$1; b=$2; rounds=${3:-3}; secs=${4:-5}; shift 4 || shift $#
+workloads=("$@")
+[[ ${#workloads[@]} -gt 0 ]] || workloads=(publish100 publish1 tx consume)
+bench=${BENCH:-build/bin/txmq-bench}
+backlog=${BACKLOG:-200000}
+dir=$(mktemp -d /var/tmp/txmq-ab.XXXXXX)
+pid=""
+trap '[[ -n $pid ]] && kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
+port=$((20000 + RANDOM % 20000)); http=$((port + 1))
+one() {  # one LABEL BINARY WORKLOAD
+  rm -rf "$dir/data"
+  "$2" --data-dir "$dir/data" --listen 127.0.0.1:$port --http 127.0.0.1:$http > "$dir/broker.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do curl -sf "127.0.0.1:$http/healthz" > /dev/null 2>&1 && break; sleep 0.1; done
+  local c=(--broker 127.0.0.1:$port --broker-pid $pid --runs 1 --json --message-bytes 256)
+  local out
+  case $3 in
+    publish100) out=$("$bench" publish "${c[@]}" --in-flight 1000 --batch 100 --seconds "$secs" --warmup 1 --topic ab) ;;
+    publish1) out=$("$bench" publish "${c[@]}" --in-flight 1000 --batch 1 --seconds "$secs" --warmup 1 --topic ab) ;;
+    tx) out=$("$bench" tx "${c[@]}" --in-flight 1000 --seconds "$secs" --warmup 1) ;;
+    consume) out=$("$bench" consume "${c[@]}" --in-flight 1000 --batch 100 --backlog "$backlog" --topic ab) ;;
+  esac
+  kill $pid; wait $pid 2>/dev/null || true; pid=""
+  echo "$out" | grep '^{' | sed "s/^{/{\"ab\":\"$1\",\"workload_ab\":\"$3\",\"seconds\":$secs,/"
+}
+for r in $(seq "$rounds"); do
+  for w in "${workloads[@]}"; do
+    if (( r % 2 )); then one A "$a" "$w"; one B "$b" "$w"; else one B "$b" "$w"; one A "$a" "$w"; fi
+  done
+done
