@@ -18,15 +18,18 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <memory>
 #include <string>
 #include <system_error>
 #include <utility>
 
-#include <boost/asio/async_result.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/dispatch.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -59,21 +62,26 @@ class admin_reads {
   }
 
   // The same for a coroutine on the io thread (the admin HTTP handlers): co_await runs work on
-  // the worker and resumes the coroutine on its own executor with the result.
+  // the worker and resumes the coroutine with the result. The coroutine parks on a timer that
+  // the completion (on the io thread) cancels, as the HTTP gateway waits for an answer.
   template <class T>
   boost::asio::awaitable<result<T>> await(std::function<result<T>()> work) {
-    auto initiate = [this, work = std::move(work)](auto handler) mutable {
-      boost::asio::post(pool_, [work = std::move(work), handler = std::move(handler)]() mutable {
-        auto r = guarded(work);
-        auto ex = boost::asio::get_associated_executor(handler);
-        boost::asio::dispatch(ex, [handler = std::move(handler), r = std::move(r)]() mutable {
-          std::move(handler)(std::move(r));
-        });
-      });
+    struct state {
+      explicit state(const boost::asio::any_io_executor& ex) : timer(ex) {}
+      boost::asio::steady_timer timer;
+      std::optional<result<T>> value;
     };
-    // Not a coroutine itself: the operation's awaitable is returned as it is.
-    return boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&, void(result<T>)>(std::move(initiate),
-                                                                                             boost::asio::use_awaitable);
+    if (stopping()) co_return error(protocol::errc::shutting_down, "the broker is shutting down");
+    auto st = std::make_shared<state>(co_await boost::asio::this_coro::executor);
+    st->timer.expires_at(boost::asio::steady_timer::time_point::max());
+    run<T>(std::move(work), [st](result<T> r) {
+      st->value.emplace(std::move(r));
+      st->timer.cancel();
+    });
+    while (!st->value) {
+      (void)co_await st->timer.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    }
+    co_return std::move(*st->value);
   }
 
   // Whether stop() was called: long scans check it between pages and give up.

@@ -45,14 +45,14 @@ void connection::impl::on_timeout(std::uint64_t id, std::chrono::milliseconds wa
     }
   }
   const bool sent = it->second.sent;
-  // A sent request unanswered, and nothing at all from the broker for dead_link_timeout: the
+  // A sent request unanswered, and no answer at all from the broker for dead_link_timeout: the
   // link passes nothing although TCP holds it up (a stalled or half-open path through a proxy,
   // NAT or load balancer acknowledges our bytes, so keepalive and TCP_USER_TIMEOUT never fire).
   // The session is ended so that the connection is made again, as for a dead link.
   const auto silent = std::chrono::steady_clock::now() - last_received_;
   if (sent && connected_now_ && socket_ && options_.dead_link_timeout.count() > 0 && silent >= options_.dead_link_timeout) {
     disconnect_reason_ = error(errc::connection_lost,
-                               "nothing received from " + options_.address + " for " +
+                               "no answer from " + options_.address + " for " +
                                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
                                    " ms while a request waited (a stalled or half-open link); reconnecting");
     socket_->close();
@@ -121,6 +121,9 @@ void connection::impl::dispatch(v1::Frame frame) {
       log("broker notice: " + broker_notice_->to_string());
       return;
     }
+    // Only answers show that the broker hears us: a half-open link can still carry the broker's
+    // own requests (CheckTx) to us while ours are lost.
+    last_received_ = std::chrono::steady_clock::now();
     const auto id = frame.correlation_id();
     if (frame.has_error()) return complete(id, from_wire(frame.error().code(), frame.error().message()));
     return complete(id, std::move(frame));

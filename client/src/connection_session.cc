@@ -236,7 +236,6 @@ awaitable<void> connection::impl::read_loop() {
       if (!disconnect_reason_) disconnect_reason_ = frame.error();
       co_return;
     }
-    last_received_ = std::chrono::steady_clock::now();
     dispatch(std::move(frame).value());
   }
 }

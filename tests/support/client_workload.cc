@@ -29,6 +29,10 @@ client_workload::client_workload(const std::string& address, const std::string& 
   conn.log = [this](std::string_view text) {
     if (text.starts_with("connected to")) ++connects_;
     if (text.find("lost") != std::string_view::npos) ++losses_;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_);
+    std::lock_guard lock(mu_);
+    log_.push_back(std::to_string(ms.count()) + " ms: " + std::string(text));
+    if (log_.size() > 200) log_.pop_front();
   };
 
   consumer::consumer_options co;
@@ -127,6 +131,13 @@ void client_workload::stop_threads() {
   if (producer_thread_.joinable()) producer_thread_.join();
   if (tx_thread_.joinable()) tx_thread_.join();
   if (consumer_thread_.joinable()) consumer_thread_.join();
+}
+
+std::string client_workload::log_tail() const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  for (const auto& line : log_) out += line + "\n";
+  return out;
 }
 
 std::size_t client_workload::acknowledged() const {

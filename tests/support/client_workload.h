@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,8 @@ class client_workload {
   [[nodiscard]] std::size_t acknowledged() const;
   [[nodiscard]] std::size_t consumed() const;
   [[nodiscard]] int connects() const { return connects_.load(); }
+  // The clients' last log lines (connects, losses, timeouts), for a failing test's message.
+  [[nodiscard]] std::string log_tail() const;
 
   // Stops the streams and checks as described above; `verify_address` is where the broker is
   // read back (directly, not through a fault). Waits at most about 4 × `deadline`.
@@ -65,7 +68,9 @@ class client_workload {
   mutable std::mutex mu_;
   std::set<std::string> sent_, acked_, consumed_;
   std::size_t send_failures_ = 0, deliveries_ = 0, tx_errors_ = 0;
-  std::map<std::string, producer::tx_decision> local_;  // txid -> the local transaction's outcome
+  std::map<std::string, producer::tx_decision> local_;
+  std::deque<std::string> log_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();  // txid -> the local transaction's outcome
   std::atomic<int> connects_{0}, losses_{0};
   std::stop_source stop_, stop_consumer_;
   std::unique_ptr<consumer::consumer> consumer_;
