@@ -25,16 +25,13 @@
 #include <system_error>
 #include <utility>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "txmq/common/admin_http.h"
 #include "txmq/protocol/errc.h"
 #include "txmq/protocol/result.h"
 #include "txmq/storage/store.h"
@@ -64,25 +61,10 @@ class admin_reads {
   // The same for a coroutine on the io thread (the admin HTTP handlers): co_await runs work on
   // the worker and resumes the coroutine with the result. The coroutine parks on a timer that
   // the completion (on the io thread) cancels, as the HTTP gateway waits for an answer.
-  template <class T>
-  boost::asio::awaitable<result<T>> await(std::function<result<T>()> work) {
-    struct state {
-      explicit state(const boost::asio::any_io_executor& ex) : timer(ex) {}
-      boost::asio::steady_timer timer;
-      std::optional<result<T>> value;
-    };
-    if (stopping()) co_return error(protocol::errc::shutting_down, "the broker is shutting down");
-    auto st = std::make_shared<state>(co_await boost::asio::this_coro::executor);
-    st->timer.expires_at(boost::asio::steady_timer::time_point::max());
-    run<T>(std::move(work), [st](result<T> r) {
-      st->value.emplace(std::move(r));
-      st->timer.cancel();
-    });
-    while (!st->value) {
-      (void)co_await st->timer.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
-    }
-    co_return std::move(*st->value);
-  }
+  // Defined in admin_reads.cc: GCC 12 inlining this coroutine into its callers warned of a
+  // mismatched operator delete on the coroutine frame.
+  [[nodiscard]] boost::asio::awaitable<result<common::http_response>> await(
+      std::function<result<common::http_response>()> work);
 
   // Whether stop() was called: long scans check it between pages and give up.
   [[nodiscard]] bool stopping() const noexcept { return stopping_->load(); }

@@ -226,7 +226,7 @@ boost::asio::awaitable<common::http_response> webhook_notifier::reconcile_list(c
       after_text = std::string(p.value);
     }
   }
-  auto page = co_await reads_.await<common::http_response>([this, view, topic, limit, after_id,
+  auto page = co_await reads_.await([this, view, topic, limit, after_id,
                                                             after_text]() -> result<common::http_response> {
     std::optional<v1::Message> after;
     if (after_id) {
@@ -312,7 +312,7 @@ boost::asio::awaitable<common::http_response> webhook_notifier::reconcile_one(co
   const std::string text(req.path.substr(std::min(req.path.size(), std::string_view("/v1/messages/").size())));
   auto id = protocol::uuid::parse(text);
   if (!id) co_return json_error(400, "INVALID_ARGUMENT", "use /v1/messages/{id} with a message id (UUID text)");
-  auto answer = co_await reads_.await<common::http_response>([this, view, text, id = id.value()]() -> result<common::http_response> {
+  auto answer = co_await reads_.await([this, view, text, id = id.value()]() -> result<common::http_response> {
     auto loc = store_.find_id(id);
     // Another topic's message is none of this token's business: not found, as if absent.
     if (!loc || !loc.value() || loc.value()->topic != view.rec.topic()) {
