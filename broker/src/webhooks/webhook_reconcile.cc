@@ -226,8 +226,10 @@ boost::asio::awaitable<common::http_response> webhook_notifier::reconcile_list(c
       after_text = std::string(p.value);
     }
   }
-  auto page = co_await reads_.await([this, view, topic, limit, after_id,
-                                                            after_text]() -> result<common::http_response> {
+  // A named std::function, not a lambda temporary inside the co_await expression: GCC 12
+  // destroyed such a temporary wrongly on resumption (free() of an invalid pointer).
+  std::function<result<common::http_response>()> list_page = [this, view, topic, limit, after_id,
+                                                               after_text]() -> result<common::http_response> {
     std::optional<v1::Message> after;
     if (after_id) {
       auto loc = store_.find_id(*after_id);
@@ -300,7 +302,8 @@ boost::asio::awaitable<common::http_response> webhook_notifier::reconcile_list(c
     json::object body{{"messages", std::move(out)}};
     if (last) body["next_after"] = id_text(last->id());
     return json_response(200, body);
-  });
+  };
+  auto page = co_await reads_.await(std::move(list_page));
   if (!page) co_return worker_failure(page.error());
   co_return std::move(page.value());
 }
@@ -312,7 +315,7 @@ boost::asio::awaitable<common::http_response> webhook_notifier::reconcile_one(co
   const std::string text(req.path.substr(std::min(req.path.size(), std::string_view("/v1/messages/").size())));
   auto id = protocol::uuid::parse(text);
   if (!id) co_return json_error(400, "INVALID_ARGUMENT", "use /v1/messages/{id} with a message id (UUID text)");
-  auto answer = co_await reads_.await([this, view, text, id = id.value()]() -> result<common::http_response> {
+  std::function<result<common::http_response>()> one = [this, view, text, id = id.value()]() -> result<common::http_response> {
     auto loc = store_.find_id(id);
     // Another topic's message is none of this token's business: not found, as if absent.
     if (!loc || !loc.value() || loc.value()->topic != view.rec.topic()) {
@@ -324,7 +327,8 @@ boost::asio::awaitable<common::http_response> webhook_notifier::reconcile_one(co
     }
     TXMQ_TRY(const auto dead, read_dead_set(store_, view.group, reads_));
     return json_response(200, describe_message(store_, view, r.value().messages.front(), dead, true));
-  });
+  };
+  auto answer = co_await reads_.await(std::move(one));
   if (!answer) co_return worker_failure(answer.error());
   co_return std::move(answer.value());
 }
