@@ -162,6 +162,8 @@ class connection::impl {
   std::uint32_t receive_limit_ = protocol::default_max_frame_bytes;
   bool closing_ = false;
   bool connected_now_ = false;
+  // When the current session last received an answer (set at connect): see on_timeout().
+  std::chrono::steady_clock::time_point last_received_{};
   std::uint64_t generation_ = 0;
   std::optional<error> disconnect_reason_;
   std::optional<error> broker_notice_;

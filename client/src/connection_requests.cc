@@ -44,11 +44,24 @@ void connection::impl::on_timeout(std::uint64_t id, std::chrono::milliseconds wa
       }
     }
   }
+  const bool sent = it->second.sent;
+  // A sent request unanswered, and no answer at all from the broker for dead_link_timeout: the
+  // link passes nothing although TCP holds it up (a stalled or half-open path through a proxy,
+  // NAT or load balancer acknowledges our bytes, so keepalive and TCP_USER_TIMEOUT never fire).
+  // The session is ended so that the connection is made again, as for a dead link.
+  const auto silent = std::chrono::steady_clock::now() - last_received_;
+  if (sent && connected_now_ && socket_ && options_.dead_link_timeout.count() > 0 && silent >= options_.dead_link_timeout) {
+    disconnect_reason_ = error(errc::connection_lost,
+                               "no answer from " + options_.address + " for " +
+                                   std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+                                   " ms while a request waited (a stalled or half-open link); reconnecting");
+    socket_->close();
+  }
   std::string text = "no answer from " + options_.address + " within " + std::to_string(wait.count()) + " ms";
   if (!connected_now_) {
     text += "; not connected";
     if (last_error_io_) text += " (last attempt: " + last_error_io_->to_string() + ")";
-  } else if (it->second.sent) {
+  } else if (sent) {
     text += "; the request may have been applied";
   }
   complete(id, error(errc::timeout, std::move(text)));
@@ -108,6 +121,9 @@ void connection::impl::dispatch(v1::Frame frame) {
       log("broker notice: " + broker_notice_->to_string());
       return;
     }
+    // Only answers show that the broker hears us: a half-open link can still carry the broker's
+    // own requests (CheckTx) to us while ours are lost.
+    last_received_ = std::chrono::steady_clock::now();
     const auto id = frame.correlation_id();
     if (frame.has_error()) return complete(id, from_wire(frame.error().code(), frame.error().message()));
     return complete(id, std::move(frame));

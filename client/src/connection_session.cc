@@ -83,6 +83,7 @@ awaitable<void> connection::impl::run() {
 
 void connection::impl::on_connected() {
   connected_now_ = true;
+  last_received_ = std::chrono::steady_clock::now();
   refusal_.reset();
   ++generation_;
   connects_.fetch_add(1);
@@ -231,7 +232,8 @@ awaitable<void> connection::impl::read_loop() {
   for (;;) {
     auto frame = co_await read_frame(*socket_, receive_limit_);
     if (!frame) {
-      disconnect_reason_ = frame.error();
+      // A reason given first (a link found dead, which closed the socket) is the real one.
+      if (!disconnect_reason_) disconnect_reason_ = frame.error();
       co_return;
     }
     dispatch(std::move(frame).value());

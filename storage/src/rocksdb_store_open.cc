@@ -9,6 +9,7 @@
 
 #include <charconv>
 
+#include "info_log.h"
 #include "open_store_on_env.h"
 #include "rocksdb_store.h"
 
@@ -98,7 +99,12 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
       std::make_shared<rocksdb::WriteBufferManager>(options_.memtable_budget_bytes, cache_);
   db_options.bytes_per_sync = 1 << 20;
   db_options.keep_log_file_num = 5;
-  if (env_) db_options.env = env_.get();
+  if (env_) {
+    db_options.env = env_.get();
+  } else if (auto log = info_log::open(path)) {
+    // Not RocksDB's own LOG writer: it aborts on the line after a failed one (info_log.h).
+    db_options.info_log = std::move(log);
+  }
 
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = cache_;

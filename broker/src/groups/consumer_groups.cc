@@ -24,9 +24,9 @@ constexpr std::size_t k_fetch_envelope_bytes = 64;
 
 }  // namespace
 
-consumer_groups::consumer_groups(boost::asio::io_context& io, storage::store& store, consumer_group_settings settings,
-                                 broker_metrics* metrics)
-    : io_(io), store_(store), settings_(std::move(settings)), metrics_(metrics) {}
+consumer_groups::consumer_groups(boost::asio::io_context& io, storage::store& store, admin_reads& reads,
+                                 consumer_group_settings settings, broker_metrics* metrics)
+    : io_(io), store_(store), reads_(reads), settings_(std::move(settings)), metrics_(metrics) {}
 
 std::string consumer_groups::reserved_group(const std::string& name) {
   return "group name '" + name + "' is reserved for webhook subscriptions (see txmq webhook list)";

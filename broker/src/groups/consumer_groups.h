@@ -15,11 +15,13 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
 
+#include "admin_reads.h"
 #include "groups/group_tracker.h"
 #include "net/responder.h"
 #include "txmq/storage/store.h"
@@ -38,8 +40,9 @@ struct consumer_group_settings {
 
 class consumer_groups {
  public:
-  consumer_groups(boost::asio::io_context& io, storage::store& store, consumer_group_settings settings,
-                  broker_metrics* metrics);
+  // Heavy admin reads (describe, dead-letter listing and redrive) run on `reads`.
+  consumer_groups(boost::asio::io_context& io, storage::store& store, admin_reads& reads,
+                  consumer_group_settings settings, broker_metrics* metrics);
 
   // Loads every stored group but the webhook subscriptions'. Called before the io thread runs.
   // Errors: the store's, or a group whose stored state does not load.
@@ -106,12 +109,26 @@ class consumer_groups {
   void register_group_metrics(const std::string& name);
   // Messages of the group's topics not yet acknowledged (its txmq_group_lag).
   [[nodiscard]] std::uint64_t lag_of(const group_entry& g) const;
-  v1::GroupInfo describe(const std::string& name, group_entry& g);
+  // What a describe needs of the io thread's state, copied so the worker can build the answer.
+  struct group_snapshot {
+    std::string name;
+    std::vector<std::string> topics;
+    std::vector<partition_summary> summary;
+  };
+  [[nodiscard]] group_snapshot snapshot(const std::string& name, const group_entry& g) const;
+  // Builds a GroupInfo from the snapshot and the store; runs on the admin worker.
+  [[nodiscard]] static result<v1::GroupInfo> describe(const storage::store& store, const admin_reads& reads,
+                                                      const group_snapshot& g);
+  // Describes on the worker and answers c with the GroupInfo.
+  void answer_describe(const std::shared_ptr<responder>& c, std::uint64_t corr, group_snapshot g);
+  void redrive_page(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group,
+                    std::optional<storage::message_ref> after, std::uint64_t done_so_far);
   // The answer to a client that names the group of a webhook subscription.
   [[nodiscard]] static std::string reserved_group(const std::string& name);
 
   boost::asio::io_context& io_;
   storage::store& store_;
+  admin_reads& reads_;
   consumer_group_settings settings_;
   broker_metrics* metrics_;
   std::map<std::string, group_entry> groups_;

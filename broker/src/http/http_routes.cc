@@ -264,8 +264,8 @@ asio::awaitable<response> describe_topic(route_context& ctx) {
   co_return co_await simple(ctx, std::move(f), v1::Frame::kTopicInfo);
 }
 
-asio::awaitable<response> reconcile_list(route_context& ctx) { co_return ctx.gw.svc().webhooks().reconcile_list(ctx.req); }
-asio::awaitable<response> reconcile_one(route_context& ctx) { co_return ctx.gw.svc().webhooks().reconcile_one(ctx.req); }
+asio::awaitable<response> reconcile_list(route_context& ctx) { co_return co_await ctx.gw.svc().webhooks().reconcile_list(ctx.req); }
+asio::awaitable<response> reconcile_one(route_context& ctx) { co_return co_await ctx.gw.svc().webhooks().reconcile_one(ctx.req); }
 
 asio::awaitable<response> list_groups(route_context& ctx) {
   v1::Frame f;

@@ -8,14 +8,14 @@ namespace txmq::broker {
 namespace asio = boost::asio;
 
 service::service(asio::io_context& io, storage::store& store, service_settings settings, broker_metrics* metrics)
-    : io_(io), store_(store), settings_(std::move(settings)), metrics_(metrics), tick_(io) {
+    : io_(io), store_(store), settings_(std::move(settings)), metrics_(metrics), reads_(io), tick_(io) {
   consumer_group_settings gs;
   gs.delivery = settings_.delivery;
   gs.max_frame_bytes = settings_.max_frame_bytes;
   gs.max_groups = settings_.max_groups;
   gs.default_fetch_messages = settings_.default_fetch_messages;
   gs.max_fetch_messages = settings_.max_fetch_messages;
-  groups_ = std::make_unique<consumer_groups>(io_, store_, std::move(gs), metrics_);
+  groups_ = std::make_unique<consumer_groups>(io_, store_, reads_, std::move(gs), metrics_);
   tx_settings ts = settings_.tx;
   ts.max_message_bytes = settings_.max_message_bytes;
   ts.auto_create_topics = settings_.auto_create_topics;
@@ -31,7 +31,7 @@ service::service(asio::io_context& io, storage::store& store, service_settings s
   tx_ = std::make_unique<tx_coordinator>(io_, store_, std::move(ts), metrics_, std::move(access));
   webhook_settings ws = settings_.webhooks;
   ws.max_frame_bytes = settings_.max_frame_bytes;
-  webhooks_ = std::make_unique<webhook_notifier>(io_, store_, std::move(ws), metrics_);
+  webhooks_ = std::make_unique<webhook_notifier>(io_, store_, reads_, std::move(ws), metrics_);
   access_ = std::make_unique<auth::access_control>(io_, store_, settings_.auth, settings_.admin_token_sha256,
                                                    metrics_ ? &metrics_->registry : nullptr);
   lookups_.tx_producer_group = [this](const std::string& txid) -> std::optional<std::string> {
@@ -66,6 +66,8 @@ result<void> service::start() {
 
 void service::stop() {
   stopped_ = true;
+  // A read in progress finishes (the store outlives it); queued ones and their answers are dropped.
+  reads_.stop();
   tick_.cancel();
   tx_->stop();
   webhooks_->stop();

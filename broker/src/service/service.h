@@ -17,6 +17,7 @@
 
 #include <boost/asio.hpp>
 
+#include "admin_reads.h"
 #include "auth/access_control.h"
 #include "auth/request_access.h"
 #include "groups/consumer_groups.h"
@@ -116,6 +117,8 @@ class service {
   storage::store& store_;
   service_settings settings_;
   broker_metrics* metrics_;
+  // Heavy admin reads of the groups and webhooks run here, off the io thread (admin_reads.h).
+  admin_reads reads_;
   std::unique_ptr<consumer_groups> groups_;
   std::map<std::uint64_t, std::weak_ptr<responder>> connections_;
   boost::asio::steady_timer tick_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "admin_reads.h"
 #include "broker_metrics.h"
 #include "io_thread.h"
 #include "txmq/common/log.h"
@@ -29,7 +30,7 @@ v1::Webhook webhook_notifier::public_view(const subscription& s) const {
   out.clear_secrets();
   out.clear_token();
   out.set_backlog(backlog(s));
-  if (auto d = store_.dead_letters(s.group, 1'000'000)) out.set_exhausted(d.value().size());
+  // exhausted (the group's dead letters) is counted by the admin worker: see list().
   out.set_in_flight(s.in_flight);
   return out;
 }
@@ -131,11 +132,30 @@ void webhook_notifier::create(const std::shared_ptr<responder>& c, std::uint64_t
 }
 
 void webhook_notifier::list(const std::shared_ptr<responder>& c, std::uint64_t corr) {
-  v1::Frame out;
-  out.set_correlation_id(corr);
-  auto* resp = out.mutable_webhook_list_response();
-  for (auto& [id, s] : subs_) *resp->add_webhooks() = public_view(*s);
-  c->respond(std::move(out));
+  // The subscriptions' state is copied here; their dead letters (exhausted) are counted on the
+  // worker, a page at a time.
+  std::vector<std::pair<v1::Webhook, std::string>> views;
+  views.reserve(subs_.size());
+  for (auto& [id, s] : subs_) views.emplace_back(public_view(*s), s->group);
+  std::weak_ptr<responder> weak = c;
+  reads_.run<v1::Frame>(
+      [this, views = std::move(views)]() mutable -> result<v1::Frame> {
+        v1::Frame out;
+        auto* resp = out.mutable_webhook_list_response();
+        for (auto& [view, group] : views) {
+          TXMQ_TRY(auto dead, count_dead_letters(store_, group, reads_));
+          view.set_exhausted(dead.total);
+          *resp->add_webhooks() = std::move(view);
+        }
+        return out;
+      },
+      [weak, corr](result<v1::Frame> out) {
+        auto c = weak.lock();
+        if (!c) return;
+        if (!out) return c->respond_error(corr, wire_code(out.error()), "listing webhooks failed: " + out.error().message);
+        out.value().set_correlation_id(corr);
+        c->respond(std::move(out.value()));
+      });
 }
 
 void webhook_notifier::remove(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& id) {
@@ -171,23 +191,29 @@ void webhook_notifier::attempts(const std::shared_ptr<responder>& c, std::uint64
   if (req.id().empty() || req.id().size() > k_max_name) {
     return c->respond_error(corr, v1::INVALID_ARGUMENT, "a webhook id is needed");
   }
-  auto r = store_.webhook_attempts(q);
-  if (!r) return c->respond_error(corr, wire_code(r.error()), "reading the attempt log failed: " + r.error().message);
-  // A deleted subscription's log stays readable until it expires.
-  if (r.value().empty() && !subs_.count(req.id())) {
-    return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + req.id() + "' and no attempts logged for it");
-  }
-  v1::Frame out;
-  out.set_correlation_id(corr);
-  auto* resp = out.mutable_webhook_attempts_response();
-  // An attempt holds an error text of the endpoint's making: the answer ends before it would
-  // pass the frame limit.
-  answer_budget budget(settings_.max_frame_bytes);
-  for (auto& a : r.value()) {
-    if (!budget.take(a.ByteSizeLong())) break;
-    *resp->add_attempts() = std::move(a);
-  }
-  c->respond(std::move(out));
+  std::weak_ptr<responder> weak = c;
+  reads_.run<std::vector<v1::WebhookAttempt>>(
+      [this, q] { return store_.webhook_attempts(q); },
+      [this, weak, corr, id = req.id()](result<std::vector<v1::WebhookAttempt>> r) {
+        auto c = weak.lock();
+        if (!c) return;
+        if (!r) return c->respond_error(corr, wire_code(r.error()), "reading the attempt log failed: " + r.error().message);
+        // A deleted subscription's log stays readable until it expires.
+        if (r.value().empty() && !subs_.count(id)) {
+          return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + id + "' and no attempts logged for it");
+        }
+        v1::Frame out;
+        out.set_correlation_id(corr);
+        auto* resp = out.mutable_webhook_attempts_response();
+        // An attempt holds an error text of the endpoint's making: the answer ends before it
+        // would pass the frame limit.
+        answer_budget budget(settings_.max_frame_bytes);
+        for (auto& a : r.value()) {
+          if (!budget.take(a.ByteSizeLong())) break;
+          *resp->add_attempts() = std::move(a);
+        }
+        c->respond(std::move(out));
+      });
 }
 
 void webhook_notifier::replay(const std::shared_ptr<responder>& c, std::uint64_t corr,
@@ -197,35 +223,57 @@ void webhook_notifier::replay(const std::shared_ptr<responder>& c, std::uint64_t
   auto& s = *it->second;
   auto t = store_.topic(s.rec.topic());
   if (!t) return c->respond_error(corr, v1::UNKNOWN_TOPIC, "the webhook's topic '" + s.rec.topic() + "' is gone");
-  std::vector<v1::Message> found;
-  for (std::uint32_t p = 0; p < t->partitions.size() && found.size() < k_max_replay; ++p) {
-    storage::read_request rr;
-    rr.topic = s.rec.topic();
-    rr.partition = p;
-    rr.from_offset = t->partitions[p].start_offset;
-    const auto end = t->partitions[p].next_offset;
-    while (rr.from_offset < end && found.size() < k_max_replay) {
-      auto r = store_.read(rr);
-      if (!r) return c->respond_error(corr, wire_code(r.error()), "reading the topic failed: " + r.error().message);
-      if (r.value().messages.empty()) break;
-      for (auto& m : r.value().messages) {
-        if (m.publish_time_ms() >= req.since_ms() && s.matches(m) && found.size() < k_max_replay) {
-          m.set_attempt(1);
-          found.push_back(std::move(m));
+  // The scan reads the whole retained topic (to find up to k_max_replay matching messages): on
+  // the worker, with a copy of the filter; the replays are queued back here.
+  std::weak_ptr<responder> weak = c;
+  reads_.run<std::vector<v1::Message>>(
+      [this, rec = s.rec, t = *t, since = req.since_ms()]() -> result<std::vector<v1::Message>> {
+        std::vector<v1::Message> found;
+        for (std::uint32_t p = 0; p < t.partitions.size() && found.size() < k_max_replay; ++p) {
+          storage::read_request rr;
+          rr.topic = rec.topic();
+          rr.partition = p;
+          rr.from_offset = t.partitions[p].start_offset;
+          const auto end = t.partitions[p].next_offset;
+          while (rr.from_offset < end && found.size() < k_max_replay) {
+            if (reads_.stopping()) return error(protocol::errc::shutting_down, "the broker is shutting down");
+            auto r = store_.read(rr);
+            if (!r) return error(r.error().code, "reading the topic failed: " + r.error().message);
+            if (r.value().messages.empty()) break;
+            for (auto& m : r.value().messages) {
+              if (m.publish_time_ms() >= since && webhook_matches(rec, m) && found.size() < k_max_replay) {
+                m.set_attempt(1);
+                found.push_back(std::move(m));
+              }
+            }
+            rr.from_offset = r.value().next_offset;
+          }
         }
-      }
-      rr.from_offset = r.value().next_offset;
-    }
-  }
-  std::sort(found.begin(), found.end(), [](const v1::Message& a, const v1::Message& b) {
-    return a.publish_time_ms() != b.publish_time_ms() ? a.publish_time_ms() < b.publish_time_ms() : a.id() < b.id();
-  });
-  for (auto& m : found) s.replays.push_back(std::move(m));
-  pump(it->second);
-  v1::Frame out;
-  out.set_correlation_id(corr);
-  out.mutable_webhook_replay_response()->set_queued(found.size());
-  c->respond(std::move(out));
+        std::sort(found.begin(), found.end(), [](const v1::Message& a, const v1::Message& b) {
+          return a.publish_time_ms() != b.publish_time_ms() ? a.publish_time_ms() < b.publish_time_ms() : a.id() < b.id();
+        });
+        return found;
+      },
+      [this, weak, corr, id = req.id()](result<std::vector<v1::Message>> found) {
+        auto c = weak.lock();
+        if (!found) {
+          if (c) c->respond_error(corr, wire_code(found.error()), found.error().message);
+          return;
+        }
+        auto it = subs_.find(id);
+        if (it == subs_.end()) {
+          if (c) c->respond_error(corr, v1::UNKNOWN_GROUP, "webhook '" + id + "' was deleted during the replay");
+          return;
+        }
+        const auto queued = found.value().size();
+        for (auto& m : found.value()) it->second->replays.push_back(std::move(m));
+        pump(it->second);
+        if (!c) return;
+        v1::Frame out;
+        out.set_correlation_id(corr);
+        out.mutable_webhook_replay_response()->set_queued(queued);
+        c->respond(std::move(out));
+      });
 }
 
 void webhook_notifier::rotate(const std::shared_ptr<responder>& c, std::uint64_t corr,

@@ -38,10 +38,11 @@ std::string outcome_name(v1::WebhookOutcome o) {
 
 }  // namespace
 
-webhook_notifier::webhook_notifier(asio::io_context& io, storage::store& store, webhook_settings settings,
-                                   broker_metrics* metrics)
+webhook_notifier::webhook_notifier(asio::io_context& io, storage::store& store, admin_reads& reads,
+                                   webhook_settings settings, broker_metrics* metrics)
     : io_(io),
       store_(store),
+      reads_(reads),
       settings_(std::move(settings)),
       metrics_(metrics),
       tls_(asio::ssl::context::tls_client),

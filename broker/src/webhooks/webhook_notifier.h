@@ -34,6 +34,7 @@
 
 #include "net/responder.h"
 #include "webhooks/egress_guard.h"
+#include "admin_reads.h"
 #include "txmq/storage/store.h"
 
 #include "txmq/common/admin_http.h"
@@ -70,7 +71,8 @@ struct webhook_settings {
 
 class webhook_notifier {
  public:
-  webhook_notifier(boost::asio::io_context& io, storage::store& store, webhook_settings settings,
+  // Heavy admin reads (listing, attempt log, replay, reconciliation) run on `reads`.
+  webhook_notifier(boost::asio::io_context& io, storage::store& store, admin_reads& reads, webhook_settings settings,
                    broker_metrics* metrics);
   ~webhook_notifier();
 
@@ -86,9 +88,10 @@ class webhook_notifier {
   // Registers them on `http`. The HTTP/JSON API's router serves the first path too (it
   // shares the prefix /v1/topics/ with the API's topic routes), through reconcile_list().
   void register_routes(common::admin_http_server& http);
-  // GET /v1/topics/{topic}/messages and GET /v1/messages/{id}; after register_routes().
-  [[nodiscard]] common::http_response reconcile_list(const common::http_request& req);
-  [[nodiscard]] common::http_response reconcile_one(const common::http_request& req);
+  // GET /v1/topics/{topic}/messages and GET /v1/messages/{id}. The store is read on the admin
+  // worker; the coroutine runs on the io thread.
+  [[nodiscard]] boost::asio::awaitable<common::http_response> reconcile_list(const common::http_request& req);
+  [[nodiscard]] boost::asio::awaitable<common::http_response> reconcile_one(const common::http_request& req);
 
  private:
   struct subscription;
@@ -120,9 +123,12 @@ class webhook_notifier {
   [[nodiscard]] std::uint64_t backlog(const subscription& s) const;
   // The subscription whose token the request carries, or an HTTP error.
   struct http_auth;
+  [[nodiscard]] http_auth authorise(const common::http_request& req) const;
+  struct reconcile_view;
 
   boost::asio::io_context& io_;
   storage::store& store_;
+  admin_reads& reads_;
   webhook_settings settings_;
   broker_metrics* metrics_;
   boost::asio::ssl::context tls_;
@@ -132,8 +138,6 @@ class webhook_notifier {
   std::map<std::string, storage::group_update> pending_updates_;
   std::vector<v1::WebhookAttempt> pending_attempts_;
   bool flush_posted_ = false;
-  std::function<common::http_response(const common::http_request&)> reconcile_list_;
-  std::function<common::http_response(const common::http_request&)> reconcile_one_;
   bool stopped_ = false;
 };
 

@@ -10,8 +10,10 @@
 // saw gets everything published after it, across partitions. Each partition is entered by a
 // binary search on publish time (publish times only grow within a partition).
 //
-// The handlers are synchronous and run on the io thread, where the subscriptions live; they
-// read the store as the request handlers do.
+// The handlers are coroutines on the io thread, where the subscriptions live: they find the
+// token's subscription and copy what they need of it there, then read the store on the admin
+// worker (admin_reads.h) — a page binary-searches and scans every partition and reads each
+// message's attempt log and the dead letters — and the io thread serves other clients meanwhile.
 
 #include <algorithm>
 #include <set>
@@ -20,6 +22,7 @@
 #include <boost/url/parse_query.hpp>
 #include <openssl/crypto.h>
 
+#include "admin_reads.h"
 #include "txmq/common/admin_http.h"
 #include "txmq/common/base64.h"
 #include "request_checks.h"
@@ -70,138 +73,175 @@ struct webhook_notifier::http_auth {
   std::optional<common::http_response> error;
 };
 
-void webhook_notifier::register_routes(common::admin_http_server& server) {
+// What the worker needs of a subscription, copied on the io thread.
+struct webhook_notifier::reconcile_view {
+  v1::Webhook rec;
+  std::string group;
+  std::vector<partition_summary> summary;
+};
+
+webhook_notifier::http_auth webhook_notifier::authorise(const common::http_request& req) const {
   // Finds the subscription of the bearer token, comparing in constant time.
-  auto authorise = [this](const common::http_request& req) -> http_auth {
-    auto it = req.headers.find(http::field::authorization);
-    std::string_view value = it == req.headers.end() ? std::string_view() : std::string_view(it->value());
-    if (!value.starts_with("Bearer ")) {
-      return {nullptr, json_error(401, "NOT_AUTHENTICATED", "send the subscription's token as Authorization: Bearer <token>")};
-    }
-    value.remove_prefix(7);
-    for (auto& [id, s] : subs_) {
-      const auto& t = s->rec.token();
-      if (t.size() == value.size() && CRYPTO_memcmp(t.data(), value.data(), t.size()) == 0) return {s, std::nullopt};
-    }
-    return {nullptr, json_error(401, "NOT_AUTHENTICATED", "the token belongs to no webhook subscription")};
-  };
+  auto it = req.headers.find(http::field::authorization);
+  std::string_view value = it == req.headers.end() ? std::string_view() : std::string_view(it->value());
+  if (!value.starts_with("Bearer ")) {
+    return {nullptr, json_error(401, "NOT_AUTHENTICATED", "send the subscription's token as Authorization: Bearer <token>")};
+  }
+  value.remove_prefix(7);
+  for (auto& [id, s] : subs_) {
+    const auto& t = s->rec.token();
+    if (t.size() == value.size() && CRYPTO_memcmp(t.data(), value.data(), t.size()) == 0) return {s, std::nullopt};
+  }
+  return {nullptr, json_error(401, "NOT_AUTHENTICATED", "the token belongs to no webhook subscription")};
+}
 
-  // The message as JSON with its status for the subscription.
-  auto describe = [this](const subscription& s, const v1::Message& m, const std::set<std::pair<std::uint32_t, std::uint64_t>>& dead,
-                         bool with_attempts) {
-    json::object o;
-    o["id"] = id_text(m.id());
-    o["topic"] = m.topic();
-    o["partition"] = m.partition();
-    o["offset"] = m.offset();
-    if (m.has_key()) o["key"] = m.key();
-    json::object headers;
-    for (auto& [k, v] : m.headers()) headers[k] = v;
-    o["headers"] = std::move(headers);
-    if (is_utf8(m.body())) {
-      o["body"] = m.body();
-    } else {
-      o["body_base64"] = common::base64_encode(m.body());
-    }
-    o["publish_time_ms"] = m.publish_time_ms();
-    storage::webhook_attempts_query q;
-    q.webhook_id = s.rec.id();
-    q.message = protocol::uuid::from_bytes(m.id()).value();
-    auto attempts = store_.webhook_attempts(q);
-    bool delivered = false;
-    json::array list;
-    std::uint32_t count = 0;
-    if (attempts) {
-      for (auto& a : attempts.value()) {
-        delivered = delivered || a.outcome() == v1::WEBHOOK_DELIVERED;
-        if (!a.replay()) ++count;
-        if (with_attempts) {
-          list.push_back(json::object{{"attempt", a.attempt()},
-                                      {"time_ms", a.time_ms()},
-                                      {"status", a.status()},
-                                      {"latency_ms", a.latency_ms()},
-                                      {"error", a.error()},
-                                      {"replay", a.replay()}});
-        }
+namespace {
+
+using dead_set = std::set<std::pair<std::uint32_t, std::uint64_t>>;
+
+result<dead_set> read_dead_set(const storage::store& store, const std::string& group, const admin_reads& reads) {
+  dead_set out;
+  std::optional<storage::message_ref> after;
+  for (;;) {
+    if (reads.stopping()) return error(protocol::errc::shutting_down, "the broker is shutting down");
+    TXMQ_TRY(auto page, store.dead_letters(group, k_admin_scan_page, after));
+    for (auto& l : page) out.insert({l.partition, l.offset});
+    if (page.size() < k_admin_scan_page) return out;
+    after = storage::message_ref{page.back().topic, page.back().partition, page.back().offset};
+  }
+}
+
+// The message as JSON with its status for the subscription (on the worker).
+json::object describe_message(const storage::store& store, const auto& view, const v1::Message& m, const dead_set& dead,
+                              bool with_attempts) {
+  json::object o;
+  o["id"] = id_text(m.id());
+  o["topic"] = m.topic();
+  o["partition"] = m.partition();
+  o["offset"] = m.offset();
+  if (m.has_key()) o["key"] = m.key();
+  json::object headers;
+  for (auto& [k, v] : m.headers()) headers[k] = v;
+  o["headers"] = std::move(headers);
+  if (is_utf8(m.body())) {
+    o["body"] = m.body();
+  } else {
+    o["body_base64"] = common::base64_encode(m.body());
+  }
+  o["publish_time_ms"] = m.publish_time_ms();
+  storage::webhook_attempts_query q;
+  q.webhook_id = view.rec.id();
+  q.message = protocol::uuid::from_bytes(m.id()).value();
+  auto attempts = store.webhook_attempts(q);
+  bool delivered = false;
+  json::array list;
+  std::uint32_t count = 0;
+  if (attempts) {
+    for (auto& a : attempts.value()) {
+      delivered = delivered || a.outcome() == v1::WEBHOOK_DELIVERED;
+      if (!a.replay()) ++count;
+      if (with_attempts) {
+        list.push_back(json::object{{"attempt", a.attempt()},
+                                    {"time_ms", a.time_ms()},
+                                    {"status", a.status()},
+                                    {"latency_ms", a.latency_ms()},
+                                    {"error", a.error()},
+                                    {"replay", a.replay()}});
       }
     }
-    std::string status = "pending";
-    if (!s.matches(m)) {
-      status = "filtered";
-    } else if (dead.count({m.partition(), m.offset()})) {
-      status = "exhausted";
-    } else if (delivered) {
-      status = "delivered";
-    } else {
-      for (auto& p : s.tracker->summary()) {
-        if (p.topic == m.topic() && p.partition == m.partition() && m.offset() < p.acked) {
-          // Done without a logged attempt: published before the subscription started at the
-          // latest message, or delivered so long ago that its attempts expired.
-          status = count == 0 && m.publish_time_ms() < s.rec.created_ms() ? "before_subscription" : "delivered";
-        }
+  }
+  std::string status = "pending";
+  if (!webhook_matches(view.rec, m)) {
+    status = "filtered";
+  } else if (dead.count({m.partition(), m.offset()})) {
+    status = "exhausted";
+  } else if (delivered) {
+    status = "delivered";
+  } else {
+    for (auto& p : view.summary) {
+      if (p.topic == m.topic() && p.partition == m.partition() && m.offset() < p.acked) {
+        // Done without a logged attempt: published before the subscription started at the
+        // latest message, or delivered so long ago that its attempts expired.
+        status = count == 0 && m.publish_time_ms() < view.rec.created_ms() ? "before_subscription" : "delivered";
       }
     }
-    o["status"] = status;
-    o["attempts"] = count;
-    if (with_attempts) o["attempt_log"] = std::move(list);
-    return o;
-  };
+  }
+  o["status"] = status;
+  o["attempts"] = count;
+  if (with_attempts) o["attempt_log"] = std::move(list);
+  return o;
+}
 
-  auto dead_set = [this](const subscription& s) {
-    std::set<std::pair<std::uint32_t, std::uint64_t>> out;
-    if (auto d = store_.dead_letters(s.group, 1'000'000)) {
-      for (auto& l : d.value()) out.insert({l.partition, l.offset});
-    }
-    return out;
-  };
+common::http_response worker_failure(const error& e) {
+  return json_error(503, "STORE_UNAVAILABLE", "reading the store failed: " + e.message);
+}
 
-  reconcile_list_ = [this, authorise, describe, dead_set](const common::http_request& req) {
-    auto auth = authorise(req);
-    if (auth.error) return *auth.error;
-    auto& s = *auth.sub;
-    // /v1/topics/{topic}/messages
-    std::string_view rest = req.path.substr(std::string_view("/v1/topics/").size());
-    const auto slash = rest.find('/');
-    if (slash == std::string_view::npos || rest.substr(slash) != "/messages") {
-      return json_error(404, "NOT_FOUND", "use /v1/topics/{topic}/messages");
+}  // namespace
+
+void webhook_notifier::register_routes(common::admin_http_server& server) {
+  server.add_async_route(http::verb::get, "/v1/topics/", [this](const common::http_request& req) { return reconcile_list(req); },
+                         common::route_access::by_handler());
+  server.add_async_route(http::verb::get, "/v1/messages", [this](const common::http_request& req) { return reconcile_one(req); },
+                         common::route_access::by_handler());
+}
+
+boost::asio::awaitable<common::http_response> webhook_notifier::reconcile_list(const common::http_request& req) {
+  auto auth = authorise(req);
+  if (auth.error) co_return *auth.error;
+  const reconcile_view view{auth.sub->rec, auth.sub->group, auth.sub->tracker->summary()};
+  // /v1/topics/{topic}/messages
+  std::string_view rest = req.path.substr(std::string_view("/v1/topics/").size());
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos || rest.substr(slash) != "/messages") {
+    co_return json_error(404, "NOT_FOUND", "use /v1/topics/{topic}/messages");
+  }
+  const std::string topic(rest.substr(0, slash));
+  if (topic != view.rec.topic()) {
+    co_return json_error(403, "NOT_AUTHORIZED", "the token's subscription is for topic '" + view.rec.topic() + "'");
+  }
+  std::size_t limit = k_default_limit;
+  std::optional<protocol::uuid> after_id;
+  std::string after_text;
+  // Parsed from a copy that ends where the query ends: given the view into the request's
+  // buffer, Boost.URL 1.81 read the last value one byte too far (`limit=1` came out as "10",
+  // an `after` id with a trailing newline).
+  const std::string query(req.query);
+  auto params = boost::urls::parse_query(query);
+  if (!params) co_return json_error(400, "INVALID_ARGUMENT", "malformed query string");
+  for (auto p : params.value()) {
+    if (p.key == "limit") {
+      try {
+        limit = std::stoul(std::string(p.value));
+      } catch (const std::exception&) {
+        co_return json_error(400, "INVALID_ARGUMENT", "limit must be a number");
+      }
+      limit = std::clamp<std::size_t>(limit, 1, k_max_limit);
+    } else if (p.key == "after" && !p.value.empty()) {
+      auto id = protocol::uuid::parse(p.value);
+      if (!id) {
+        co_return json_error(400, "INVALID_ARGUMENT",
+                             "after must be a message id (UUID text), not '" + std::string(p.value.substr(0, 64)) + "'");
+      }
+      after_id = id.value();
+      after_text = std::string(p.value);
     }
-    const std::string topic(rest.substr(0, slash));
-    if (topic != s.rec.topic()) {
-      return json_error(403, "NOT_AUTHORIZED", "the token's subscription is for topic '" + s.rec.topic() + "'");
-    }
-    std::size_t limit = k_default_limit;
+  }
+  // A named std::function, not a lambda temporary inside the co_await expression: GCC 12
+  // destroyed such a temporary wrongly on resumption (free() of an invalid pointer).
+  std::function<result<common::http_response>()> list_page = [this, view, topic, limit, after_id,
+                                                               after_text]() -> result<common::http_response> {
     std::optional<v1::Message> after;
-    // Parsed from a copy that ends where the query ends: given the view into the request's
-    // buffer, Boost.URL 1.81 read the last value one byte too far (`limit=1` came out as "10",
-    // an `after` id with a trailing newline).
-    const std::string query(req.query);
-    auto params = boost::urls::parse_query(query);
-    if (!params) return json_error(400, "INVALID_ARGUMENT", "malformed query string");
-    for (auto p : params.value()) {
-      if (p.key == "limit") {
-        try {
-          limit = std::stoul(std::string(p.value));
-        } catch (const std::exception&) {
-          return json_error(400, "INVALID_ARGUMENT", "limit must be a number");
-        }
-        limit = std::clamp<std::size_t>(limit, 1, k_max_limit);
-      } else if (p.key == "after" && !p.value.empty()) {
-        auto id = protocol::uuid::parse(p.value);
-        if (!id) {
-          return json_error(400, "INVALID_ARGUMENT",
-                            "after must be a message id (UUID text), not '" + std::string(p.value.substr(0, 64)) + "'");
-        }
-        auto loc = store_.find_id(id.value());
-        if (!loc || !loc.value() || loc.value()->topic != topic) {
-          return json_error(404, "NOT_FOUND", "no message " + std::string(p.value) + " in topic '" + topic + "'");
-        }
-        storage::read_request rr{topic, loc.value()->partition, loc.value()->offset, 1};
-        auto r = store_.read(rr);
-        if (!r || r.value().messages.empty() || r.value().messages.front().offset() != loc.value()->offset) {
-          return json_error(404, "NOT_FOUND", "message " + std::string(p.value) + " is no longer retained");
-        }
-        after = std::move(r.value().messages.front());
+    if (after_id) {
+      auto loc = store_.find_id(*after_id);
+      if (!loc || !loc.value() || loc.value()->topic != topic) {
+        return json_error(404, "NOT_FOUND", "no message " + after_text + " in topic '" + topic + "'");
       }
+      storage::read_request rr{topic, loc.value()->partition, loc.value()->offset, 1};
+      auto r = store_.read(rr);
+      if (!r || r.value().messages.empty() || r.value().messages.front().offset() != loc.value()->offset) {
+        return json_error(404, "NOT_FOUND", "message " + after_text + " is no longer retained");
+      }
+      after = std::move(r.value().messages.front());
     }
     auto t = store_.topic(topic);
     if (!t) return json_error(404, "NOT_FOUND", "no topic '" + topic + "'");
@@ -231,11 +271,12 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
       storage::read_request rr{topic, p, lo, limit};
       std::size_t taken = 0;
       while (rr.from_offset < t->partitions[p].next_offset && taken < limit) {
+        if (reads_.stopping()) return error(protocol::errc::shutting_down, "the broker is shutting down");
         auto r = store_.read(rr);
         if (!r || r.value().messages.empty()) break;
         for (auto& m : r.value().messages) {
           if (after && !later(*after, m)) continue;
-          if (!s.matches(m)) continue;
+          if (!webhook_matches(view.rec, m)) continue;
           found.push_back(std::move(m));
           if (++taken == limit) break;
         }
@@ -244,14 +285,14 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     }
     std::sort(found.begin(), found.end(), later);
     if (found.size() > limit) found.resize(limit);
-    const auto dead = dead_set(s);
+    TXMQ_TRY(const auto dead, read_dead_set(store_, view.group, reads_));
     // Like the broker's answers, a page stays within max_frame_bytes of JSON (large bodies in
     // base64): it ends early, and next_after continues after the last message it holds.
     json::array out;
     std::size_t bytes = 0;
     const v1::Message* last = nullptr;
     for (auto& m : found) {
-      auto entry = describe(s, m, dead, false);
+      auto entry = describe_message(store_, view, m, dead, false);
       const std::size_t size = json::serialize(entry).size() + 1;
       if (last && bytes + size > settings_.max_frame_bytes) break;
       bytes += size;
@@ -262,30 +303,34 @@ void webhook_notifier::register_routes(common::admin_http_server& server) {
     if (last) body["next_after"] = id_text(last->id());
     return json_response(200, body);
   };
-  server.add_route(http::verb::get, "/v1/topics/", reconcile_list_, common::route_access::by_handler());
+  auto page = co_await reads_.await(std::move(list_page));
+  if (!page) co_return worker_failure(page.error());
+  co_return std::move(page.value());
+}
 
-  reconcile_one_ = [this, authorise, describe, dead_set](const common::http_request& req) {
-    auto auth = authorise(req);
-    if (auth.error) return *auth.error;
-    auto& s = *auth.sub;
-    std::string_view text = req.path.substr(std::min(req.path.size(), std::string_view("/v1/messages/").size()));
-    auto id = protocol::uuid::parse(text);
-    if (!id) return json_error(400, "INVALID_ARGUMENT", "use /v1/messages/{id} with a message id (UUID text)");
-    auto loc = store_.find_id(id.value());
+boost::asio::awaitable<common::http_response> webhook_notifier::reconcile_one(const common::http_request& req) {
+  auto auth = authorise(req);
+  if (auth.error) co_return *auth.error;
+  const reconcile_view view{auth.sub->rec, auth.sub->group, auth.sub->tracker->summary()};
+  const std::string text(req.path.substr(std::min(req.path.size(), std::string_view("/v1/messages/").size())));
+  auto id = protocol::uuid::parse(text);
+  if (!id) co_return json_error(400, "INVALID_ARGUMENT", "use /v1/messages/{id} with a message id (UUID text)");
+  std::function<result<common::http_response>()> one = [this, view, text, id = id.value()]() -> result<common::http_response> {
+    auto loc = store_.find_id(id);
     // Another topic's message is none of this token's business: not found, as if absent.
-    if (!loc || !loc.value() || loc.value()->topic != s.rec.topic()) {
-      return json_error(404, "NOT_FOUND", "no message " + std::string(text) + " in topic '" + s.rec.topic() + "'");
+    if (!loc || !loc.value() || loc.value()->topic != view.rec.topic()) {
+      return json_error(404, "NOT_FOUND", "no message " + text + " in topic '" + view.rec.topic() + "'");
     }
     auto r = store_.read(storage::read_request{loc.value()->topic, loc.value()->partition, loc.value()->offset, 1});
     if (!r || r.value().messages.empty() || r.value().messages.front().offset() != loc.value()->offset) {
-      return json_error(404, "NOT_FOUND", "message " + std::string(text) + " is no longer retained");
+      return json_error(404, "NOT_FOUND", "message " + text + " is no longer retained");
     }
-    return json_response(200, describe(s, r.value().messages.front(), dead_set(s), true));
+    TXMQ_TRY(const auto dead, read_dead_set(store_, view.group, reads_));
+    return json_response(200, describe_message(store_, view, r.value().messages.front(), dead, true));
   };
-  server.add_route(http::verb::get, "/v1/messages", reconcile_one_, common::route_access::by_handler());
+  auto answer = co_await reads_.await(std::move(one));
+  if (!answer) co_return worker_failure(answer.error());
+  co_return std::move(answer.value());
 }
-
-common::http_response webhook_notifier::reconcile_list(const common::http_request& req) { return reconcile_list_(req); }
-common::http_response webhook_notifier::reconcile_one(const common::http_request& req) { return reconcile_one_(req); }
 
 }  // namespace txmq::broker

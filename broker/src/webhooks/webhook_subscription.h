@@ -15,6 +15,17 @@
 
 namespace txmq::broker {
 
+// Whether `m` passes the key and header filter of the subscription `rec`. A free function so the
+// admin worker can apply it to a copy of the record.
+[[nodiscard]] inline bool webhook_matches(const v1::Webhook& rec, const v1::Message& m) {
+  if (rec.has_filter_key() && (!m.has_key() || m.key() != rec.filter_key())) return false;
+  for (auto& [k, v] : rec.filter_headers()) {
+    auto it = m.headers().find(k);
+    if (it == m.headers().end() || it->second != v) return false;
+  }
+  return true;
+}
+
 struct webhook_notifier::subscription {
   v1::Webhook rec;  // as stored: secrets and token included
   std::string group;
@@ -30,14 +41,7 @@ struct webhook_notifier::subscription {
   bool pump_posted = false;  // a pump is queued on the io thread
 
   // The key and header filter: messages that fail it are settled without an attempt.
-  [[nodiscard]] bool matches(const v1::Message& m) const {
-    if (rec.has_filter_key() && (!m.has_key() || m.key() != rec.filter_key())) return false;
-    for (auto& [k, v] : rec.filter_headers()) {
-      auto it = m.headers().find(k);
-      if (it == m.headers().end() || it->second != v) return false;
-    }
-    return true;
-  }
+  [[nodiscard]] bool matches(const v1::Message& m) const { return webhook_matches(rec, m); }
 };
 
 }  // namespace txmq::broker

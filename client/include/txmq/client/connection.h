@@ -55,7 +55,10 @@ struct connection_options {
   // including time spent waiting for a connection.
   std::chrono::milliseconds request_timeout{30000};
   // A link that passes nothing (no reset) fails the connection within about this, which then
-  // reconnects: TCP keepalive and TCP_USER_TIMEOUT. 0 = the kernel's defaults (~15 minutes).
+  // reconnects: TCP keepalive and TCP_USER_TIMEOUT. Also when TCP stays up but nothing comes
+  // back (a stalled or half-open path through a proxy): a request that times out after this
+  // long without any answer from the broker ends the session. 0 = the kernel's defaults
+  // (~15 minutes) and no such check.
   std::chrono::milliseconds dead_link_timeout{30000};
   // Reconnect back-off: doubles from initial to max after each failed attempt, with +-20%
   // jitter; reset by a successful handshake.

@@ -1,0 +1,280 @@
+// Heavy admin reads run off the io thread (DESIGN.md §7): while a DescribeGroup, ListGroups,
+// DlqList, DlqRedrive, WebhookList, WebhookAttempts or WebhookReplay is inside its store scan,
+// the io thread still answers a produce. The store here is the in-memory one behind a gate: once
+// armed, the scanning calls (dead_letters, webhook_attempts, read, load_group) block until the
+// test opens it — unless they come from the io thread, which this test runs itself: such a
+// call is recorded (the test then fails) and let through, so old code fails instead of hanging.
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "handler_test_support.h"
+
+namespace txmq::broker::test {
+namespace {
+
+// Forwards everything to `inner`; the scanning reads wait at the gate while it is armed.
+class gated_store final : public storage::store {
+ public:
+  explicit gated_store(std::unique_ptr<storage::store> inner) : inner_(std::move(inner)) {}
+
+  void arm(std::thread::id io_thread) {
+    std::lock_guard lock(mutex_);
+    armed_ = true;
+    io_thread_ = io_thread;
+    entered_ = false;
+  }
+  void open() {
+    std::lock_guard lock(mutex_);
+    armed_ = false;
+    cv_.notify_all();
+  }
+  [[nodiscard]] bool entered() const {
+    std::lock_guard lock(mutex_);
+    return entered_;
+  }
+  [[nodiscard]] int io_thread_scans() const {
+    std::lock_guard lock(mutex_);
+    return io_thread_scans_;
+  }
+
+  void create_topic(storage::topic_config c, storage::completion<storage::topic_info> d) override {
+    inner_->create_topic(std::move(c), std::move(d));
+  }
+  std::optional<storage::topic_info> topic(std::string_view n) const override { return inner_->topic(n); }
+  std::vector<storage::topic_info> topics() const override { return inner_->topics(); }
+  void append(storage::append_request r, storage::completion<storage::append_result> d) override {
+    inner_->append(std::move(r), std::move(d));
+  }
+  result<storage::read_result> read(const storage::read_request& r) const override {
+    gate();
+    return inner_->read(r);
+  }
+  result<std::optional<storage::id_location>> find_id(const storage::message_id& id) const override {
+    return inner_->find_id(id);
+  }
+  void prepare(storage::prepare_request r, storage::completion<storage::prepare_result> d) override {
+    inner_->prepare(std::move(r), std::move(d));
+  }
+  void resolve(storage::resolve_request r, storage::completion<storage::resolve_result> d) override {
+    inner_->resolve(std::move(r), std::move(d));
+  }
+  void record_checks(std::vector<storage::check_update> u, storage::completion<void> d) override {
+    inner_->record_checks(std::move(u), std::move(d));
+  }
+  result<std::optional<storage::tx_record>> find_tx(const storage::txid& id) const override { return inner_->find_tx(id); }
+  result<std::vector<storage::tx_record>> due_checks(std::int64_t until, std::size_t limit, std::int64_t from) const override {
+    return inner_->due_checks(until, limit, from);
+  }
+  result<std::vector<storage::tx_record>> list_txs(std::optional<storage::tx_state> s, std::size_t limit,
+                                                   std::optional<storage::txid> after) const override {
+    return inner_->list_txs(s, limit, after);
+  }
+  void ensure_group(storage::group_info i, storage::group_start s, storage::completion<storage::group_state> d) override {
+    inner_->ensure_group(std::move(i), s, std::move(d));
+  }
+  void update_group(storage::group_update u, storage::completion<storage::group_update_result> d) override {
+    inner_->update_group(std::move(u), std::move(d));
+  }
+  result<storage::group_state> load_group(std::string_view n) const override {
+    gate();
+    return inner_->load_group(n);
+  }
+  std::vector<storage::group_info> groups() const override { return inner_->groups(); }
+  result<std::vector<storage::dead_letter>> dead_letters(std::string_view g, std::size_t limit,
+                                                         const std::optional<storage::message_ref>& after) const override {
+    gate();
+    return inner_->dead_letters(g, limit, after);
+  }
+  result<std::vector<storage::due_delivery>> due_deliveries(std::int64_t until, std::size_t limit) const override {
+    return inner_->due_deliveries(until, limit);
+  }
+  void put_webhook(v1::Webhook r, storage::completion<void> d) override { inner_->put_webhook(std::move(r), std::move(d)); }
+  void delete_webhook(std::string id, storage::completion<bool> d) override {
+    inner_->delete_webhook(std::move(id), std::move(d));
+  }
+  result<std::vector<v1::Webhook>> webhooks() const override { return inner_->webhooks(); }
+  void record_webhook_attempts(std::vector<v1::WebhookAttempt> a, storage::completion<void> d) override {
+    inner_->record_webhook_attempts(std::move(a), std::move(d));
+  }
+  result<std::vector<v1::WebhookAttempt>> webhook_attempts(const storage::webhook_attempts_query& q) const override {
+    gate();
+    return inner_->webhook_attempts(q);
+  }
+  void expire_webhook_attempts(std::int64_t before, std::size_t limit, storage::completion<std::uint64_t> d) override {
+    inner_->expire_webhook_attempts(before, limit, std::move(d));
+  }
+  void create_principal(storage::principal_record r, storage::completion<bool> d) override {
+    inner_->create_principal(std::move(r), std::move(d));
+  }
+  void delete_principal(std::string n, storage::completion<bool> d) override {
+    inner_->delete_principal(std::move(n), std::move(d));
+  }
+  result<std::vector<storage::principal_record>> principals() const override { return inner_->principals(); }
+  void put_acl(storage::acl_entry e, storage::completion<bool> d) override { inner_->put_acl(std::move(e), std::move(d)); }
+  void delete_acl(storage::acl_entry e, storage::completion<bool> d) override {
+    inner_->delete_acl(std::move(e), std::move(d));
+  }
+  result<std::vector<storage::acl_entry>> acls() const override { return inner_->acls(); }
+  void enforce_retention(storage::completion<storage::retention_result> d) override { inner_->enforce_retention(std::move(d)); }
+  result<void> compact() override { return inner_->compact(); }
+  result<std::uint64_t> count_dedupe_entries() const override { return inner_->count_dedupe_entries(); }
+  storage::store_stats stats() const override { return inner_->stats(); }
+  storage::store_health health() const override { return inner_->health(); }
+  void close() override { inner_->close(); }
+
+ private:
+  void gate() const {
+    std::unique_lock lock(mutex_);
+    if (!armed_) return;
+    if (std::this_thread::get_id() == io_thread_) {
+      ++io_thread_scans_;  // the io thread would wait on itself: let it through, and fail
+      return;
+    }
+    entered_ = true;
+    // Bounded: a test that never opens the gate fails on its own deadlines, then ends.
+    cv_.wait_for(lock, 20s, [&] { return !armed_; });
+  }
+
+  std::unique_ptr<storage::store> inner_;
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  bool armed_ = false;
+  std::thread::id io_thread_;
+  mutable bool entered_ = false;
+  mutable int io_thread_scans_ = 0;
+};
+
+struct admin_case {
+  const char* name;
+  std::function<v1::Frame(const std::string& webhook_id)> frame;
+  std::function<bool(const v1::Frame&)> answered_well;
+};
+
+void PrintTo(const admin_case& c, std::ostream* os) { *os << c.name; }
+
+class admin_reads_test : public handler_test, public testing::WithParamInterface<admin_case> {
+ protected:
+  admin_reads_test() {
+    settings.webhooks.guard.allow_private = true;
+    settings.delivery.max_attempts = 1;  // one nack: a dead letter
+  }
+
+  void start_gated() {
+    storage::store_options o = store_options;
+    o.in_memory = true;
+    auto s = storage::open_store(o);
+    ASSERT_TRUE(s) << s.error().message;
+    auto gated = std::make_unique<gated_store>(std::move(s.value()));
+    gate_ = gated.get();
+    store_ = std::move(gated);
+    svc_ = std::make_unique<service>(io_, *store_, settings, nullptr);
+    auto started = svc_->start();
+    ASSERT_TRUE(started) << started.error().message;
+  }
+
+  gated_store* gate_ = nullptr;
+};
+
+TEST_P(admin_reads_test, the_io_thread_answers_a_produce_while_the_admin_read_scans) {
+  ASSERT_NO_FATAL_FAILURE(start_gated());
+  auto admin = client();
+  auto producer = client();
+  ASSERT_TRUE(request(admin, create_topic_frame("t", 2)).has_topic_info());
+  ASSERT_TRUE(request(admin, create_topic_frame("other", 1)).has_topic_info());
+  std::vector<v1::Message> batch;
+  for (int i = 0; i < 20; ++i) batch.push_back(message("m" + std::to_string(i)));
+  ASSERT_TRUE(request(producer, produce_frame("t", std::move(batch))).has_produce_response());
+  // Dead letters in group g: each delivery nacked once with max_attempts 1.
+  auto fetched = request(admin, fetch_frame("g", "t"));
+  ASSERT_GT(fetched.fetch_response().deliveries_size(), 0);
+  for (auto& d : fetched.fetch_response().deliveries()) {
+    ASSERT_TRUE(request(admin, nack_frame("g", d.message(), 0)).has_delivery_results());
+  }
+  // A webhook from the latest message (so it reads nothing of the topic on its own while the
+  // gate is armed; a replay does), to a port nobody listens on.
+  v1::Frame create;
+  create.mutable_webhook_create()->mutable_webhook()->set_topic("t");
+  create.mutable_webhook_create()->mutable_webhook()->set_url("http://127.0.0.1:1/hook");
+  auto created = request(admin, std::move(create));
+  ASSERT_TRUE(created.has_webhook()) << created.ShortDebugString();
+  const std::string webhook_id = created.webhook().id();
+
+  // The admin request waits inside its scan; a produce is answered meanwhile.
+  gate_->arm(std::this_thread::get_id());
+  const std::uint64_t corr = ++next_corr_;
+  auto f = GetParam().frame(webhook_id);
+  f.set_correlation_id(corr);
+  svc_->handle(admin, std::move(f));
+  ASSERT_TRUE(run_until([&] { return gate_->entered() || gate_->io_thread_scans() > 0; }, 10s))
+      << "the admin request never read the store";
+  EXPECT_EQ(gate_->io_thread_scans(), 0) << GetParam().name << " scanned the store on the io thread";
+  auto produced = request(producer, produce_frame("other", {message("while scanning")}), 5s);
+  EXPECT_TRUE(produced.has_produce_response()) << produced.ShortDebugString();
+  EXPECT_FALSE(admin->answer(corr).has_value()) << "answered before its scan ended";
+
+  gate_->open();
+  ASSERT_TRUE(run_until([&] { return admin->answer(corr).has_value(); }, 10s));
+  EXPECT_TRUE(GetParam().answered_well(*admin->answer(corr))) << admin->answer(corr)->ShortDebugString();
+}
+
+v1::Frame describe_group(const std::string&) {
+  v1::Frame f;
+  f.mutable_describe_group()->set_group("g");
+  return f;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    requests, admin_reads_test,
+    testing::Values(
+        admin_case{"describe_group", describe_group,
+                   [](const v1::Frame& a) { return a.has_group_info() && a.group_info().dead_letters() > 0; }},
+        admin_case{"list_groups",
+                   [](const std::string&) {
+                     v1::Frame f;
+                     f.mutable_list_groups();
+                     return f;
+                   },
+                   [](const v1::Frame& a) { return a.list_groups_response().groups_size() == 1; }},
+        admin_case{"dlq_list",
+                   [](const std::string&) {
+                     v1::Frame f;
+                     f.mutable_dlq_list()->set_group("g");
+                     return f;
+                   },
+                   [](const v1::Frame& a) { return a.dlq_list_response().dead_letters_size() > 0; }},
+        admin_case{"dlq_redrive",
+                   [](const std::string&) {
+                     v1::Frame f;
+                     f.mutable_dlq_redrive()->set_group("g");
+                     return f;
+                   },
+                   [](const v1::Frame& a) { return a.has_dlq_redrive_response() && a.dlq_redrive_response().redriven() > 0; }},
+        admin_case{"webhook_list",
+                   [](const std::string&) {
+                     v1::Frame f;
+                     f.mutable_webhook_list();
+                     return f;
+                   },
+                   [](const v1::Frame& a) { return a.webhook_list_response().webhooks_size() == 1; }},
+        admin_case{"webhook_attempts",
+                   [](const std::string& id) {
+                     v1::Frame f;
+                     f.mutable_webhook_attempts()->set_id(id);
+                     return f;
+                   },
+                   [](const v1::Frame& a) { return a.has_webhook_attempts_response(); }},
+        admin_case{"webhook_replay",
+                   [](const std::string& id) {
+                     v1::Frame f;
+                     f.mutable_webhook_replay()->set_id(id);
+                     return f;
+                   },
+                   [](const v1::Frame& a) { return a.has_webhook_replay_response() && a.webhook_replay_response().queued() == 20; }}),
+    [](const testing::TestParamInfo<admin_case>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace txmq::broker::test
