@@ -276,5 +276,90 @@ INSTANTIATE_TEST_SUITE_P(
                    [](const v1::Frame& a) { return a.has_webhook_replay_response() && a.webhook_replay_response().queued() == 20; }}),
     [](const testing::TestParamInfo<admin_case>& info) { return std::string(info.param.name); });
 
+// WebhookAttempts is paged like DlqList: limit + a cursor (next_after), over the whole log and
+// over one message's attempts, every attempt once and in order; a bad cursor is refused.
+class webhook_attempts_paging_test : public handler_test {
+ protected:
+  webhook_attempts_paging_test() { settings.webhooks.guard.allow_private = true; }
+};
+
+TEST_F(webhook_attempts_paging_test, pages_follow_next_after_to_the_end) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  auto admin = client();
+  ASSERT_TRUE(request(admin, create_topic_frame("t", 1)).has_topic_info());
+  v1::Frame create;
+  create.mutable_webhook_create()->mutable_webhook()->set_topic("t");
+  create.mutable_webhook_create()->mutable_webhook()->set_url("http://127.0.0.1:1/hook");
+  auto created = request(admin, std::move(create));
+  ASSERT_TRUE(created.has_webhook()) << created.ShortDebugString();
+  const std::string id = created.webhook().id();
+
+  // 2,500 attempts, of 5 messages, logged straight into the store (10 ms apart).
+  std::vector<std::string> messages;
+  for (int i = 0; i < 5; ++i) messages.push_back(std::string(protocol::uuid::make_v7().raw()));
+  std::vector<v1::WebhookAttempt> log;
+  for (int i = 0; i < 2500; ++i) {
+    v1::WebhookAttempt a;
+    a.set_webhook_id(id);
+    a.set_message_id(messages[static_cast<std::size_t>(i) % messages.size()]);
+    a.set_topic("t");
+    a.set_attempt(static_cast<std::uint32_t>(i / 5 + 1));
+    a.set_time_ms(1'700'000'000'000 + i * 10);
+    a.set_outcome(v1::WEBHOOK_FAILED);
+    log.push_back(a);
+  }
+  auto written = storage::call_sync<void>([&](auto done) { store_->record_webhook_attempts(log, done); });
+  ASSERT_TRUE(written) << written.error().message;
+
+  const auto read_all = [&](const std::string& message, std::uint32_t limit, std::vector<int>& page_sizes) {
+    std::vector<v1::WebhookAttempt> all;
+    std::string after;
+    for (int pages = 0; pages < 100; ++pages) {
+      v1::Frame f;
+      f.mutable_webhook_attempts()->set_id(id);
+      f.mutable_webhook_attempts()->set_limit(limit);
+      f.mutable_webhook_attempts()->set_message_id(message);
+      f.mutable_webhook_attempts()->set_after(after);
+      auto r = request(admin, std::move(f));
+      EXPECT_TRUE(r.has_webhook_attempts_response()) << r.ShortDebugString();
+      page_sizes.push_back(r.webhook_attempts_response().attempts_size());
+      for (auto& a : r.webhook_attempts_response().attempts()) all.push_back(a);
+      after = r.webhook_attempts_response().next_after();
+      if (after.empty()) break;
+    }
+    return all;
+  };
+
+  std::vector<int> sizes;
+  auto all = read_all("", 1000, sizes);
+  EXPECT_EQ(sizes, (std::vector<int>{1000, 1000, 500}));
+  ASSERT_EQ(all.size(), log.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].time_ms(), log[i].time_ms()) << "attempt " << i << " out of order or repeated";
+  }
+
+  // One message's attempts (500 of them), 200 a page.
+  sizes.clear();
+  auto one = read_all(messages[2], 200, sizes);
+  EXPECT_EQ(sizes, (std::vector<int>{200, 200, 100}));
+  ASSERT_EQ(one.size(), 500u);
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(one[i].message_id(), messages[2]);
+    if (i > 0) EXPECT_LT(one[i - 1].time_ms(), one[i].time_ms());
+  }
+
+  // An exact multiple of the limit ends with no cursor rather than an empty page.
+  sizes.clear();
+  EXPECT_EQ(read_all(messages[0], 500, sizes).size(), 500u);
+  EXPECT_EQ(sizes, (std::vector<int>{500}));
+
+  v1::Frame bad;
+  bad.mutable_webhook_attempts()->set_id(id);
+  bad.mutable_webhook_attempts()->set_after("zz");
+  EXPECT_EQ(request(admin, bad).error().code(), v1::INVALID_ARGUMENT);
+  bad.mutable_webhook_attempts()->set_after("00ff");
+  EXPECT_EQ(request(admin, bad).error().code(), v1::INVALID_ARGUMENT);
+}
+
 }  // namespace
 }  // namespace txmq::broker::test

@@ -1,10 +1,12 @@
 #include "webhook_commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <iomanip>
 #include <locale>
 #include <sstream>
+#include <vector>
 
 #include <boost/json.hpp>
 
@@ -260,12 +262,22 @@ int webhook_attempts(session& s, const po::variables_map& vm) {
     if (!m) throw po::error("--message: not a message id in canonical UUID text");
     req->set_message_id(std::string(m.value().raw()));
   }
-  if (vm.count("limit")) req->set_limit(vm["limit"].as<std::uint32_t>());
+  // The broker answers at most 1,000 a page (fewer for long error texts); --limit may ask for
+  // more: the pages are followed (next_after) until it is reached or none follow.
+  const std::size_t wanted = vm.count("limit") && vm["limit"].as<std::uint32_t>() > 0 ? vm["limit"].as<std::uint32_t>() : 1000;
+  std::vector<v1::WebhookAttempt> all;
   int status = exit_ok;
-  auto r = call(s, std::move(f), v1::Frame::kWebhookAttemptsResponse, "read the attempts of webhook '" + id + "'", status);
-  if (!r) return status;
+  while (all.size() < wanted) {
+    req->set_limit(static_cast<std::uint32_t>(std::min<std::size_t>(wanted - all.size(), 1000)));
+    auto r = call(s, f, v1::Frame::kWebhookAttemptsResponse, "read the attempts of webhook '" + id + "'", status);
+    if (!r) return status;
+    auto& page = *r->mutable_webhook_attempts_response();
+    for (auto& a : *page.mutable_attempts()) all.push_back(std::move(a));
+    if (page.next_after().empty() || page.attempts_size() == 0) break;
+    req->set_after(page.next_after());
+  }
   table t({"TIME", "MESSAGE", "ATTEMPT", "STATUS", "LATENCY", "OUTCOME", "ERROR"});
-  for (auto& a : r->webhook_attempts_response().attempts()) {
+  for (auto& a : all) {
     if (s.json()) {
       json::object o{{"webhook", a.webhook_id()},   {"message", id_text(a.message_id())},
                      {"topic", a.topic()},          {"partition", a.partition()},

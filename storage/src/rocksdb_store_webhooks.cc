@@ -52,7 +52,18 @@ result<std::vector<v1::WebhookAttempt>> rocksdb_store::webhook_attempts(const we
   std::vector<v1::WebhookAttempt> out;
   std::string from = group_prefix(q.message ? 'm' : 'a', q.webhook_id);
   if (q.message) from.append(q.message->raw());
-  TXMQ_TRY(scan(cf_groups, from, prefix_end(from), [&](std::string_view, std::string_view v) -> result<bool> {
+  const std::string upper = prefix_end(from);
+  if (!q.after.empty()) {
+    // time + message id + attempt + replay; by message: time + attempt + replay.
+    const std::size_t cursor_size = q.message ? 8 + 4 + 1 : 8 + 16 + 4 + 1;
+    if (q.after.size() != cursor_size) {
+      return error(errc::invalid_argument, "not a cursor of this attempt log (use next_after of the previous page)");
+    }
+    // Keys under the prefix have the cursor's length: the first one after it is at least this.
+    from.append(q.after);
+    from.push_back('\0');
+  }
+  TXMQ_TRY(scan(cf_groups, from, upper, [&](std::string_view, std::string_view v) -> result<bool> {
     v1::WebhookAttempt a;
     if (!a.ParseFromArray(v.data(), static_cast<int>(v.size()))) return errc::corruption;
     out.push_back(std::move(a));
@@ -90,3 +101,15 @@ void rocksdb_store::expire_webhook_attempts(std::int64_t before_ms, std::size_t 
 }
 
 }  // namespace txmq::storage::detail
+
+namespace txmq::storage {
+
+std::string webhook_attempt_cursor(const v1::WebhookAttempt& a, bool by_message) {
+  if (by_message) {
+    return detail::webhook_message_attempt_key(a).substr(detail::group_prefix('m', a.webhook_id()).size() +
+                                                         a.message_id().size());
+  }
+  return detail::webhook_attempt_key(a).substr(detail::group_prefix('a', a.webhook_id()).size());
+}
+
+}  // namespace txmq::storage

@@ -402,6 +402,7 @@ asio::awaitable<response> webhook_attempts(route_context& ctx) {
     if (!u) co_return bad("message=" + it->second + ": not a message id (UUID text)");
     req->set_message_id(std::string(u.value().raw()));
   }
+  if (auto it = ctx.query.find("after"); it != ctx.query.end()) req->set_after(it->second);
   co_return co_await simple(ctx, std::move(f), v1::Frame::kWebhookAttemptsResponse);
 }
 

@@ -23,6 +23,34 @@ constexpr std::uint32_t k_max_concurrency = 1024;
 constexpr milliseconds k_max_timeout = std::chrono::minutes(5);
 constexpr std::size_t k_max_replay = 10'000;
 
+// The attempt log's cursor travels as lowercase hex text (it is a storage key suffix).
+std::string to_hex(std::string_view raw) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(raw.size() * 2);
+  for (unsigned char c : raw) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+std::optional<std::string> from_hex(std::string_view text) {
+  if (text.size() % 2 != 0 || text.size() > 256) return std::nullopt;
+  const auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); i += 2) {
+    const int hi = nibble(text[i]), lo = nibble(text[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return out;
+}
+
 }  // namespace
 
 v1::Webhook webhook_notifier::public_view(const subscription& s) const {
@@ -191,15 +219,24 @@ void webhook_notifier::attempts(const std::shared_ptr<responder>& c, std::uint64
   if (req.id().empty() || req.id().size() > k_max_name) {
     return c->respond_error(corr, v1::INVALID_ARGUMENT, "a webhook id is needed");
   }
+  if (!req.after().empty()) {
+    auto raw = from_hex(req.after());
+    if (!raw) return c->respond_error(corr, v1::INVALID_ARGUMENT, "after: not a cursor (use next_after of the previous page)");
+    q.after = std::move(*raw);
+  }
+  const std::size_t limit = q.limit;
+  // One more than asked: whether another page follows.
+  ++q.limit;
   std::weak_ptr<responder> weak = c;
   reads_.run<std::vector<v1::WebhookAttempt>>(
       [this, q] { return store_.webhook_attempts(q); },
-      [this, weak, corr, id = req.id()](result<std::vector<v1::WebhookAttempt>> r) {
+      [this, weak, corr, id = req.id(), limit, by_message = q.message.has_value(),
+       first_page = q.after.empty()](result<std::vector<v1::WebhookAttempt>> r) {
         auto c = weak.lock();
         if (!c) return;
         if (!r) return c->respond_error(corr, wire_code(r.error()), "reading the attempt log failed: " + r.error().message);
         // A deleted subscription's log stays readable until it expires.
-        if (r.value().empty() && !subs_.count(id)) {
+        if (r.value().empty() && first_page && !subs_.count(id)) {
           return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + id + "' and no attempts logged for it");
         }
         v1::Frame out;
@@ -208,9 +245,17 @@ void webhook_notifier::attempts(const std::shared_ptr<responder>& c, std::uint64
         // An attempt holds an error text of the endpoint's making: the answer ends before it
         // would pass the frame limit.
         answer_budget budget(settings_.max_frame_bytes);
+        bool more = r.value().size() > limit;
+        if (more) r.value().resize(limit);
         for (auto& a : r.value()) {
-          if (!budget.take(a.ByteSizeLong())) break;
+          if (!budget.take(a.ByteSizeLong())) {
+            more = true;
+            break;
+          }
           *resp->add_attempts() = std::move(a);
+        }
+        if (more && resp->attempts_size() > 0) {
+          resp->set_next_after(to_hex(storage::webhook_attempt_cursor(*resp->attempts().rbegin(), by_message)));
         }
         c->respond(std::move(out));
       });

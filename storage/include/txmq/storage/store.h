@@ -323,7 +323,15 @@ struct webhook_attempts_query {
   std::string webhook_id;
   std::optional<message_id> message;  // only this message's attempts
   std::size_t limit = 1000;
+  // Continue after this attempt: webhook_attempt_cursor() of the last one of the previous page
+  // (of a query with the same webhook_id and message). Empty: from the oldest.
+  std::string after;
 };
+
+// Where a page of webhook_attempts() that ends with `a` continues (opaque bytes; `by_message`:
+// for a query with a message). store::webhook_attempts refuses a cursor of the wrong size with
+// errc::invalid_argument.
+[[nodiscard]] std::string webhook_attempt_cursor(const v1::WebhookAttempt& a, bool by_message);
 
 // ---- Principals and their grants (DESIGN §7 Authentication, Authorization) ---------------------
 // The store keeps principals with the SHA-256 of their token (never the token) and the ACL
