@@ -345,7 +345,9 @@ TEST_F(webhook_attempts_paging_test, pages_follow_next_after_to_the_end) {
   ASSERT_EQ(one.size(), 500u);
   for (std::size_t i = 0; i < one.size(); ++i) {
     EXPECT_EQ(one[i].message_id(), messages[2]);
-    if (i > 0) EXPECT_LT(one[i - 1].time_ms(), one[i].time_ms());
+    if (i > 0) {
+      EXPECT_LT(one[i - 1].time_ms(), one[i].time_ms());
+    }
   }
 
   // An exact multiple of the limit ends with no cursor rather than an empty page.
