@@ -4,16 +4,17 @@
 
 namespace txmq::storage::detail {
 
-result<tx_record> rocksdb_store::to_tx_record(std::string_view value) const {
-  records::TxRecord rec;
-  if (!rec.ParseFromArray(value.data(), static_cast<int>(value.size()))) return errc::corruption;
+namespace {
+
+// Everything of a stored record but its messages, which the full record and the summary copy
+// differently (with bodies, or only where they went).
+result<tx_record> record_fields(const records::TxRecord& rec) {
   auto id = protocol::uuid::from_bytes(rec.txid());
   if (!id || rec.state() < 1 || rec.state() > 4) return errc::corruption;
   tx_record out;
   out.id = id.value();
   out.producer_group = rec.producer_group();
   out.state = static_cast<tx_state>(rec.state());
-  out.messages.assign(rec.messages().begin(), rec.messages().end());
   for (auto& a : rec.acks()) out.acks.push_back({a.group(), a.topic(), a.partition(), a.offset()});
   out.prepared_ms = rec.prepared_ms();
   out.check_count = rec.check_count();
@@ -23,26 +24,28 @@ result<tx_record> rocksdb_store::to_tx_record(std::string_view value) const {
   return out;
 }
 
+}  // namespace
+
+result<tx_record> rocksdb_store::to_tx_record(std::string_view value) const {
+  records::TxRecord rec;
+  if (!rec.ParseFromArray(value.data(), static_cast<int>(value.size()))) return errc::corruption;
+  auto out = record_fields(rec);
+  if (!out) return out;
+  out.value().messages.assign(rec.messages().begin(), rec.messages().end());
+  return out;
+}
+
 result<tx_record> rocksdb_store::summary_of(const records::TxRecord& rec) const {
-  auto id = protocol::uuid::from_bytes(rec.txid());
-  if (!id || rec.state() < 1 || rec.state() > 4) return errc::corruption;
-  tx_record out;
-  out.id = id.value();
-  out.producer_group = rec.producer_group();
-  out.state = static_cast<tx_state>(rec.state());
-  out.messages.reserve(static_cast<std::size_t>(rec.messages_size()));
+  auto out = record_fields(rec);
+  if (!out) return out;
+  auto& messages = out.value().messages;
+  messages.reserve(static_cast<std::size_t>(rec.messages_size()));
   for (auto& m : rec.messages()) {
-    auto& s = out.messages.emplace_back();
+    auto& s = messages.emplace_back();
     s.set_topic(m.topic());
     s.set_partition(m.partition());
     s.set_offset(m.offset());
   }
-  for (auto& a : rec.acks()) out.acks.push_back({a.group(), a.topic(), a.partition(), a.offset()});
-  out.prepared_ms = rec.prepared_ms();
-  out.check_count = rec.check_count();
-  out.next_check_ms = rec.next_check_ms();
-  out.resolved_ms = rec.resolved_ms();
-  if (rec.resolved_by() != 0) out.resolved_by = static_cast<resolver>(rec.resolved_by());
   return out;
 }
 

@@ -25,6 +25,8 @@
 
 #include "txmq/consumer/consumer.h"
 #include "txmq/producer/producer.h"
+#include <gtest/gtest.h>
+
 #include "txmq/producer/transaction.h"
 
 namespace txmq::test {
@@ -42,6 +44,20 @@ struct workload_result {
   // " deliveries=... tx_total=... client_losses=..." for print_fault_counts.
   [[nodiscard]] std::string extra() const;
 };
+
+// The verdict every network fault test asks of finish(): all consumed, nothing lost or
+// invented, every transaction settled as its local transaction decided, none twice. `clients`
+// is the clients' log tail, shown when something was not consumed.
+inline void expect_nothing_lost_nor_decided_wrongly(const workload_result& r, const std::string& clients = {}) {
+  EXPECT_TRUE(r.all_consumed) << "the clients said:\n" << clients;
+  EXPECT_EQ(r.lost, 0u);
+  EXPECT_EQ(r.invented, 0u);
+  EXPECT_EQ(r.unresolved, 0u);
+  EXPECT_EQ(r.tx_missing, 0u) << "committed locally, never published";
+  EXPECT_EQ(r.tx_against, 0u) << "published although rolled back locally (or never begun)";
+  EXPECT_EQ(r.tx_doubled, 0u);
+  EXPECT_GT(r.tx_committed_locally, 10u);
+}
 
 class client_workload {
  public:
