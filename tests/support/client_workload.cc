@@ -41,6 +41,13 @@ client_workload::client_workload(const std::string& address, const std::string& 
   co.topics = {name};
   co.concurrency = 2;
   co.max_wait = 200ms;
+  // The consumer's own lines (failed fetches, acks, lost leases) in the same tail, prefixed.
+  co.log = [this](std::string_view text) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_);
+    std::lock_guard lock(mu_);
+    log_.push_back(std::to_string(ms.count()) + " ms: consumer: " + std::string(text));
+    if (log_.size() > 200) log_.pop_front();
+  };
   consumer_ = std::make_unique<consumer::consumer>(co);
   consumer_thread_ = std::thread([this] {
     auto handler = [this](const consumer::delivery& d) -> consumer::handler_result {
