@@ -56,7 +56,20 @@ client_workload::client_workload(const std::string& address, const std::string& 
       consumed_.insert(d.message.body());
       return outcome::success();
     };
-    while (!stop_consumer_.stop_requested()) (void)consumer_->run(handler, stop_consumer_.get_token());
+    while (!stop_consumer_.stop_requested()) {
+      auto ended = consumer_->run(handler, stop_consumer_.get_token());
+      if (!ended) {
+        // run() ends on an error it does not retry; say which (once a second at most), then run again.
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_run_error_ >= std::chrono::seconds(1)) {
+          last_run_error_ = now;
+          const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - started_);
+          std::lock_guard lock(mu_);
+          log_.push_back(std::to_string(ms.count()) + " ms: consumer run ended: " + ended.error().to_string());
+          if (log_.size() > 200) log_.pop_front();
+        }
+      }
+    }
   });
 
   producer::producer_options po;

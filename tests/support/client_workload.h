@@ -87,6 +87,7 @@ class client_workload {
   std::map<std::string, producer::tx_decision> local_;
   std::deque<std::string> log_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();  // txid -> the local transaction's outcome
+  std::chrono::steady_clock::time_point last_run_error_{};  // the consumer thread only
   std::atomic<int> connects_{0}, losses_{0};
   std::stop_source stop_, stop_consumer_;
   std::unique_ptr<consumer::consumer> consumer_;
