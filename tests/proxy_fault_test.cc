@@ -25,12 +25,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// DISABLED_ (run it with --gtest_also_run_disabled_tests): it passed alone (9,162 acknowledged,
-// all consumed) but failed 2 runs of 3, once in the full suite: after the half-open faults all
-// three clients reconnected, yet the consumer stopped consuming (4,752 acknowledged messages
-// not consumed within 60 s, no client log line). Not explained yet: the consumer library or the
-// broker's group after half-open connections.
-TEST(proxy_fault, DISABLED_delay_stall_and_half_open_links_lose_nothing_acknowledged_nor_decide_against_the_local_outcome) {
+// It was disabled for a while: the consumer fell behind in most runs. The cause was the proxy,
+// not the clients: its sockets had Nagle on, so a Fetch answer written right behind an Ack
+// answer waited ~40 ms for the consumer's delayed ACK, the consumer took ~100 messages a second
+// against a ~400-a-second producer, and the backlog outlasted finish(). tcp_proxy_test holds that.
+TEST(proxy_fault, delay_stall_and_half_open_links_lose_nothing_acknowledged_nor_decide_against_the_local_outcome) {
   const auto fault_for = fault_pause(5s, "TXMQ_FAULT_PROXY");
   broker_process broker({"--ack-deadline", "2s", "--retry-schedule", "200ms", "--max-attempts", "100000",
                          "--tx-timeout", "1s", "--tx-check-schedule", "500ms"});

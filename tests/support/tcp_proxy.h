@@ -6,9 +6,10 @@
 // flow again on resume()) and makes connections half-open (one direction's bytes are dropped
 // while both sockets stay open, no FIN, no reset: what a peer behind a dead NAT entry sees).
 //
-// Each accepted connection (a link) gets its own connection to the target; the two directions
-// are pumped by coroutines on the proxy's own thread. Control calls are thread-safe and take
-// effect for the next chunk of bytes. Stopped and joined by the destructor.
+// It adds no delay of its own: both its sockets set TCP_NODELAY, as the broker and the clients
+// do (tcp_proxy_test). Each accepted connection (a link) gets its own connection to the target;
+// the two directions are pumped by coroutines on the proxy's own thread. Control calls are
+// thread-safe and take effect for the next chunk of bytes. Stopped and joined by the destructor.
 
 #include <atomic>
 #include <chrono>
