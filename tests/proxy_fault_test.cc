@@ -44,7 +44,9 @@ TEST(proxy_fault, delay_stall_and_half_open_links_lose_nothing_acknowledged_nor_
   const auto after_fault = [&](const char* what, bool reconnects, int connects_before, std::size_t acked_before) {
     if (reconnects) {
       EXPECT_TRUE(eventually([&] { return clients.connects() >= connects_before + 3; }, 30s))
-          << what << ": the clients did not reconnect (" << clients.connects() - connects_before << " new connections)";
+          << what << ": the clients did not reconnect (" << clients.connects() - connects_before
+          << " new connections); the clients said:\n"
+          << clients.log_tail();
     }
     EXPECT_TRUE(eventually([&] { return clients.acknowledged() >= acked_before + 200; }, 30s))
         << what << ": the produce stream did not resume (" << clients.acknowledged() - acked_before

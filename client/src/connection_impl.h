@@ -95,6 +95,10 @@ class connection::impl {
 
   void on_timeout(std::uint64_t id, std::chrono::milliseconds wait);
 
+  // A sent request timed out while the broker was last heard less than dead_link_timeout ago:
+  // ends the session when that much silence has passed, unless something arrives first.
+  void check_dead_link_later();
+
   void complete(std::uint64_t id, result<v1::Frame> r);
 
   void invoke(response_callback& cb, result<v1::Frame> r);
@@ -155,6 +159,7 @@ class connection::impl {
   asio::steady_timer write_signal_{io_};
   asio::steady_timer backoff_timer_{io_};
   asio::steady_timer connect_timer_{io_};
+  asio::steady_timer dead_link_timer_{io_};
   std::optional<common::wire_stream> socket_;
   // options_.tls.enabled: the context every session uses, built once; or why it could not be.
   std::shared_ptr<asio::ssl::context> tls_context_;

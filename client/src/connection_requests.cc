@@ -50,12 +50,20 @@ void connection::impl::on_timeout(std::uint64_t id, std::chrono::milliseconds wa
   // NAT or load balancer acknowledges our bytes, so keepalive and TCP_USER_TIMEOUT never fire).
   // The session is ended so that the connection is made again, as for a dead link.
   const auto silent = std::chrono::steady_clock::now() - last_received_;
-  if (sent && connected_now_ && socket_ && options_.dead_link_timeout.count() > 0 && silent >= options_.dead_link_timeout) {
-    disconnect_reason_ = error(errc::connection_lost,
-                               "no answer from " + options_.address + " for " +
-                                   std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
-                                   " ms while a request waited (a stalled or half-open link); reconnecting");
-    socket_->close();
+  if (sent && connected_now_ && socket_ && options_.dead_link_timeout.count() > 0) {
+    if (silent >= options_.dead_link_timeout) {
+      disconnect_reason_ = error(errc::connection_lost,
+                                 "no answer from " + options_.address + " for " +
+                                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+                                     " ms while a request waited (a stalled or half-open link); reconnecting");
+      socket_->close();
+    } else {
+      // Another answer came in after this request was sent, just before the link stalled: the
+      // silence is not long enough yet. Without a second look the stall goes unnoticed when no
+      // later request times out while it lasts (client_dead_link_test): look again when the
+      // silence reaches dead_link_timeout.
+      check_dead_link_later();
+    }
   }
   std::string text = "no answer from " + options_.address + " within " + std::to_string(wait.count()) + " ms";
   if (!connected_now_) {
@@ -65,6 +73,23 @@ void connection::impl::on_timeout(std::uint64_t id, std::chrono::milliseconds wa
     text += "; the request may have been applied";
   }
   complete(id, error(errc::timeout, std::move(text)));
+}
+
+void connection::impl::check_dead_link_later() {
+  const auto heard = last_received_;
+  const auto generation = generation_;
+  // Re-arming moves an earlier check (its wait ends cancelled) to the latest answer's silence.
+  dead_link_timer_.expires_at(heard + options_.dead_link_timeout);
+  dead_link_timer_.async_wait([this, heard, generation](boost::system::error_code ec) {
+    if (ec || closing_ || generation != generation_ || !connected_now_ || !socket_) return;
+    if (last_received_ != heard) return;  // the broker answered meanwhile (a late answer counts)
+    const auto silent = std::chrono::steady_clock::now() - last_received_;
+    disconnect_reason_ = error(errc::connection_lost,
+                               "no answer from " + options_.address + " for " +
+                                   std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+                                   " ms after a request timed out (a stalled or half-open link); reconnecting");
+    socket_->close();
+  });
 }
 
 void connection::impl::complete(std::uint64_t id, result<v1::Frame> r) {

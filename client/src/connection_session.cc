@@ -39,6 +39,7 @@ void connection::impl::begin_close() {
   closing_ = true;
   backoff_timer_.cancel();
   connect_timer_.cancel();
+  dead_link_timer_.cancel();
   write_signal_.cancel();
   if (socket_) socket_->close();
 }
@@ -100,6 +101,7 @@ void connection::impl::on_connected() {
 
 void connection::impl::on_disconnected() {
   connected_now_ = false;
+  dead_link_timer_.cancel();
   connected_flag_.store(false);
   {
     std::lock_guard lock(mutex_);
