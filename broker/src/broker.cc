@@ -240,6 +240,8 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   so.dir = config.data_dir;
   so.dedupe_window = config.dedupe_window;
   so.min_free_bytes = config.min_free_disk_bytes;
+  // The answers of one fsync's requests reach the io thread in one post.
+  so.around_completions = gather_completions;
   auto opened = storage::open_store(so);
   if (!opened) return opened.error();
   m.store = std::move(opened.value());

@@ -133,7 +133,7 @@ result<std::set<std::string>> check_messages(const message_batch& batch, const m
   }
   std::set<std::string> new_topics;
   const auto needs = [&](const std::string& topic) -> result<void> {
-    if (new_topics.contains(topic) || store.topic(topic)) return outcome::success();
+    if (new_topics.contains(topic) || store.has_topic(topic)) return outcome::success();
     if (!limits.auto_create_topics) {
       return error(errc::unknown_topic, "no topic '" + topic + "' and auto_create_topics is off; create it first");
     }

@@ -166,17 +166,51 @@ struct group_ctx {
   std::uint64_t bytes = 0;
 };
 
-using finisher = std::function<void(const error* write_error)>;
-
-struct pending_op {
+// One queued write request: the writer applies it to the group's batch, then whoever makes
+// the group durable finishes it (runs its completion with its result, or with the group's write
+// or fsync error). One object (one allocation) per request from submit() to its completion.
+struct write_op {
+  virtual ~write_op() = default;
+  virtual void apply(group_ctx& ctx) = 0;
+  virtual void finish(const error* write_error) = 0;
   std::size_t bytes = 0;
   bool sync = false;
-  std::function<finisher(group_ctx&)> apply;
 };
+
+// A write_op of a request answering T, applied by fn(group_ctx&) -> result<T>.
+template <class T, class Fn>
+struct typed_write_op final : write_op {
+  template <class F>
+  typed_write_op(F&& f, completion<T>&& d) : fn(std::in_place, std::forward<F>(f)), done(std::move(d)) {}
+
+  void apply(group_ctx& ctx) override {
+    try {
+      r.emplace((*fn)(ctx));
+    } catch (const std::exception& e) {
+      // The request may have left part of its writes in the batch: the group cannot be written.
+      ctx.poisoned = error(errc::store_failed, std::string("a request failed half-way through its writes: ") + e.what());
+      r.emplace(*ctx.poisoned);
+    }
+    fn.reset();  // what the request carried (its messages) is in the batch now: free it on the writer
+  }
+  void finish(const error* write_error) override {
+    if (write_error && r->has_value()) {
+      done(*write_error);
+    } else {
+      done(std::move(*r));
+    }
+  }
+
+  std::optional<Fn> fn;
+  completion<T> done;
+  std::optional<result<T>> r;
+};
+
+using pending_op = std::unique_ptr<write_op>;
 
 // A group written to RocksDB (not yet synced), on its way through the syncer.
 struct written_group {
-  std::vector<finisher> finishers;
+  std::vector<pending_op> finishers;
   std::vector<std::pair<partition_state*, partition_meta>> publish;
   std::vector<std::shared_ptr<topic_state>> new_topics;
   std::optional<error> failure;  // the group was not written
@@ -208,6 +242,7 @@ class rocksdb_store final : public store {
   void create_topic(topic_config config, completion<topic_info> done) override;
   std::optional<topic_info> topic(std::string_view name) const override;
   std::vector<topic_info> topics() const override;
+  bool has_topic(std::string_view name) const override { return find_topic(name) != nullptr; }
   void append(append_request request, completion<append_result> done) override;
   result<read_result> read(const read_request& request) const override;
   result<std::optional<id_location>> find_id(const message_id& id) const override;
@@ -271,6 +306,13 @@ class rocksdb_store final : public store {
   void erase_delivery_due(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p,
                           std::uint64_t offset);
   void finalize(group_ctx& ctx);
+  // Drops the cached record of a prepared transaction (prepared_): its stored record changes.
+  void forget_prepared(const txid& id) {
+    if (auto it = prepared_.find(id); it != prepared_.end()) {
+      prepared_bytes_ -= it->second.bytes;
+      prepared_.erase(it);
+    }
+  }
   // Deletes every ACL entry naming `principal` (stored, or put earlier in this group).
   void drop_grants(group_ctx& ctx, const std::string& principal);
   std::int64_t now() const { return options_.clock(); }
@@ -322,6 +364,19 @@ class rocksdb_store final : public store {
   // usually greater, and then it cannot be a duplicate: no lookup needed.
   protocol::uuid max_stored_id_;
 
+  // Writer-only: the records of the transactions prepared since open and not yet resolved or
+  // checked, parsed, so that a resolve (EndTx) takes the record Prepare built instead of
+  // reading it back from RocksDB and parsing it again. Every other write of a tx record drops
+  // its entry; a full cache takes no more (the resolve then reads RocksDB, as before); a resume
+  // after a failed write empties it.
+  struct prepared_entry {
+    records::TxRecord record;
+    std::size_t bytes = 0;
+  };
+  std::unordered_map<protocol::uuid, prepared_entry, protocol::uuid_hash> prepared_;
+  std::size_t prepared_bytes_ = 0;
+  static constexpr std::size_t k_prepared_cache_bytes = 32u << 20;
+
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
   std::deque<pending_op> queue_;
@@ -356,36 +411,17 @@ class rocksdb_store final : public store {
 
 template <class T, class Fn>
 void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn) {
-  // Checked and queued under one lock, before `done` moves into the op: a closed store must
-  // still be able to answer through it.
+  // Built before the lock (its one allocation is not made under it); a closed store answers
+  // through the op's own completion.
+  auto op = std::make_unique<typed_write_op<T, std::decay_t<Fn>>>(std::forward<Fn>(fn), std::move(done));
+  op->bytes = bytes;
+  op->sync = sync;
   std::unique_lock lk(queue_mu_);
   if (stopping_) {
     lk.unlock();
-    done(make_error_code(errc::closed));
+    op->done(make_error_code(errc::closed));
     return;
   }
-  pending_op op;
-  op.bytes = bytes;
-  op.sync = sync;
-  op.apply = [fn = std::forward<Fn>(fn), done = std::move(done)](group_ctx& ctx) mutable -> finisher {
-    result<T> r = [&]() -> result<T> {
-      try {
-        return fn(ctx);
-      } catch (const std::exception& e) {
-        // The request may have left part of its writes in the batch: the group cannot be written.
-        ctx.poisoned =
-            error(errc::store_failed, std::string("a request failed half-way through its writes: ") + e.what());
-        return *ctx.poisoned;
-      }
-    }();
-    return [r = std::move(r), done = std::move(done)](const error* write_error) mutable {
-      if (write_error && r.has_value()) {
-        done(*write_error);
-      } else {
-        done(std::move(r));
-      }
-    };
-  };
   queue_.push_back(std::move(op));
   queue_cv_.notify_one();
 }

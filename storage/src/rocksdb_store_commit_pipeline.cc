@@ -15,8 +15,8 @@ void rocksdb_store::writer_loop() {
       queue_cv_.wait_for(lk, options_.disk_check_interval, [&] { return !queue_.empty() || stopping_; });
       if (queue_.empty() && stopping_) break;  // stopping and drained
       std::size_t bytes = 0;
-      while (!queue_.empty() && (ops.empty() || bytes + queue_.front().bytes <= options_.max_group_bytes)) {
-        bytes += queue_.front().bytes;
+      while (!queue_.empty() && (ops.empty() || bytes + queue_.front()->bytes <= options_.max_group_bytes)) {
+        bytes += queue_.front()->bytes;
         ops.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -38,8 +38,9 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
   g.finishers.reserve(ops.size());
   g.operations = ops.size();
   for (auto& op : ops) {
-    ctx.sync = ctx.sync || op.sync;
-    g.finishers.push_back(op.apply(ctx));
+    ctx.sync = ctx.sync || op->sync;
+    op->apply(ctx);
+    g.finishers.push_back(std::move(op));
   }
   g.sync = ctx.sync;
   if (failed_) {
@@ -127,30 +128,37 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
   } else if (need_sync && failed_) {
     sync_error = refusal();
   }
-  for (auto& g : groups) {
-    const std::optional<error> err = g.failure ? g.failure : g.sync ? sync_error : std::nullopt;
-    if (!err) {
-      // Publish: new topics, then high watermarks, so a reader that sees a new offset finds it.
-      if (!g.new_topics.empty()) {
-        std::unique_lock lk(topics_mu_);
-        for (auto& t : g.new_topics) {
-          topics_by_id_[t->record.id()] = t;
-          topics_[t->record.name()] = t;
+  const auto complete = [&] {
+    for (auto& g : groups) {
+      const std::optional<error> err = g.failure ? g.failure : g.sync ? sync_error : std::nullopt;
+      if (!err) {
+        // Publish: new topics, then high watermarks, so a reader that sees a new offset finds it.
+        if (!g.new_topics.empty()) {
+          std::unique_lock lk(topics_mu_);
+          for (auto& t : g.new_topics) {
+            topics_by_id_[t->record.id()] = t;
+            topics_[t->record.name()] = t;
+          }
         }
+        for (auto& [p, meta] : g.publish) {
+          p->start_offset.store(meta.start_offset, std::memory_order_release);
+          p->bytes.store(meta.bytes, std::memory_order_release);
+          p->committed_next.store(meta.next_offset, std::memory_order_release);
+        }
+        std::lock_guard lk(stats_mu_);
+        stats_.commit_groups += g.wrote ? 1 : 0;
+        stats_.operations += g.operations;
+        stats_.messages_appended += g.messages;
+        stats_.bytes_appended += g.bytes;
+        stats_.largest_group = std::max<std::uint64_t>(stats_.largest_group, g.operations);
       }
-      for (auto& [p, meta] : g.publish) {
-        p->start_offset.store(meta.start_offset, std::memory_order_release);
-        p->bytes.store(meta.bytes, std::memory_order_release);
-        p->committed_next.store(meta.next_offset, std::memory_order_release);
-      }
-      std::lock_guard lk(stats_mu_);
-      stats_.commit_groups += g.wrote ? 1 : 0;
-      stats_.operations += g.operations;
-      stats_.messages_appended += g.messages;
-      stats_.bytes_appended += g.bytes;
-      stats_.largest_group = std::max<std::uint64_t>(stats_.largest_group, g.operations);
+      for (auto& f : g.finishers) f->finish(err ? &*err : nullptr);
     }
-    for (auto& f : g.finishers) f(err ? &*err : nullptr);
+  };
+  if (options_.around_completions) {
+    options_.around_completions(complete);
+  } else {
+    complete();
   }
 }
 
@@ -284,6 +292,9 @@ result<void> rocksdb_store::reload_partition_state() {
   // written before it but refused at the fsync stage are in the database (and flushed by
   // Resume()) although nobody was told: a producer retrying them gets the original positions
   // from the dedupe index.
+  // So may its Prepares be cached without having been written.
+  prepared_.clear();
+  prepared_bytes_ = 0;
   std::vector<std::string> gone;
   for (auto& [name, t] : writer_topics_) {
     std::string v;

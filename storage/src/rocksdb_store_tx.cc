@@ -94,8 +94,17 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
     }
     rec.set_prepared_ms(ctx.now_ms);
     rec.set_next_check_ms(req.first_check_ms);
-    ctx.put(cf_tx, key, rec.SerializeAsString());
+    std::string value = rec.SerializeAsString();
+    const std::size_t value_bytes = value.size();
+    ctx.put(cf_tx, key, value);
     if (req.first_check_ms != 0) ctx.put(cf_index_, tx_due_key(req.first_check_ms, key), "");
+    if (prepared_bytes_ + value_bytes <= k_prepared_cache_bytes) {
+      auto [it, inserted] = prepared_.try_emplace(req.id);
+      if (!inserted) prepared_bytes_ -= it->second.bytes;
+      it->second.record = std::move(rec);
+      it->second.bytes = value_bytes;
+      prepared_bytes_ += value_bytes;
+    }
     return prepare_result{false};
   });
 }
@@ -104,11 +113,19 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
   const bool sync = request.sync;
   submit<resolve_result>(sync, 128, std::move(done), [this, req = std::move(request)](group_ctx& ctx) -> result<resolve_result> {
     const std::string key(req.id.raw());
-    auto existing = wget(ctx, cf_tx, key);
-    if (ctx.poisoned) return *ctx.poisoned;
-    if (!existing) return errc::unknown_tx;
     records::TxRecord rec;
-    if (!rec.ParseFromString(*existing)) return errc::corruption;
+    if (auto cached = prepared_.find(req.id); cached != prepared_.end()) {
+      // The record as Prepare wrote it (no other write touched it since): this resolve writes
+      // its successor, or fails, after which RocksDB answers.
+      rec = std::move(cached->second.record);
+      prepared_bytes_ -= cached->second.bytes;
+      prepared_.erase(cached);
+    } else {
+      auto existing = wget(ctx, cf_tx, key);
+      if (ctx.poisoned) return *ctx.poisoned;
+      if (!existing) return errc::unknown_tx;
+      if (!rec.ParseFromString(*existing)) return errc::corruption;
+    }
     const auto state = static_cast<tx_state>(rec.state());
     resolve_result out;
     auto before = summary_of(rec);
@@ -178,6 +195,7 @@ void rocksdb_store::record_checks(std::vector<check_update> updates, completion<
   submit<void>(true, bytes, std::move(done), [this, updates = std::move(updates)](group_ctx& ctx) -> result<void> {
     for (auto& u : updates) {
       const std::string key(u.id.raw());
+      forget_prepared(u.id);
       auto existing = wget(ctx, cf_tx, key);
       if (ctx.poisoned) return *ctx.poisoned;
       if (!existing) continue;

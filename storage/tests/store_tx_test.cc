@@ -200,6 +200,39 @@ TEST_F(store_tx_test, record_checks_counts_and_moves_the_due_index) {
   EXPECT_THAT(due_check_ids(t0 + 100'000), ElementsAre(id));  // exactly once
 }
 
+TEST_F(store_tx_test, a_resolve_after_recorded_checks_sees_the_recorded_record) {
+  // The writer keeps the record each Prepare built for the resolve (issue #15); a recorded
+  // check changes the stored record, so the resolve must not use the Prepare's copy.
+  const std::int64_t t0 = now();
+  const txid id = prepare_two(t0 + 1'000);
+  advance(1'000);
+  record_checks({{id, 3, t0 + 9'000, false}});
+  auto r = resolve(id, tx_outcome::commit);
+  EXPECT_EQ(r.status, resolve_status::applied);
+  EXPECT_EQ(r.before.check_count, 3u);
+  EXPECT_EQ(r.before.next_check_ms, t0 + 9'000);
+  auto tx = find_tx(id);
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->state, tx_state::committed);
+  EXPECT_EQ(tx->check_count, 3u);
+  EXPECT_EQ(total_messages("pay"), 2u);
+  EXPECT_THAT(due_check_ids(t0 + 100'000), IsEmpty());
+
+  // And a resolve straight after its Prepare (the cached record) stores the same outcome.
+  const txid quick = prepare_two(t0 + 5'000);
+  auto q = resolve(quick, tx_outcome::commit);
+  EXPECT_EQ(q.status, resolve_status::applied);
+  EXPECT_EQ(q.before.next_check_ms, t0 + 5'000);
+  ASSERT_THAT(q.positions, SizeIs(2));
+  auto stored = find_tx(quick);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->state, tx_state::committed);
+  ASSERT_THAT(stored->messages, SizeIs(2));
+  EXPECT_TRUE(stored->messages[0].body().empty()) << "bodies live on in the log";
+  EXPECT_EQ(stored->messages[0].offset(), q.positions[0].offset);
+  EXPECT_EQ(total_messages("pay"), 4u);
+}
+
 TEST_F(store_tx_test, due_checks_are_earliest_first_and_limited) {
   const std::int64_t t0 = now();
   const txid a = prepare_two(t0 + 3'000);

@@ -194,7 +194,7 @@ void consumer_groups::fetch(const std::shared_ptr<responder>& c, std::uint64_t c
   if (req.topics().empty()) return c->respond_error(corr, v1::INVALID_ARGUMENT, "fetch names no topic");
   std::vector<std::string> topics(req.topics().begin(), req.topics().end());
   for (auto& t : topics) {
-    if (!store_.topic(t)) return c->respond_error(corr, v1::UNKNOWN_TOPIC, "no topic '" + t + "'");
+    if (!store_.has_topic(t)) return c->respond_error(corr, v1::UNKNOWN_TOPIC, "no topic '" + t + "'");
   }
   std::size_t max = req.max_messages() ? req.max_messages() : settings_.default_fetch_messages;
   max = std::min<std::size_t>(max, settings_.max_fetch_messages);

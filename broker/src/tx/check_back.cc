@@ -5,6 +5,7 @@
 #include "tx/tx_coordinator.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "broker_metrics.h"
@@ -98,17 +99,22 @@ void tx_coordinator::on_tick() {
 void tx_coordinator::scan(std::int64_t now, std::vector<undecided_check>& undecided) {
   const auto started = std::chrono::steady_clock::now();
   const bool full = started >= next_full_scan_;
-  auto due = store_.due_checks(now, settings_.scan_limit, full ? 0 : scan_from_ms_);
+  // Index writes completed from here on are after this scan's read: the next scan covers them.
+  const std::int64_t from = full ? 0 : std::min(scan_from_ms_, written_due_floor_);
+  written_due_floor_ = std::numeric_limits<std::int64_t>::max();
+  auto due = store_.due_checks(now, settings_.scan_limit, from);
   if (!due) {
     common::log::error("reading the due transaction checks failed: ", due.error().message);
     next_scan_ = started + std::chrono::seconds(1);
+    written_due_floor_ = std::min(written_due_floor_, from);  // read again from there
     return;
   }
-  // What was returned stays in the index until it is resolved or re-scheduled; everything
-  // written from now on is due after now.
+  // What was returned stays in the index until it is resolved or re-scheduled; nothing else
+  // is due before now (a longer list than scan_limit continues after what it returned), and
+  // what is written from now on lowers written_due_floor_.
   std::int64_t earliest = now;
   for (const auto& rec : due.value()) earliest = std::min(earliest, rec.next_check_ms);
-  scan_from_ms_ = earliest - 1000;
+  scan_from_ms_ = earliest;
   if (full) next_full_scan_ = started + std::chrono::minutes(1);
   // The backlog is rebuilt from each scan: what was resolved or recorded meanwhile drops out.
   backlog_.clear();
@@ -297,8 +303,14 @@ void tx_coordinator::record(std::vector<undecided_check> undecided) {
   }
   std::vector<storage::txid> ids;
   for (auto& u : undecided) ids.push_back(u.id);
-  store_.record_checks(std::move(updates), on_io<void>(io_, [this, ids = std::move(ids),
+  std::int64_t earliest_due = std::numeric_limits<std::int64_t>::max();
+  for (auto& u : updates) {
+    if (!u.abandon) earliest_due = std::min(earliest_due, u.next_check_ms);
+  }
+  store_.record_checks(std::move(updates), on_io<void>(io_, [this, ids = std::move(ids), earliest_due,
                                                         abandoned = std::move(abandoned)](result<void> r) {
+    // Written (or, after a failed write, perhaps written): the next scan starts no later.
+    written_due_floor_ = std::min(written_due_floor_, earliest_due);
     for (auto& id : ids) busy_.erase(id);
     if (!r) {
       common::log::error("recording ", ids.size(), " undecided transaction checks failed: ", r.error().message);

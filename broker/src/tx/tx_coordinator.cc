@@ -136,6 +136,9 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
   std::weak_ptr<responder> weak = c;
   store_.prepare(std::move(pr), on_io<storage::prepare_result>(io_, [this, weak, corr, txid = id.value(), first_check,
                                                                      plain](result<storage::prepare_result> r) {
+    // Its first check is in the due index (or, after a failed write, perhaps): the next scan of
+    // the index starts no later (check_back.cc).
+    if (first_check != 0) written_due_floor_ = std::min(written_due_floor_, first_check);
     if (r && !r.value().duplicate) {
       if (metrics_) {
         metrics_->tx_prepares.inc();

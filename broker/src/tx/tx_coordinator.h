@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -167,11 +168,15 @@ class tx_coordinator {
   producer_pool pool_;
   boost::asio::steady_timer timer_;
   std::chrono::steady_clock::time_point next_scan_{};
-  // Scans start at the earliest due time still pending (less a margin for clock steps), not at
-  // the beginning of the due index, so that they do not walk again over the deleted entries of
-  // every transaction resolved since the last compaction; a full scan now and then is the net
-  // for anything written below it.
+  // Scans start at the earliest due time still pending, not at the beginning of the due index,
+  // so that they do not walk again over the deleted entries of every transaction resolved since
+  // the last compaction; a full scan now and then is the net for anything written below it.
+  // Everything this coordinator writes into the index (a Prepare's first check, a recorded
+  // check's next one) lowers written_due_floor_ when the write completes, and the next scan
+  // starts no later than that: so the scan needs no margin below the last one's end, a margin
+  // that at 40,000 tx/s put 40,000 deleted entries (one second's resolutions) under every scan.
   std::int64_t scan_from_ms_ = 0;
+  std::int64_t written_due_floor_ = std::numeric_limits<std::int64_t>::max();
   std::chrono::steady_clock::time_point next_full_scan_{};
   bool stopped_ = false;
   std::uint64_t next_request_id_ = 0;

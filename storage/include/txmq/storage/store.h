@@ -73,6 +73,11 @@ struct store_options {
   // The free bytes of the data directory's file system; tests inject a fake disk. Default:
   // statvfs(dir) (an in-memory store without one has no disk to fill: never full).
   std::function<std::optional<std::uint64_t>()> free_bytes;
+  // Wraps each burst of completions that the store runs on its own thread (those of every
+  // commit group one fsync made durable): it must call run() once, on the calling thread. A
+  // caller whose completions post to its own executor can gather the burst's posts into one
+  // (the broker does: io_thread.h). Default: run() alone.
+  std::function<void(const std::function<void()>& run)> around_completions;
 };
 
 // What store::health() answers.
@@ -375,6 +380,9 @@ class store {
   virtual void create_topic(topic_config config, completion<topic_info> done) = 0;
   [[nodiscard]] virtual std::optional<topic_info> topic(std::string_view name) const = 0;
   [[nodiscard]] virtual std::vector<topic_info> topics() const = 0;
+  // Whether the topic exists, without building its topic_info (a copy of its config and of
+  // every partition's offsets): the check made before every produce and Prepare.
+  [[nodiscard]] virtual bool has_topic(std::string_view name) const { return topic(name).has_value(); }
 
   // Messages. Dedupe: an id stored within the dedupe window answers its original position.
   virtual void append(append_request request, completion<append_result> done) = 0;
