@@ -14,6 +14,7 @@
 #include "outbox_commands.h"
 #include "session.h"
 #include "cluster_commands.h"
+#include "txmq/client/bootstrap.h"
 #include "topic_commands.h"
 #include "tx_commands.h"
 #include "auth_commands.h"
@@ -504,13 +505,8 @@ int run_checked(const std::vector<std::string>& args, environment& env) {
     if (auto e = env.getenv ? env.getenv("TXMQ_BROKER") : std::nullopt; e && !e->empty()) broker = *e;
     if (vm.count("broker")) broker = vm["broker"].as<std::string>();
     // One address, or a bootstrap list of a cluster's brokers (HOST:PORT,HOST:PORT).
-    for (std::size_t from = 0;;) {
-      const auto comma = broker.find(',', from);
-      if (auto parsed = client::broker_address::parse(broker.substr(from, comma - from)); !parsed) {
-        throw usage_error("broker address: " + parsed.error().message);
-      }
-      if (comma == std::string::npos) break;
-      from = comma + 1;
+    if (auto parsed = client::parse_bootstrap_list(broker); !parsed) {
+      throw usage_error("broker address: " + parsed.error().message);
     }
     const auto timeout = milliseconds(vm.count("timeout") && !own_timeout ? vm["timeout"].as<std::uint32_t>() : 10000);
     const auto connect_timeout = milliseconds(vm.count("connect-timeout") ? vm["connect-timeout"].as<std::uint32_t>() : 3000);
