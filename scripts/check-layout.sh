@@ -20,7 +20,7 @@ declare -A allowed=(
   [storage]="protocol v1 common storage"
   # Cluster mode's control plane sits beside storage: neither knows the other.
   [cluster]="protocol v1 common cluster"
-  [broker]="protocol v1 common storage broker"
+  [broker]="protocol v1 common storage cluster broker"
   [client]="protocol v1 common client"
   [pg]="protocol v1 pg"
   [producer-lib]="protocol v1 common client pg producer"

@@ -229,6 +229,10 @@ const std::vector<frame_entry>& frames() {
       admin_request("webhook_rotate_secret", [](v1::Frame& f) { f.mutable_webhook_rotate_secret()->set_id("wh_none"); }),
       admin_request("connection_list", [](v1::Frame& f) { f.mutable_connection_list(); }),
       response("connection_list_response"),
+      // Cluster metadata: any authenticated principal (no grants: it names no data).
+      {"metadata", true, [](const matrix_context&) { return frame_with([](v1::Frame& f) { f.mutable_metadata(); }); },
+       {}},
+      response("metadata_response"),
       admin_request("principal_create", [](v1::Frame& f) { f.mutable_principal_create()->set_name("made-by-matrix"); }),
       response("principal_create_response"),
       admin_request("principal_list", [](v1::Frame& f) { f.mutable_principal_list(); }),
@@ -309,6 +313,14 @@ TEST_F(auth_test, every_request_type_by_five_identities) {
       auto hello = broker_.hello(token);
       ASSERT_TRUE(hello.has_error()) << hello.ShortDebugString();
       EXPECT_EQ(hello.error().code(), v1::NOT_AUTHENTICATED);
+    }
+    if (e->grants.empty()) {
+      // Open to every authenticated principal: the one without grants is answered.
+      auto c = broker_.connect(bare);
+      auto answer = c->request(request);
+      EXPECT_FALSE(answer.has_error()) << answer.ShortDebugString();
+      checked++;
+      continue;
     }
     // A principal without grants: NOT_AUTHORIZED, naming a permission and a resource it lacks.
     {

@@ -12,6 +12,7 @@
 #include <boost/asio.hpp>
 
 #include "broker_metrics.h"
+#include "cluster_mode/cluster_node.h"
 #include "auth/access_control.h"
 #include "auth/http_access.h"
 #include "console/console_routes.h"
@@ -181,6 +182,8 @@ struct broker::impl {
   storage::store_health::state logged_health = storage::store_health::state::ok;
   std::unique_ptr<storage::store> store;
   std::unique_ptr<service> svc;
+  // Cluster mode (cluster_etcd set): this node's session and control-plane part; else nullptr.
+  std::unique_ptr<cluster_mode::cluster_node> cluster;
   std::unique_ptr<http_api::gateway> api;  // the /v1 routes of the admin HTTP server
   // Shared by every connection (limits.memory); declared after io, whose executor it uses.
   std::unique_ptr<request_memory> memory;
@@ -337,6 +340,22 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
                                                         : ""));
   }
   m.bound = m.acceptor.local_endpoint();
+  const std::string advertise = !config.advertise.empty()
+                                    ? config.advertise
+                                    : common::host_port{config.listen.host, m.bound.port()}.to_string();
+  m.svc->set_advertise(advertise);
+  if (!config.cluster_etcd.empty()) {
+    auto endpoints = cluster::parse_etcd_endpoints(config.cluster_etcd);  // validate() checked it
+    if (!endpoints) return endpoints.error();
+    cluster_mode::node_settings ns;
+    ns.etcd = std::move(endpoints).value();
+    ns.member.cluster_name = config.cluster_name;
+    ns.member.id = config.node_id;
+    ns.member.advertise = advertise;
+    ns.member.node_lease_ttl = std::chrono::duration_cast<std::chrono::seconds>(config.node_lease_ttl);
+    m.cluster = std::make_unique<cluster_mode::cluster_node>(std::move(ns));
+    m.svc->set_cluster(m.cluster.get());
+  }
 
   auto http_ep = common::to_endpoint(config.http);
   if (!http_ep) {
@@ -373,6 +392,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     m.warn_insecure();
     m.schedule_insecure_warning();
   }
+  if (m.cluster) m.cluster->start();
   m.io_thread = std::thread([&m] {
     pthread_setname_np(pthread_self(), "txmq-io");  // for top, perf and gdb
     auto guard = asio::make_work_guard(m.io);
@@ -382,7 +402,10 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   common::log::info("txmq broker listening on ", m.bound.address().to_string(), ":", m.bound.port(), " (admin HTTP on ",
             m.http_bound.address().to_string(), ":", m.http_bound.port(), "), data in ", config.data_dir,
             ", durability ", to_string(config.durability), config.auth ? ", auth on" : ", auth off",
-            m.tls ? (m.tls->requires_client_certificate() ? ", TLS with client certificates" : ", TLS") : "");
+            m.tls ? (m.tls->requires_client_certificate() ? ", TLS with client certificates" : ", TLS") : "",
+            m.cluster ? ", cluster node " + std::to_string(config.node_id) + " of '" + config.cluster_name + "' (etcd " +
+                            config.cluster_etcd + ", advertised as " + advertise + ")"
+                      : std::string());
   if (config.durability == durability_mode::async) {
     common::log::warn("durability = async: produce is acknowledged before fsync; a power loss can lose acknowledged "
               "messages");
@@ -424,6 +447,8 @@ void broker::stop() {
     accepted_stopped.set_value();
   });
   accepted_stopped.get_future().wait();
+  // Leave the cluster now (lease revoked), so that leaderships move without waiting for the TTL.
+  if (m.cluster) m.cluster->stop();
   // Step 2: the store finishes the writes it has queued (their answers are posted to the io
   // thread and sent), then the connections close.
   m.store->close();

@@ -1,5 +1,5 @@
 // The broker's settings: one table (k_settings) and everything that reads or writes it: flags,
-// the TOML file, describe(), --help, validate(). It is one piece because every part walks the
+// the TOML file, describe(), --help (validate() is config_validate.cc). It is one piece because every part walks the
 // same table, and keeping them beside it makes a new setting a one-row change; the value
 // grammars (durations, sizes, HOST:PORT) are txmq::common's.
 
@@ -53,12 +53,9 @@ std::optional<std::uint64_t> parse_unsigned(std::string_view digits) {
   return value;
 }
 
-constexpr std::uint64_t k_max_frame_limit = 1024ull * 1024 * 1024;  // 1GiB
-constexpr std::uint32_t k_max_partitions = 4096;
-
 // --- the settings table: one row per setting, used by flags, the file, describe and --help.
 
-enum class kind { address, path, optional_path, host_list, duration, duration_list, count, size, boolean, durability, level };
+enum class kind { address, path, optional_path, host_list, url_list, optional_address, name, duration, duration_list, count, size, boolean, durability, level };
 
 using member = std::variant<common::host_port broker_config::*, std::string broker_config::*,
                             milliseconds broker_config::*,
@@ -148,6 +145,14 @@ const setting k_settings[] = {
     {"tls_key_file", kind::optional_path, &broker_config::tls_key_file, "PEM private key of tls_cert_file"},
     {"tls_client_ca_file", kind::optional_path, &broker_config::tls_client_ca_file,
      "PEM CAs whose client certificates are required (mTLS); empty = none"},
+    {"cluster_etcd", kind::url_list, &broker_config::cluster_etcd,
+     "etcd endpoints: run as a node of a cluster (docs/cluster.md); empty = a single node"},
+    {"cluster_name", kind::name, &broker_config::cluster_name, "the cluster's etcd key prefix"},
+    {"node_id", kind::count, &broker_config::node_id, "this broker's node id in the cluster (from 1)"},
+    {"advertise", kind::optional_address, &broker_config::advertise,
+     "HOST:PORT clients use to reach this broker in a cluster; empty = listen"},
+    {"node_lease_ttl", kind::duration, &broker_config::node_lease_ttl,
+     "cluster: a node whose lease was not renewed this long is lost and its leaderships move"},
     {"durability", kind::durability, &broker_config::durability,
      "sync: ack after fsync; async: ack before (may lose acked writes on power loss)"},
     {"auth", kind::boolean, &broker_config::auth, "require principals' tokens (docs/security.md)"},
@@ -174,6 +179,12 @@ std::string_view expected_text(kind what) {
       return "a path, or \"\" for none";
     case kind::host_list:
       return "comma-separated host names and CIDRs such as hooks.internal,10.1.0.0/16, or \"\" for none";
+    case kind::url_list:
+      return "comma-separated URLs such as http://127.0.0.1:2379, or \"\" for none";
+    case kind::optional_address:
+      return "HOST:PORT such as 10.0.0.5:7878, or \"\" for none";
+    case kind::name:
+      return "a non-empty name";
     case kind::duration:
       return "a duration such as 500ms, 6s, 3m, 1h or 7d";
     case kind::duration_list:
@@ -202,6 +213,12 @@ std::string_view value_placeholder(kind what) {
       return "FILE";
     case kind::host_list:
       return "HOST,CIDR,...";
+    case kind::url_list:
+      return "URL,URL,...";
+    case kind::optional_address:
+      return "HOST:PORT";
+    case kind::name:
+      return "NAME";
     case kind::duration:
       return "DURATION";
     case kind::duration_list:
@@ -239,7 +256,10 @@ bool set_from_text(broker_config& config, const setting& s, std::string_view raw
     case kind::path:
     case kind::optional_path:
     case kind::host_list:
-      if (text.empty() && s.what == kind::path) return false;
+    case kind::url_list:
+    case kind::optional_address:
+    case kind::name:
+      if (text.empty() && (s.what == kind::path || s.what == kind::name)) return false;
       config.*std::get<std::string broker_config::*>(s.field) = std::string(text);
       return true;
     case kind::duration: {
@@ -332,6 +352,9 @@ std::string value_as_toml(const broker_config& config, const setting& s) {
     case kind::path:
     case kind::optional_path:
     case kind::host_list:
+    case kind::url_list:
+    case kind::optional_address:
+    case kind::name:
     case kind::level:
       return toml_quote(config.*std::get<std::string broker_config::*>(s.field));
     case kind::duration:
@@ -564,119 +587,6 @@ result<void> apply_config_file(const std::string& path, broker_config& config) {
     return invalid("cannot read config file '" + path + "': read error");
   }
   return apply_toml_config(content.str(), path, config);
-}
-
-result<void> validate(const broker_config& c) {
-  std::string error_text;  // set by the check_* helpers below when they find a bad value
-  const auto fail = [](std::string text) -> result<void> { return invalid(std::move(text)); };
-  const auto check_positive = [&](std::string_view name, milliseconds d) {
-    if (d.count() > 0) return true;
-    error_text = std::string(name) + " must be greater than zero, got " + common::format_duration(d);
-    return false;
-  };
-  const auto check_schedule = [&](std::string_view name, const std::vector<milliseconds>& list) {
-    if (list.empty()) {
-      error_text = std::string(name) + " must list at least one duration";
-      return false;
-    }
-    for (const auto d : list) {
-      if (d.count() <= 0) {
-        error_text = std::string(name) + " must contain only durations greater than zero, got " +
-                     common::format_duration(d);
-        return false;
-      }
-    }
-    return true;
-  };
-  const auto check_at_least_one = [&](std::string_view name, std::uint64_t v) {
-    if (v >= 1) return true;
-    error_text = std::string(name) + " must be at least 1, got " + std::to_string(v);
-    return false;
-  };
-
-  for (const auto* address : {&c.listen, &c.http}) {
-    const char* name = address == &c.listen ? "listen" : "http";
-    if (address->host != "localhost" && !common::is_ip_literal(address->host)) {
-      return fail(std::string(name) + " address '" + address->to_string() +
-                  "': the host must be an IP address or localhost (names are not resolved)");
-    }
-    const bool tls = !c.tls_cert_file.empty();
-    if (!c.insecure && !common::is_loopback_host(address->host) && !(c.auth && tls)) {
-      return fail(std::string(name) + " address " + address->to_string() +
-                  " is not a loopback address, and serving other hosts needs auth = true and TLS (tls_cert_file, "
-                  "tls_key_file) both on; now " + (c.auth ? "auth is on" : "auth is off") + " and TLS is " +
-                  (tls ? "on" : "off") + ". Turn them on, or pass --insecure (insecure = true in the config "
-                  "file) to accept connections from other hosts anyway");
-    }
-  }
-  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
-    return fail("TLS needs both tls_cert_file and tls_key_file; only " +
-                std::string(c.tls_cert_file.empty() ? "tls_key_file" : "tls_cert_file") + " is set");
-  }
-  if (!c.tls_client_ca_file.empty() && c.tls_cert_file.empty()) {
-    return fail("tls_client_ca_file (mTLS) needs TLS on: set tls_cert_file and tls_key_file too");
-  }
-  if (auto hosts = parse_allow_hosts(c.webhook_allow_hosts); !hosts) {
-    return fail("webhook_allow_hosts: " + hosts.error().message);
-  }
-  if (c.listen.port != 0 && c.listen == c.http) {
-    return fail("listen and http are both " + c.listen.to_string() +
-                ": give the admin HTTP server another port with --http HOST:PORT");
-  }
-  if (c.data_dir.empty()) return fail("data_dir must not be empty");
-  if (c.auth && c.admin_token_file.empty()) {
-    return fail("auth = true needs admin_token_file (--admin-token-file FILE): a file holding the admin "
-                "principal's token, e.g. made with `printf 'txmq_%s' $(openssl rand -hex 24) > FILE && chmod 600 FILE`");
-  }
-  if (!check_positive("tx_timeout", c.tx_timeout) ||
-      !check_schedule("tx_check_schedule", c.tx_check_schedule) ||
-      !check_at_least_one("tx_max_checks", c.tx_max_checks) ||
-      !check_at_least_one("tx_checks_in_flight", c.tx_checks_in_flight) ||
-      !check_positive("tx_check_answer_timeout", c.tx_check_answer_timeout) ||
-      !check_positive("ack_deadline", c.ack_deadline) ||
-      !check_schedule("retry_schedule", c.retry_schedule) ||
-      !check_at_least_one("max_attempts", c.max_attempts) ||
-      !check_positive("dedupe_window", c.dedupe_window) ||
-      !check_at_least_one("max_message_bytes", c.max_message_bytes) ||
-      !check_at_least_one("max_connections", c.max_connections) ||
-      !check_at_least_one("max_in_flight_per_connection", c.max_in_flight_per_connection) ||
-      !check_at_least_one("max_topics", c.max_topics) ||
-      !check_positive("hello_timeout", c.hello_timeout) ||
-      !check_positive("frame_read_timeout", c.frame_read_timeout) ||
-      !check_at_least_one("default_partitions", c.default_partitions) ||
-      !check_schedule("webhook_schedule", c.webhook_schedule) ||
-      !check_positive("webhook_timeout", c.webhook_timeout) ||
-      !check_at_least_one("webhook_concurrency", c.webhook_concurrency) ||
-      !check_positive("webhook_attempt_retention", c.webhook_attempt_retention) ||
-      !check_positive("webhook_secret_grace", c.webhook_secret_grace)) {
-    return invalid(error_text);
-  }
-  if (c.retention.count() < 0) return fail("retention must not be negative");
-  if (c.idle_timeout.count() < 0) return fail("idle_timeout must not be negative");
-  if (c.webhook_timeout > std::chrono::minutes(5)) return fail("webhook_timeout is at most 5m");
-  if (c.webhook_schedule.size() > 100) return fail("webhook_schedule has at most 100 steps");
-  if (c.webhook_concurrency > 1024) return fail("webhook_concurrency is at most 1024");
-  if (c.max_frame_bytes > k_max_frame_limit) {
-    return fail("max_frame_bytes is " + common::format_size(c.max_frame_bytes) + ": at most " +
-                common::format_size(k_max_frame_limit) + " is supported");
-  }
-  if (c.max_message_bytes > c.max_frame_bytes ||
-      c.max_frame_bytes - c.max_message_bytes < k_frame_overhead_bytes) {
-    return fail("max_frame_bytes (" + common::format_size(c.max_frame_bytes) +
-                ") must be at least max_message_bytes (" + common::format_size(c.max_message_bytes) +
-                ") + " + common::format_size(k_frame_overhead_bytes) +
-                " for the envelope, so that a message of the largest allowed size fits in a "
-                "frame; raise max_frame_bytes to " +
-                common::format_size(c.max_message_bytes + k_frame_overhead_bytes) + " or more");
-  }
-  if (c.default_partitions > k_max_partitions) {
-    return fail("default_partitions is " + std::to_string(c.default_partitions) + ": at most " +
-                std::to_string(k_max_partitions) + " partitions per topic are supported");
-  }
-  if (auto level = common::log::parse_level(c.log_level); !level) {
-    return fail("log_level '" + c.log_level + "': expected trace, debug, info, warn or error");
-  }
-  return outcome::success();
 }
 
 std::string describe(const broker_config& config) {

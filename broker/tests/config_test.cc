@@ -117,6 +117,9 @@ TEST(broker_config, defaults_are_those_of_the_design) {
   EXPECT_EQ(c.idle_timeout, 0s);
   EXPECT_FALSE(c.insecure);
   EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.cluster_etcd, "") << "single-node mode is the default: no etcd";
+  EXPECT_EQ(c.cluster_name, "txmq");
+  EXPECT_EQ(c.node_lease_ttl, 5s);
 
   const auto valid = validate(c);
   EXPECT_TRUE(valid) << valid.error();
@@ -154,6 +157,11 @@ broker_config every_setting_changed() {
   c.retention = 24h;
   c.retention_bytes = 1024ull * 1024 * 1024;
   c.min_free_disk_bytes = 64ull * 1024 * 1024;
+  c.cluster_etcd = "http://127.0.0.1:2379,http://127.0.0.2:2379";
+  c.cluster_name = "prod";
+  c.node_id = 3;
+  c.advertise = "10.0.0.5:7878";
+  c.node_lease_ttl = std::chrono::seconds(8);
   c.durability = durability_mode::async;
   c.insecure = true;
   c.log_level = "debug";
@@ -215,6 +223,11 @@ TEST(broker_config, every_flag_parses) {
                                       "--tls-cert-file", "/etc/txmq/cert.pem",
                                       "--tls-key-file", "/etc/txmq/key.pem",
                                       "--tls-client-ca-file", "/etc/txmq/clients.pem",
+                                      "--cluster-etcd", "http://127.0.0.1:2379,http://127.0.0.2:2379",
+                                      "--cluster-name", "prod",
+                                      "--node-id", "3",
+                                      "--advertise", "10.0.0.5:7878",
+                                      "--node-lease-ttl", "8s",
                                       "--durability", "async",
                                       "--auth",
                                       "--admin-token-file", "/etc/txmq/admin.token",
@@ -266,6 +279,11 @@ webhook_allow_hosts = "hooks.internal,10.1.0.0/16"
 tls_cert_file = "/etc/txmq/cert.pem"
 tls_key_file = "/etc/txmq/key.pem"
 tls_client_ca_file = "/etc/txmq/clients.pem"
+cluster_etcd = "http://127.0.0.1:2379,http://127.0.0.2:2379"
+cluster_name = "prod"
+node_id = 3
+advertise = "10.0.0.5:7878"
+node_lease_ttl = "8s"
 durability = "async"
 auth = true
 admin_token_file = "/etc/txmq/admin.token"
@@ -288,7 +306,8 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
   EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
   EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 44);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 49);
+  EXPECT_THAT(text, HasSubstr("cluster_etcd = \"\"\n"));
 
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {
     broker_config round_trip;
@@ -474,6 +493,23 @@ TEST(broker_config, validate_checks_relations_between_settings) {
   r = validate(c);
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message, HasSubstr("retry_schedule"));
+}
+
+// Cluster mode's settings are checked only with cluster_etcd; a single node needs none of them.
+TEST(broker_config, cluster_settings_are_validated_in_cluster_mode_only) {
+  EXPECT_EQ(parse_ok({"--node-id", "0", "--advertise", ""}).cluster_etcd, "");
+  const auto c = parse_ok({"--cluster-etcd", "http://127.0.0.1:2379", "--node-id", "2"});
+  EXPECT_EQ(c.node_id, 2u);
+  EXPECT_EQ(c.node_lease_ttl, std::chrono::seconds(5));
+  EXPECT_THAT(parse_error({"--cluster-etcd", "http://127.0.0.1:2379"}), HasSubstr("--node-id"));
+  EXPECT_THAT(parse_error({"--cluster-etcd", "https://127.0.0.1:2379", "--node-id", "1"}), HasSubstr("cluster_etcd"));
+  EXPECT_THAT(parse_error({"--cluster-etcd", "http://127.0.0.1:2379", "--node-id", "1", "--advertise", "nope"}),
+              HasSubstr("advertise"));
+  EXPECT_THAT(parse_error({"--cluster-etcd", "http://127.0.0.1:2379", "--node-id", "1", "--listen", "127.0.0.1:0"}),
+              HasSubstr("--advertise"));
+  EXPECT_THAT(parse_error({"--cluster-etcd", "http://127.0.0.1:2379", "--node-id", "1", "--node-lease-ttl", "1s"}),
+              HasSubstr("node_lease_ttl"));
+  EXPECT_THAT(parse_error({"--cluster-name", ""}), HasSubstr("cluster-name"));
 }
 
 TEST(broker_config, connection_timeouts_are_validated) {

@@ -13,6 +13,8 @@
 #include "message_commands.h"
 #include "outbox_commands.h"
 #include "session.h"
+#include "cluster_commands.h"
+#include "txmq/client/bootstrap.h"
 #include "topic_commands.h"
 #include "tx_commands.h"
 #include "auth_commands.h"
@@ -64,16 +66,22 @@ protocol::txid txid_arg(const po::variables_map& vm) {
 
 const std::vector<command>& commands() {
   static const std::vector<command> k_commands{
-      {"topic create", "topic create NAME [--partitions N]", "create a topic", {"NAME"},
+      {"topic create", "topic create NAME [--partitions N] [--replicas N]", "create a topic", {"NAME"},
        [](po::options_description& o) {
          o.add_options()("partitions", po::value<std::uint32_t>()->value_name("N"),
-                         "number of partitions (default: the broker's, 4)");
+                         "number of partitions (default: the broker's, 4)")(
+             "replicas", po::value<std::uint32_t>()->value_name("N"),
+             "copies of each partition in a cluster (more than 1 is refused until replication exists)");
        },
        [](detail::session& s, const po::variables_map& vm) {
          const std::uint32_t n = vm.count("partitions") ? vm["partitions"].as<std::uint32_t>() : 0;
          if (vm.count("partitions") && n == 0) throw usage_error("--partitions must be at least 1");
-         return detail::topic_create(s, required(vm, "NAME"), n);
+         const std::uint32_t replicas = vm.count("replicas") ? vm["replicas"].as<std::uint32_t>() : 0;
+         if (vm.count("replicas") && replicas == 0) throw usage_error("--replicas must be at least 1");
+         return detail::topic_create(s, required(vm, "NAME"), n, replicas);
        }},
+      {"cluster status", "cluster status", "nodes, controller, and each partition's leader, epoch, replicas and ISR",
+       {}, no_options, [](detail::session& s, const po::variables_map&) { return detail::cluster_status(s); }},
       {"topic list", "topic list", "list topics with their size", {}, no_options,
        [](detail::session& s, const po::variables_map&) { return detail::topic_list(s); }},
       {"topic describe", "topic describe NAME", "show a topic and its partitions", {"NAME"}, no_options,
@@ -281,13 +289,14 @@ const std::vector<command>& commands() {
   return k_commands;
 }
 
-bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq" || word == "tx" || word == "outbox" || word == "webhook" || word == "principal" || word == "acl"; }
+bool is_command_family(const std::string& word) { return word == "topic" || word == "group" || word == "dlq" || word == "tx" || word == "outbox" || word == "webhook" || word == "principal" || word == "acl" || word == "cluster"; }
 
 // without_timeout: the command has a --timeout of its own (webhook create), which wins.
 po::options_description global_options(bool without_timeout = false) {
   po::options_description o("Global options");
   o.add_options()("broker", po::value<std::string>()->value_name("HOST:PORT"),
-                  "broker address (default: $TXMQ_BROKER, else 127.0.0.1:7878)")(
+                  "broker address, or a cluster's bootstrap list HOST:PORT,HOST:PORT (default: $TXMQ_BROKER, else "
+                  "127.0.0.1:7878)")(
       "token", po::value<std::string>()->value_name("TOKEN"),
       "principal's token for a broker with auth (default: $TXMQ_TOKEN); visible in ps, prefer --token-file")(
       "token-file", po::value<std::string>()->value_name("FILE"), "read the token from FILE")(
@@ -495,7 +504,8 @@ int run_checked(const std::vector<std::string>& args, environment& env) {
     std::string broker(client::default_broker_address);
     if (auto e = env.getenv ? env.getenv("TXMQ_BROKER") : std::nullopt; e && !e->empty()) broker = *e;
     if (vm.count("broker")) broker = vm["broker"].as<std::string>();
-    if (auto parsed = client::broker_address::parse(broker); !parsed) {
+    // One address, or a bootstrap list of a cluster's brokers (HOST:PORT,HOST:PORT).
+    if (auto parsed = client::parse_bootstrap_list(broker); !parsed) {
       throw usage_error("broker address: " + parsed.error().message);
     }
     const auto timeout = milliseconds(vm.count("timeout") && !own_timeout ? vm["timeout"].as<std::uint32_t>() : 10000);

@@ -65,11 +65,11 @@ json::object topic_json(const v1::TopicInfo& t, bool with_partitions) {
 
 }  // namespace
 
-int topic_create(session& s, const std::string& name, std::uint32_t partitions) {
+int topic_create(session& s, const std::string& name, std::uint32_t partitions, std::uint32_t replicas) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
   client::admin admin(conn);
-  auto r = admin.create_topic({.name = name, .partitions = partitions});
+  auto r = admin.create_topic({.name = name, .partitions = partitions, .replicas = replicas});
   if (!r) return s.fail("create topic " + quoted(name), r.error());
   return print_items(s, std::array{r.value()}, topic_json, topic_table, topic_row);
 }

@@ -11,7 +11,7 @@
 
 namespace txmq::cli::detail {
 
-int topic_create(session& s, const std::string& name, std::uint32_t partitions);
+int topic_create(session& s, const std::string& name, std::uint32_t partitions, std::uint32_t replicas = 0);
 int topic_list(session& s);
 int topic_describe(session& s, const std::string& name);
 

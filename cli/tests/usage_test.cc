@@ -34,6 +34,7 @@ TEST(cli_usage_test, help_lists_the_commands) {
     EXPECT_NE(r.out.find("usage: txmq"), std::string::npos);
     EXPECT_NE(r.out.find("topic create NAME [--partitions N]"), std::string::npos);
     EXPECT_NE(r.out.find("dlq redrive G"), std::string::npos);
+    EXPECT_NE(r.out.find("cluster status"), std::string::npos);
     EXPECT_NE(r.out.find("--broker"), std::string::npos);
   }
 }
@@ -70,6 +71,10 @@ TEST(cli_usage_test, usage_errors_exit_2_with_a_short_usage) {
       {"group", "create", "g", "--topic", "t", "--from", "middle"},
       {"dlq", "list"},
       {"--broker", "no-port", "topic", "list"},
+      {"--broker", "127.0.0.1:7878,no-port", "topic", "list"},
+      {"topic", "create", "a", "--replicas", "0"},
+      {"cluster"},
+      {"cluster", "status", "extra"},
   };
   for (const auto& args : bad) {
     const auto r = run_cli(args);

@@ -53,6 +53,7 @@ bool is_response(const v1::Frame& frame) noexcept {
     case v1::Frame::kPrincipalDeleteResponse:
     case v1::Frame::kAclChangeResponse:
     case v1::Frame::kAclListResponse:
+    case v1::Frame::kMetadataResponse:
       return true;
     default:
       return false;
@@ -60,12 +61,22 @@ bool is_response(const v1::Frame& frame) noexcept {
 }
 
 connection::impl::impl(connection_options options) : options_(std::move(options)) {
-  auto address = broker_address::parse(options_.address);
-  if (address) {
-    address_ = std::move(address).value();
-  } else {
-    address_error_ = address.error();
+  // A bootstrap list "HOST:PORT,HOST:PORT": the first is tried first, and each failed attempt
+  // moves to the next (cluster mode: any live node answers Metadata).
+  std::string_view rest = options_.address;
+  for (;;) {
+    const auto comma = rest.find(',');
+    auto address = broker_address::parse(rest.substr(0, comma));
+    if (!address) {
+      address_error_ = address.error();
+      bootstrap_.clear();
+      break;
+    }
+    bootstrap_.push_back(std::move(address).value());
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
   }
+  if (!bootstrap_.empty()) address_ = bootstrap_.front();
   // A CA file implies TLS: nobody names a CA to speak plaintext.
   if (options_.tls.enabled || !options_.tls.ca_file.empty()) {
     auto ctx = common::make_client_tls_context(

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -138,7 +139,9 @@ class connection::impl {
   asio::awaitable<void> write_loop();
 
   connection_options options_;
-  std::optional<broker_address> address_;
+  std::optional<broker_address> address_;  // the one being tried or used: an entry of bootstrap_
+  std::vector<broker_address> bootstrap_;
+  std::size_t bootstrap_next_ = 1;
   error address_error_;
 
   asio::io_context io_;

@@ -65,7 +65,8 @@ awaitable<void> connection::impl::run() {
       if (closing_) break;
     } else {
       set_last_error(attempt.error());
-      log("connect to " + options_.address + " failed: " + attempt.error().to_string());
+      log("connect to " + address_->to_string() + " failed: " + attempt.error().to_string());
+      if (bootstrap_.size() > 1) address_ = bootstrap_[bootstrap_next_++ % bootstrap_.size()];
       if (detail::is_refusal(attempt.error())) {
         refusal_ = attempt.error();
         {
@@ -95,7 +96,7 @@ void connection::impl::on_connected() {
     refused_ = false;
   }
   cv_.notify_all();
-  log("connected to " + options_.address);
+  log("connected to " + address_->to_string());
   write_signal_.cancel();
 }
 
@@ -138,7 +139,7 @@ awaitable<result<common::wire_stream>> connection::impl::handshake() {
   if (rec) co_return error(errc::not_connected, "cannot resolve " + address_->host + ": " + rec.message());
   tcp::socket socket(io_);
   auto [cec, endpoint] = co_await asio::async_connect(socket, endpoints, use_nothrow);
-  if (cec) co_return error(errc::not_connected, "cannot connect to " + options_.address + ": " + cec.message());
+  if (cec) co_return error(errc::not_connected, "cannot connect to " + address_->to_string() + ": " + cec.message());
   boost::system::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   detail::apply_dead_link_timeout(socket, options_.dead_link_timeout);

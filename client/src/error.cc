@@ -68,6 +68,8 @@ error from_wire(int code, std::string message) {
     case protocol::errc::internal:
     case protocol::errc::store_unavailable:
     case protocol::errc::store_full:
+    case protocol::errc::not_leader:
+    case protocol::errc::fenced:
       return error(static_cast<protocol::errc>(code), std::move(message));
     default:
       break;

@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 #include <toml++/toml.h>
 
+#include "txmq/client/bootstrap.h"
 #include "txmq/client/connection.h"
 #include "txmq/client/tls_flags.h"
 #include "txmq/client/token.h"
@@ -47,7 +48,7 @@ po::options_description make_options(relay_options& o, text_values& t) {
       "TOML file with the settings below as `name = value` (flag names with _ for -, such as poll_interval = "
       "\"1s\"); flags override the file")(
       "pg", po::value(&o.conninfo)->value_name("CONN"), "libpq connection string or URI of the database with the outbox (required)")(
-      "broker", po::value(&o.broker)->default_value(o.broker)->value_name("HOST:PORT"), "txmq broker HOST:PORT")(
+      "broker", po::value(&o.broker)->default_value(o.broker)->value_name("HOST:PORT"), "txmq broker HOST:PORT, or a cluster's bootstrap list HOST:PORT,HOST:PORT")(
       "token", po::value<std::string>()->value_name("TOKEN")->notifier([&t](const std::string& v) { t.token = v; }),
       "principal's token for a broker with auth (default: $TXMQ_TOKEN); visible in ps, prefer --token-file")(
       "token-file", po::value<std::string>()->value_name("FILE")->notifier([&t](const std::string& v) { t.token_file = v; }),
@@ -211,7 +212,7 @@ result<command_line> parse_relay_options(int argc, const char* const* argv) {
 
   // The broker's address is checked here, so a typo exits 2 with the flag named instead of
   // failing later, when the relay first connects.
-  if (auto broker = client::broker_address::parse(o.broker); !broker) return bad_value("broker", broker.error());
+  if (auto broker = client::parse_bootstrap_list(o.broker); !broker) return bad_value("broker", broker.error());
   o.tls = client::tls_options_from(vm);
   auto token = client::resolve_token(text.token, text.token_file, [](std::string_view name) -> std::optional<std::string> {
     const char* v = std::getenv(std::string(name).c_str());

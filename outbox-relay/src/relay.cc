@@ -17,6 +17,7 @@
 #include <set>
 #include <vector>
 
+#include "txmq/client/bootstrap.h"
 #include "txmq/pg/pg.h"
 #include "txmq/common/backoff.h"
 #include "txmq/producer/pg_schema.h"
@@ -131,7 +132,7 @@ class relay::impl {
     po.request_timeout = options_.publish_timeout;
     po.retry_backoff_initial = options_.backoff_initial;
     po.retry_backoff_max = options_.backoff_max;
-    if (auto addr = client::broker_address::parse(options_.broker); !addr) {
+    if (auto addr = client::parse_bootstrap_list(options_.broker); !addr) {
       return client::error(client::errc::bad_address, "--broker: " + addr.error().message);
     }
     // Shard s always goes through publisher s % n (one connection each), so each shard's rows

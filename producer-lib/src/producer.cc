@@ -1,5 +1,6 @@
 #include "txmq/producer/producer.h"
 
+#include "txmq/client/leader_router.h"
 #include "txmq/common/backoff.h"
 #include "wire_message.h"
 
@@ -27,6 +28,10 @@ struct pending_message {
 
 struct batch {
   std::string topic;
+  // Cluster mode: the leader the batch goes to ("" = the bootstrap connection), and the queue
+  // it belongs to (topic and leader: batches are grouped by leader, docs/cluster.md).
+  std::string address;
+  std::string queue;
   std::vector<pending_message> messages;
   std::size_t bytes = 0;
   clock::time_point linger_until;
@@ -54,7 +59,11 @@ std::size_t approximate_bytes(const outgoing_message& m) {
 class producer::impl {
  public:
   impl(std::shared_ptr<client::connection> conn, producer_options options, bool owns_connection)
-      : options_(std::move(options)), conn_(std::move(conn)), owns_connection_(owns_connection) {
+      : options_(std::move(options)), conn_(std::move(conn)), owns_connection_(owns_connection),
+        router_(std::make_shared<client::leader_router>(conn_)) {
+    // Leaders known before the first batch, when the broker is a cluster (a single broker
+    // answers that it is not, and everything goes to conn_).
+    router_->async_refresh([](client::result<void>) {});
     options_.batch_max_messages = std::max<std::size_t>(options_.batch_max_messages, 1);
     options_.max_in_flight_messages = std::max<std::size_t>(options_.max_in_flight_messages, 1);
     completion_thread_ = std::thread([this] { run_completions(); });
@@ -82,6 +91,7 @@ class producer::impl {
     p.cb = std::move(cb);
     p.bytes = approximate_bytes(message);
     const std::string topic_name = message.topic;
+    const std::string address = router_->leader_for(message.topic, message.key);
     p.message = detail::to_wire(std::move(message), p.id);
 
     std::unique_lock lock(mutex_);
@@ -101,7 +111,8 @@ class producer::impl {
                                                             " messages stayed in flight (is the broker reachable?)"));
     }
     ++in_flight_;
-    auto& topic = topics_[topic_name];
+    const std::string queue = queue_name(topic_name, address);
+    auto& topic = topics_[queue];
     if (topic.open && (topic.open->messages.size() + 1 > options_.batch_max_messages ||
                        topic.open->bytes + p.bytes > options_.batch_max_bytes)) {
       seal(topic);
@@ -109,6 +120,8 @@ class producer::impl {
     if (!topic.open) {
       topic.open = std::make_shared<batch>();
       topic.open->topic = topic_name;
+      topic.open->address = address;
+      topic.open->queue = queue;
       topic.open->linger_until = clock::now() + options_.linger;
       topic.open->retry_delay = common::backoff(options_.retry_backoff_initial, options_.retry_backoff_max);
     }
@@ -178,6 +191,7 @@ class producer::impl {
     }
     completion_cv_.notify_one();
     if (completion_thread_.joinable()) completion_thread_.join();
+    router_->close();
     if (owns_connection_) conn_->close();
   }
 
@@ -189,6 +203,10 @@ class producer::impl {
   const std::shared_ptr<client::connection>& conn() const noexcept { return conn_; }
 
  private:
+  static std::string queue_name(const std::string& topic, const std::string& address) {
+    return address.empty() ? topic : topic + '\n' + address;
+  }
+
   // Under mutex_.
   void seal(topic_state& topic) {
     if (!topic.open) return;
@@ -242,7 +260,7 @@ class producer::impl {
     const auto now = clock::now();
     expire(*b, now);
     if (b->messages.empty()) {
-      batch_done(b->topic);
+      batch_done(b->queue);
       return;
     }
     auto earliest = b->messages.front().deadline;
@@ -255,7 +273,8 @@ class producer::impl {
     request->set_topic(b->topic);
     for (const auto& m : b->messages) *request->add_messages() = m.message;
     ++b->attempts;
-    conn_->async_request(std::move(frame), [this, b](client::result<v1::Frame> r) { on_response(b, std::move(r)); }, timeout);
+    router_->connection_for(b->address)
+        ->async_request(std::move(frame), [this, b](client::result<v1::Frame> r) { on_response(b, std::move(r)); }, timeout);
   }
 
   // Runs on the connection's io thread: decide the batch's fate without blocking.
@@ -269,7 +288,7 @@ class producer::impl {
                                                      "' with a frame of body " + std::to_string(static_cast<int>(frame.body_case())) +
                                                      " and " + std::to_string(frame.produce_response().positions_size()) +
                                                      " positions"));
-        batch_done(b->topic);
+        batch_done(b->queue);
         return;
       }
       std::vector<std::function<void()>> done;
@@ -281,19 +300,26 @@ class producer::impl {
       const std::size_t n = b->messages.size();
       finish(n, std::move(done));
       b->messages.clear();
-      batch_done(b->topic);
+      batch_done(b->queue);
       return;
     }
     const error& e = r.error();
     if (!e.retriable()) {
       fail(*b, e);
-      batch_done(b->topic);
+      batch_done(b->queue);
       return;
     }
     b->last_error = e;
+    const auto meta = router_->metadata();
+    if (e.code == protocol::errc::not_leader || (meta && meta->cluster())) {
+      // Leadership moved (or the leader is gone): learn the leaders again, then send the same
+      // messages, same ids, to theirs.
+      router_->async_refresh([this, b](client::result<void>) { reroute(b); });
+      return;
+    }
     expire(*b, clock::now());
     std::lock_guard lock(mutex_);
-    auto& topic = topics_[b->topic];
+    auto& topic = topics_[b->queue];
     --topic.in_flight_batches;
     if (!b->messages.empty()) {
       b->not_before = clock::now() + b->retry_delay.next();
@@ -302,9 +328,42 @@ class producer::impl {
     sender_cv_.notify_one();
   }
 
-  void batch_done(const std::string& topic) {
+  void batch_done(const std::string& queue) {
     std::lock_guard lock(mutex_);
-    --topics_[topic].in_flight_batches;
+    --topics_[queue].in_flight_batches;
+    sender_cv_.notify_one();
+  }
+
+  // After a metadata refresh: the batch's messages, in order, regrouped by their leaders now,
+  // each group first in its leader's queue after the retry delay. Runs on a connection's io thread.
+  void reroute(const std::shared_ptr<batch>& b) {
+    expire(*b, clock::now());
+    std::vector<std::shared_ptr<batch>> parts;
+    for (auto& m : b->messages) {
+      const std::string address = router_->leader_for(
+          b->topic, m.message.has_key() ? std::optional<std::string>(m.message.key()) : std::nullopt);
+      auto it = std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p->address == address; });
+      if (it == parts.end()) {
+        auto part = std::make_shared<batch>();
+        part->topic = b->topic;
+        part->address = address;
+        part->queue = queue_name(b->topic, address);
+        part->attempts = b->attempts;
+        part->retry_delay = b->retry_delay;
+        part->last_error = b->last_error;
+        parts.push_back(part);
+        it = std::prev(parts.end());
+      }
+      (*it)->bytes += m.bytes;
+      (*it)->messages.push_back(std::move(m));
+    }
+    std::lock_guard lock(mutex_);
+    --topics_[b->queue].in_flight_batches;
+    const auto not_before = clock::now() + b->retry_delay.next();
+    for (auto& part : parts) {
+      part->not_before = not_before;
+      topics_[part->queue].ready.push_front(part);
+    }
     sender_cv_.notify_one();
   }
 
@@ -395,6 +454,7 @@ class producer::impl {
   producer_options options_;
   std::shared_ptr<client::connection> conn_;
   bool owns_connection_;
+  std::shared_ptr<client::leader_router> router_;
 
   mutable std::mutex mutex_;
   std::condition_variable room_cv_;    // in_flight_ went down, or closed_

@@ -417,3 +417,82 @@ TEST(producer, one_batch_in_flight_per_topic_keeps_order_across_retries) {
 
 }  // namespace
 }  // namespace txmq::producer
+
+namespace txmq::producer {
+namespace {
+
+// Cluster mode (docs/cluster.md): two fake nodes; partition 0 of "orders" is led by B, 1 by A.
+// A answers Metadata (cluster) and refuses a message of partition 0 with NOT_LEADER, as a
+// broker does. The producer, given only A, sends each keyed message to its leader, and a
+// message refused by A goes to B with the same id after a Metadata refresh.
+TEST(producer, keyed_messages_go_to_their_partitions_leader_and_follow_not_leader) {
+  fake_broker a, b;
+  fake_log log_a, log_b;
+  std::atomic<bool> b_leads_1{false};  // flipped mid-test: leadership of partition 1 moves to B
+  auto metadata = [&](const v1::Frame& f) {
+    auto answer = testing::answer_to(f);
+    auto* m = answer.mutable_metadata_response();
+    m->set_cluster(true);
+    auto* t = m->add_topics();
+    t->set_name("orders");
+    t->set_partitions(2);
+    auto* p0 = t->add_partition_info();
+    p0->set_partition(0);
+    p0->set_leader(2);
+    p0->set_leader_address(b.address());
+    auto* p1 = t->add_partition_info();
+    p1->set_partition(1);
+    p1->set_leader(b_leads_1 ? 2 : 1);
+    p1->set_leader_address(b_leads_1 ? b.address() : a.address());
+    return answer;
+  };
+  auto node = [&](fake_log& log, bool is_a) {
+    return [&, is_a](const auto& s, const v1::Frame& f) {
+      if (f.has_metadata()) return s->send(metadata(f));
+      if (!f.has_produce()) return;
+      for (const auto& m : f.produce().messages()) {
+        const auto p = protocol::partition_for_key(m.key(), 2);
+        const bool leads = p == 0 ? !is_a : (is_a != b_leads_1.load());
+        if (!leads) return s->send(testing::error_answer(f, v1::NOT_LEADER, "not the leader"));
+      }
+      auto answer = testing::answer_to(f);
+      *answer.mutable_produce_response() = log.append(f.produce());
+      s->send(answer);
+    };
+  };
+  a.set_handler(node(log_a, true));
+  b.set_handler(node(log_b, false));
+  std::string key0, key1;
+  for (int i = 0; key0.empty() || key1.empty(); ++i) {
+    const std::string k = "k" + std::to_string(i);
+    (protocol::partition_for_key(k, 2) == 0 ? key0 : key1) = k;
+  }
+  producer p(options_for(a));
+  outgoing_message m0 = msg("orders", "zero");
+  m0.key = key0;
+  outgoing_message m1 = msg("orders", "one");
+  m1.key = key1;
+  auto r0 = p.send(m0);
+  auto r1 = p.send(m1);
+  ASSERT_TRUE(r0) << r0.error();
+  ASSERT_TRUE(r1) << r1.error();
+  EXPECT_EQ(log_b.stored().size(), 1u) << "partition 0's message stored on its leader, B";
+  EXPECT_EQ(log_a.stored().size(), 1u) << "partition 1's message stored on its leader, A";
+
+  // Partition 1 moves to B: A refuses, the producer refreshes and resends the same id to B.
+  b_leads_1 = true;
+  auto id = protocol::uuid::make_v7();
+  m1.id = id;
+  auto moved = p.send(m1);
+  ASSERT_TRUE(moved) << moved.error();
+  EXPECT_EQ(moved.value().id, id);
+  EXPECT_EQ(log_b.stored().size(), 2u);
+  bool refused_by_a = false;
+  for (const auto& f : a.received(v1::Frame::kProduce)) {
+    for (const auto& sent : f.produce().messages()) refused_by_a |= sent.id() == std::string(id.raw());
+  }
+  EXPECT_TRUE(refused_by_a) << "the first attempt went to the old leader";
+}
+
+}  // namespace
+}  // namespace txmq::producer

@@ -53,6 +53,10 @@ class protocol_category_impl final : public std::error_category {
         return "broker store is not taking writes after a failure; retry later";
       case errc::store_full:
         return "broker disk is nearly full (below min_free_disk_bytes); retry after space is freed";
+      case errc::not_leader:
+        return "this broker does not lead the partition; refresh metadata and retry at its leader";
+      case errc::fenced:
+        return "request carries a stale leader epoch";
       case errc::frame_empty:
         return "frame length prefix is zero";
       case errc::frame_truncated:
@@ -94,6 +98,8 @@ std::string_view errc_name(errc e) noexcept {
     case errc::internal: return "INTERNAL";
     case errc::store_unavailable: return "STORE_UNAVAILABLE";
     case errc::store_full: return "STORE_FULL";
+    case errc::not_leader: return "NOT_LEADER";
+    case errc::fenced: return "FENCED";
     case errc::frame_empty: return "FRAME_EMPTY";
     case errc::frame_truncated: return "FRAME_TRUNCATED";
     case errc::bad_message_id: return "BAD_MESSAGE_ID";

@@ -25,6 +25,7 @@ class condition_category_impl final : public std::error_category {
       case protocol::errc::limit_exceeded:
       case protocol::errc::store_unavailable:
       case protocol::errc::store_full:
+      case protocol::errc::not_leader:  // after a metadata refresh, at the leader
         return true;
       default:
         return false;

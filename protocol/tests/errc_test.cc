@@ -15,7 +15,7 @@ constexpr errc k_all[] = {
     errc::topic_exists,      errc::message_too_large, errc::unknown_group,       errc::unknown_delivery,
     errc::unknown_tx,        errc::tx_already_resolved, errc::not_authorized, errc::limit_exceeded,
     errc::storage_error,     errc::shutting_down,     errc::internal,            errc::store_unavailable,
-    errc::store_full,        errc::frame_empty,
+    errc::store_full,        errc::not_leader,        errc::fenced,              errc::frame_empty,
     errc::frame_truncated,   errc::bad_message_id,
 };
 

@@ -48,6 +48,8 @@ TEST(result_test, retriable_protocol_codes) {
   EXPECT_TRUE(error(protocol::errc::storage_error).retriable());
   EXPECT_TRUE(error(protocol::errc::store_unavailable).retriable());
   EXPECT_TRUE(error(protocol::errc::store_full).retriable());
+  EXPECT_TRUE(error(protocol::errc::not_leader).retriable());
+  EXPECT_FALSE(error(protocol::errc::fenced).retriable());
   EXPECT_TRUE(error(protocol::errc::shutting_down).retriable());
   EXPECT_TRUE(error(protocol::errc::internal).retriable());
   EXPECT_TRUE(error(protocol::errc::limit_exceeded).retriable());

@@ -296,7 +296,9 @@ class rocksdb_store final : public store {
   result<std::shared_ptr<topic_state>> writer_topic_or_create(group_ctx& ctx, std::string_view name,
                                                               std::optional<std::uint32_t> partitions);
   std::shared_ptr<topic_state> make_topic(group_ctx& ctx, const topic_config& config);
-  position append_one(group_ctx& ctx, topic_state& t, const encoded_message& msg);
+  // `partition`: the caller's choice (checked against the topic); nullopt: the store's.
+  position append_one(group_ctx& ctx, topic_state& t, const encoded_message& msg,
+                      std::optional<std::uint32_t> partition = std::nullopt);
   void apply_ack(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p, std::uint64_t offset,
                  std::optional<dead_letter> dead, std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value>& cursors);
   cursor_value& cursor_for(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p,

@@ -20,7 +20,8 @@ encoded_message encode_message(v1::Message&& m, std::int64_t now_ms) {
   return e;
 }
 
-position rocksdb_store::append_one(group_ctx& ctx, topic_state& t, const encoded_message& msg) {
+position rocksdb_store::append_one(group_ctx& ctx, topic_state& t, const encoded_message& msg,
+                                   std::optional<std::uint32_t> partition) {
   if (auto it = ctx.dedupe.find(msg.id); it != ctx.dedupe.end()) {
     return {it->second.partition, it->second.offset, true};
   }
@@ -38,8 +39,9 @@ position rocksdb_store::append_one(group_ctx& ctx, topic_state& t, const encoded
     return {};
   }
   const std::uint32_t parts = t.record.partitions();
-  const std::uint32_t p = msg.key ? protocol::partition_for_key(*msg.key, parts)
-                                  : t.round_robin.fetch_add(1, std::memory_order_relaxed) % parts;
+  const std::uint32_t p = partition ? *partition
+                          : msg.key ? protocol::partition_for_key(*msg.key, parts)
+                                    : t.round_robin.fetch_add(1, std::memory_order_relaxed) % parts;
   auto& ps = *t.partitions[p];
   const std::uint64_t offset = ps.next++;
 
@@ -77,6 +79,9 @@ std::size_t request_bytes(const std::vector<v1::Message>& messages) {
 
 void rocksdb_store::append(append_request request, completion<append_result> done) {
   if (!valid_messages(request.messages)) return done(make_error_code(errc::invalid_argument));
+  if (!request.partitions.empty() && request.partitions.size() != request.messages.size()) {
+    return done(make_error_code(errc::invalid_argument));
+  }
   // Serialize here, on the caller's thread: the writer thread is the one everybody waits for.
   const std::int64_t received_ms = now();
   std::vector<encoded_message> messages;
@@ -88,6 +93,7 @@ void rocksdb_store::append(append_request request, completion<append_result> don
   }
   submit<append_result>(request.sync, bytes, std::move(done),
                         [this, topic = std::move(request.topic), create = request.auto_create_partitions,
+                         chosen = std::move(request.partitions),
                          messages = std::move(messages)](group_ctx& ctx) -> result<append_result> {
     // Decided by the writer, so a request queued before the disk filled is judged like one after.
     // A latched store answers its failure instead (the graver news, and what health() says).
@@ -95,8 +101,14 @@ void rocksdb_store::append(append_request request, completion<append_result> don
     TXMQ_TRY(auto t, writer_topic_or_create(ctx, topic, create));
     append_result out;
     out.positions.reserve(messages.size());
-    for (auto& m : messages) {
-      out.positions.push_back(append_one(ctx, *t, m));
+    if (!chosen.empty()) {
+      for (const auto p : chosen) {
+        if (p >= t->record.partitions()) return make_error_code(errc::unknown_partition);
+      }
+    }
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      out.positions.push_back(
+          append_one(ctx, *t, messages[i], chosen.empty() ? std::nullopt : std::optional<std::uint32_t>(chosen[i])));
       if (ctx.poisoned) return *ctx.poisoned;
     }
     return out;

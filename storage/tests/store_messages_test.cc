@@ -64,6 +64,26 @@ TEST_F(store_test, keyless_messages_spread_round_robin) {
   for (std::uint32_t p = 0; p < 4; ++p) EXPECT_EQ(partition_of("t", p).next_offset, 2u);
 }
 
+// Cluster mode: the broker picks the partitions (those it leads), the store keeps its choice
+// even against the key's hash, and refuses a partition the topic does not have.
+TEST_F(store_test, append_uses_the_callers_partitions_when_given) {
+  create_topic("t", 4);
+  append_request req{"t", {make_message("a", "alice"), make_message("b"), make_message("c", "alice")}, std::nullopt, true};
+  const std::uint32_t other = (protocol::partition_for_key("alice", 4) + 1) % 4;
+  req.partitions = {other, 3, other};
+  auto r = try_append(std::move(req));
+  ASSERT_THAT(r, is_ok());
+  EXPECT_THAT(r.value().positions, ElementsAre(position{other, 0, false}, position{3, other == 3 ? 1u : 0u, false},
+                                               position{other, other == 3 ? 2u : 1u, false}));
+
+  append_request bad{"t", {make_message("x")}, std::nullopt, true};
+  bad.partitions = {4};
+  EXPECT_THAT(try_append(std::move(bad)), fails_with(errc::unknown_partition));
+  append_request mismatched{"t", {make_message("x"), make_message("y")}, std::nullopt, true};
+  mismatched.partitions = {0};
+  EXPECT_THAT(try_append(std::move(mismatched)), fails_with(errc::invalid_argument));
+}
+
 TEST_F(store_test, read_can_start_inside_a_stored_batch) {
   create_topic("t", 1);
   std::vector<v1::Message> batch;

@@ -11,6 +11,10 @@ using lk = request_lookups;
 
 std::vector<need> admin(const v1::Frame&, const lk&) { return {{permission::admin, std::string(k_cluster)}}; }
 
+// Metadata (who leads what, node addresses) is what every client needs to reach the right
+// broker, as Kafka's Metadata: an authenticated connection is enough; it names no data.
+std::vector<need> any_principal(const v1::Frame&, const lk&) { return {}; }
+
 std::vector<need> produce(const v1::Frame& f, const lk&) {
   return {{permission::produce, topic_resource(f.produce().topic())}};
 }
@@ -129,6 +133,8 @@ constexpr request_rule k_rules[] = {
     {100, "acl_list_response", S},
     {120, "connection_list", R, admin},
     {121, "connection_list_response", S},
+    {130, "metadata", R, any_principal},
+    {131, "metadata_response", S},
 };
 
 }  // namespace

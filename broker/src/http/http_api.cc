@@ -123,6 +123,8 @@ unsigned http_status(v1::ErrorCode code) noexcept {
     case v1::MESSAGE_TOO_LARGE:
     case v1::FRAME_TOO_LARGE: return 413;
     case v1::LIMIT_EXCEEDED: return 429;
+    // Cluster mode: another node leads the partition (the message names it): 421 Misdirected Request.
+    case v1::NOT_LEADER: return 421;
     case v1::STORAGE_ERROR:
     case v1::SHUTTING_DOWN:
     case v1::STORE_UNAVAILABLE:

@@ -1,5 +1,5 @@
-// Produce: checks the messages, appends them (answered after the fsync with durability = sync)
-// and wakes the readers of the topic.
+// Produce: checks the messages (in cluster mode routes them first: service/cluster_requests.cc),
+// appends them (answered after the fsync with durability = sync) and wakes the readers of the topic.
 
 #include "service/service.h"
 
@@ -10,13 +10,20 @@
 namespace txmq::broker {
 
 void service::produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req) {
+  if (cluster_ != nullptr) return produce_in_cluster(c, corr, req);
   auto checked = check_messages({.messages = req.messages(), .topic = &req.topic(), .request = "produce request"},
                                  {settings_.max_message_bytes, settings_.auto_create_topics, settings_.max_topics}, store_);
   if (!checked) return c->respond_error(corr, wire_code(checked.error()), std::move(checked.error().message));
+  append(c, corr, req, checked.value().empty() ? std::nullopt : std::optional(settings_.default_partitions), {});
+}
+
+void service::append(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req,
+                     std::optional<std::uint32_t> auto_create, std::vector<std::uint32_t> partitions) {
   storage::append_request ar;
   ar.topic = req.topic();
   ar.sync = settings_.sync;
-  if (!checked.value().empty()) ar.auto_create_partitions = settings_.default_partitions;
+  ar.auto_create_partitions = auto_create;
+  ar.partitions = std::move(partitions);
   ar.messages.reserve(static_cast<std::size_t>(req.messages_size()));
   for (auto& m : *req.mutable_messages()) {
     m.set_publish_time_ms(0);  // the broker's clock decides

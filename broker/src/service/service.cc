@@ -166,6 +166,7 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
     case v1::Frame::kAclGrant: return acl_change(c, corr, frame.acl_grant().entry(), true);
     case v1::Frame::kAclRevoke: return acl_change(c, corr, frame.acl_revoke().entry(), false);
     case v1::Frame::kAclList: return acl_list(c, corr, frame.acl_list());
+    case v1::Frame::kMetadata: return metadata(c, corr, frame.metadata());
     case v1::Frame::kHello:
       return c->respond_error(corr, v1::INVALID_ARGUMENT, "Hello was already received on this connection");
     default:
@@ -202,6 +203,7 @@ void service::wake(const std::vector<std::string>& topics, const std::vector<std
 
 void service::on_tick() {
   if (stopped_) return;
+  if (cluster_ != nullptr) sync_local_topics();
   groups_->tick();
   tick_.expires_after(settings_.tick);
   tick_.async_wait([this](boost::system::error_code ec) {

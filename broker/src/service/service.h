@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -30,6 +31,9 @@
 namespace txmq::broker {
 
 struct broker_metrics;
+namespace cluster_mode {
+class cluster_node;
+}
 
 struct service_settings {
   delivery_settings delivery;
@@ -91,9 +95,25 @@ class service {
   [[nodiscard]] auth::access_control& access() noexcept { return *access_; }
   // What a request needs is computed with these (the tx's producer group, a group's topics).
   [[nodiscard]] const auth::request_lookups& lookups() const noexcept { return lookups_; }
+  // Cluster mode (docs/cluster.md): topics live in etcd, Produce is routed to partition leaders,
+  // Metadata answers from the cluster's state. Set before start(); nullptr = a single node.
+  // `advertise` is the address Metadata names for this broker in single-node mode.
+  void set_cluster(cluster_mode::cluster_node* node) noexcept { cluster_ = node; }
+  void set_advertise(std::string address) { advertise_ = std::move(address); }
 
  private:
   void produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
+  // The append of a checked Produce: `auto_create` partitions when the topic is missing here,
+  // `partitions` the broker's choice per message (empty: the store's).
+  void append(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req,
+              std::optional<std::uint32_t> auto_create, std::vector<std::uint32_t> partitions);
+  // Cluster mode (service/cluster_requests.cc).
+  void produce_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
+  void create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                               const v1::CreateTopicRequest& req);
+  void metadata(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::MetadataRequest& req);
+  // Creates in the store the topics of the cluster's state that have a partition led here.
+  void sync_local_topics();
   void create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);
   void list_topics(const std::shared_ptr<responder>& c, std::uint64_t corr);
   void describe_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& name);
@@ -127,6 +147,11 @@ class service {
   std::unique_ptr<webhook_notifier> webhooks_;
   std::unique_ptr<auth::access_control> access_;
   auth::request_lookups lookups_;
+  cluster_mode::cluster_node* cluster_ = nullptr;
+  std::string advertise_;
+  std::map<std::string, std::uint32_t> keyless_round_robin_;  // per topic, cluster mode
+  std::shared_ptr<const void> synced_state_;  // the cluster state sync_local_topics() last saw
+  std::set<std::string> creating_locally_;
 };
 
 }  // namespace txmq::broker

@@ -31,6 +31,12 @@ void fill_topic(v1::TopicInfo& out, const storage::topic_info& t) {
 void service::create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req) {
   if (auto bad = bad_name("topic", req.name())) return c->respond_error(corr, v1::INVALID_ARGUMENT, *bad);
   if (req.partitions() > 1024) return c->respond_error(corr, v1::INVALID_ARGUMENT, "at most 1024 partitions per topic");
+  if (cluster_ != nullptr) return create_topic_in_cluster(c, corr, req);
+  if (req.replicas() > 1) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            "replicas " + std::to_string(req.replicas()) +
+                                ": this broker is a single node (no cluster_etcd); it keeps one copy of each partition");
+  }
   if (!store_.topic(req.name()) && store_.topics().size() >= settings_.max_topics) {
     return c->respond_error(corr, v1::LIMIT_EXCEEDED,
                             "the broker already has max_topics (" + std::to_string(settings_.max_topics) + ") topics");

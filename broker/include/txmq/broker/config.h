@@ -121,6 +121,13 @@ struct broker_config {
   std::string tls_key_file;
   std::string tls_client_ca_file;
 
+  // --- cluster mode (DESIGN.md §8, docs/cluster.md). Empty cluster_etcd: a single node, no etcd.
+  std::string cluster_etcd;            // comma-separated etcd URLs: http://127.0.0.1:2379,...
+  std::string cluster_name = "txmq";   // the etcd key prefix /<cluster_name>/
+  std::uint32_t node_id = 0;           // this broker's id in the cluster (from 1), with cluster_etcd
+  std::string advertise;               // HOST:PORT clients use for this broker; empty = listen
+  duration node_lease_ttl = std::chrono::seconds(5);  // a lost node's leaderships move after this
+
   // --- durability, security, logging
   durability_mode durability = durability_mode::sync;
   bool insecure = false;  // allow non-loopback addresses without auth and TLS both on

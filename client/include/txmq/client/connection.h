@@ -44,7 +44,9 @@ struct tls_options {
 };
 
 struct connection_options {
-  std::string address{default_broker_address};  // HOST:PORT
+  // HOST:PORT, or a bootstrap list HOST:PORT,HOST:PORT,... (cluster mode): each failed connect
+  // attempt moves on to the next address.
+  std::string address{default_broker_address};
   std::string client_id = "txmq-cpp";           // for the broker's logs and metrics
   std::string producer_group;                   // set by transactional producers (CheckTx)
   std::string auth_token;                       // empty when the broker has no auth

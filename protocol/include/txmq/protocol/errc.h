@@ -32,6 +32,8 @@ enum class errc : int {
   internal = 42,
   store_unavailable = 43,
   store_full = 44,
+  not_leader = 50,
+  fenced = 51,
   // Local-only framing conditions (not on the wire).
   frame_empty = 100,      // a length prefix of zero
   frame_truncated = 101,  // the stream ended inside a frame

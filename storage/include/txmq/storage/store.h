@@ -130,6 +130,10 @@ struct append_request {
   // fails with errc::unknown_topic.
   std::optional<std::uint32_t> auto_create_partitions;
   bool sync = true;
+  // Empty: the store picks each message's partition as above. Otherwise one per message, the
+  // caller's choice (cluster mode: the broker picks among the partitions it leads); a partition
+  // the topic does not have fails the whole append with errc::unknown_partition.
+  std::vector<std::uint32_t> partitions;
 };
 
 struct position {

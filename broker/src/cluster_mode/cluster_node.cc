@@ -1,0 +1,78 @@
+#include "cluster_mode/cluster_node.h"
+
+#include <pthread.h>
+
+#include <future>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "txmq/cluster/errc.h"
+#include "txmq/common/log.h"
+
+namespace txmq::broker::cluster_mode {
+
+namespace asio = boost::asio;
+
+cluster_node::cluster_node(node_settings settings) : settings_(std::move(settings)) {
+  cluster::etcd_options eo;
+  eo.endpoints = settings_.etcd;
+  member_ = std::make_unique<cluster::member>(io_.get_executor(), eo, settings_.member);
+  etcd_ = std::make_unique<cluster::etcd_client>(io_.get_executor(), eo);
+}
+
+cluster_node::~cluster_node() { stop(); }
+
+void cluster_node::start() {
+  if (started_) return;
+  started_ = true;
+  member_->start();
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "txmq-cluster");
+    auto guard = asio::make_work_guard(io_);
+    for (;;) {
+      try {
+        io_.run();
+        return;
+      } catch (const std::exception& e) {
+        // A bug in the control plane must not take the broker down; it is logged and the loop runs on.
+        common::log::error("cluster thread: unexpected exception: ", e.what());
+      }
+    }
+  });
+}
+
+void cluster_node::stop() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  std::promise<void> done;
+  asio::co_spawn(io_, [this]() -> asio::awaitable<void> {
+    co_await member_->stop();
+    etcd_->close();
+  }, [&done](std::exception_ptr) { done.set_value(); });
+  // The lease revoke is one attempt within the etcd request timeout; do not wait forever.
+  (void)done.get_future().wait_for(std::chrono::seconds(5));
+  io_.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void cluster_node::create_topic(cluster::topic_config topic, std::function<void(result<void>)> done) {
+  asio::co_spawn(
+      io_,
+      [this, topic = std::move(topic), done]() -> asio::awaitable<void> {
+        auto r = co_await cluster::create_topic(*etcd_, member_->keys(), topic);
+        if (!r && r.error().code == cluster::errc::compare_failed) r = outcome::success();  // exists
+        done(std::move(r));
+      },
+      [](std::exception_ptr e) {
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          common::log::error("writing a topic to etcd failed: ", ex.what());
+        }
+      });
+}
+
+}  // namespace txmq::broker::cluster_mode

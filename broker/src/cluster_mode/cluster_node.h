@@ -1,0 +1,64 @@
+#pragma once
+
+// The broker's seat in a cluster (cluster_etcd set; docs/cluster.md): a cluster::member (the
+// node's session on an etcd lease, the controller campaign and the controller's work) and a
+// second etcd client for the broker's own writes (topics). Both run on a thread of their own,
+// so that a busy request loop never delays a lease renewal (a late renewal would make the node
+// give its leaderships up).
+//
+// Thread-safety: snapshot(), id(), create_topic() from any thread; start() and stop() from one
+// thread that is not the cluster thread. create_topic()'s callback runs on the cluster thread:
+// post it on to where it belongs.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+
+#include "txmq/cluster/member.h"
+#include "txmq/protocol/result.h"
+
+namespace txmq::broker::cluster_mode {
+
+struct node_settings {
+  std::vector<common::host_port> etcd;
+  cluster::member_options member;
+};
+
+class cluster_node {
+ public:
+  explicit cluster_node(node_settings settings);
+  ~cluster_node();  // stop()
+  cluster_node(const cluster_node&) = delete;
+  cluster_node& operator=(const cluster_node&) = delete;
+
+  // Starts the session in the background (it registers as soon as etcd answers).
+  void start();
+  // Revokes the lease (the others see this node leave now, not after the TTL) and ends the
+  // thread. Idempotent.
+  void stop();
+
+  [[nodiscard]] cluster::node_id id() const noexcept { return settings_.member.id; }
+  [[nodiscard]] const std::string& cluster_name() const noexcept { return settings_.member.cluster_name; }
+  [[nodiscard]] const std::string& advertise() const noexcept { return settings_.member.advertise; }
+  [[nodiscard]] bool registered() const noexcept { return member_->registered(); }
+  // The last state read from etcd; nullptr before the first read.
+  [[nodiscard]] std::shared_ptr<const cluster::cluster_state> snapshot() const { return member_->snapshot(); }
+
+  // Writes topics/<name> unless it exists (an existing one is success: the caller reads the
+  // state for its config). Errors: etcd's (unavailable, ...), invalid_argument.
+  void create_topic(cluster::topic_config topic, std::function<void(result<void>)> done);
+
+ private:
+  node_settings settings_;
+  boost::asio::io_context io_;
+  std::unique_ptr<cluster::member> member_;
+  std::unique_ptr<cluster::etcd_client> etcd_;
+  std::thread thread_;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace txmq::broker::cluster_mode

@@ -1,0 +1,188 @@
+// Cluster mode's requests (docs/cluster.md): Produce routed to the partitions this node leads
+// (NOT_LEADER otherwise), topics created in etcd, Metadata from the cluster's state, and the
+// local topics made for the partitions this node leads. Metadata in single-node mode too.
+
+#include <limits>
+
+#include "cluster_mode/cluster_node.h"
+#include "cluster_mode/routing.h"
+#include "io_thread.h"
+#include "request_checks.h"
+#include "service/service.h"
+#include "txmq/common/log.h"
+
+namespace txmq::broker {
+
+namespace asio = boost::asio;
+
+namespace {
+
+void respond_not_leader(responder& c, std::uint64_t corr, const cluster_mode::not_leader& why) {
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  cluster_mode::fill_not_leader(why, *out.mutable_error());
+  c.respond(std::move(out));
+}
+
+}  // namespace
+
+void service::produce_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req) {
+  // The messages are judged as on a single node; whether the topic exists is the cluster's call.
+  auto checked = check_messages({.messages = req.messages(), .topic = &req.topic(), .request = "produce request"},
+                                 {settings_.max_message_bytes, true, std::numeric_limits<std::size_t>::max()}, store_);
+  if (!checked) return c->respond_error(corr, wire_code(checked.error()), std::move(checked.error().message));
+  const auto state = cluster_->snapshot();
+  if (!state) {
+    return respond_not_leader(*c, corr, {.topic = req.topic(),
+                                         .text = "node " + std::to_string(cluster_->id()) +
+                                                 " has not read the cluster's state from etcd yet; retry"});
+  }
+  std::vector<const std::string*> keys;
+  keys.reserve(static_cast<std::size_t>(req.messages_size()));
+  for (const auto& m : req.messages()) keys.push_back(m.has_key() ? &m.key() : nullptr);
+  auto route = cluster_mode::route_produce(*state, cluster_->id(), req.topic(), keys, keyless_round_robin_[req.topic()]);
+  if (route.unknown_topic) {
+    if (!settings_.auto_create_topics) {
+      return c->respond_error(corr, v1::UNKNOWN_TOPIC,
+                              "no topic '" + req.topic() + "' in the cluster and auto_create_topics is off");
+    }
+    // Created in etcd with one replica; the controller gives its partitions leaders, and the
+    // client's retry (NOT_LEADER is retriable) finds them through Metadata.
+    cluster::topic_config t{.name = req.topic(), .partitions = static_cast<std::int32_t>(settings_.default_partitions),
+                            .replicas = 1};
+    std::weak_ptr<responder> weak = c;
+    cluster_->create_topic(t, [this, weak, corr, topic = req.topic()](result<void> r) {  // on the cluster thread
+      asio::post(io_, [weak, corr, topic, r = std::move(r)] {
+        auto c = weak.lock();
+        if (!c) return;
+        if (!r) {
+          return c->respond_error(corr, v1::STORE_UNAVAILABLE,
+                                  "cannot create topic '" + topic + "' in the cluster's etcd: " + r.error().message);
+        }
+        respond_not_leader(*c, corr, {.topic = topic,
+                                      .text = "topic '" + topic +
+                                              "' was just created in the cluster; its partitions get leaders in a "
+                                              "moment: refresh metadata and retry"});
+      });
+    });
+    return;
+  }
+  if (route.refused) return respond_not_leader(*c, corr, *route.refused);
+  append(c, corr, req, route.partition_count, std::move(route.partitions));
+}
+
+void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                                      const v1::CreateTopicRequest& req) {
+  if (req.replicas() > 1) {
+    // Never acknowledge a topic as replicated while nothing copies its data (docs/cluster.md).
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            "replicas " + std::to_string(req.replicas()) +
+                                ": replication is not built yet; cluster topics have one copy per partition "
+                                "(replicas 1), whose data is unavailable while its node is down (docs/cluster.md)");
+  }
+  const auto state = cluster_->snapshot();
+  const std::int32_t partitions = static_cast<std::int32_t>(req.partitions() ? req.partitions() : settings_.default_partitions);
+  if (state) {
+    for (const auto& t : state->topics) {
+      if (t.name == req.name() && t.partitions != partitions) {
+        return c->respond_error(corr, v1::TOPIC_EXISTS,
+                                "topic '" + req.name() + "' exists in the cluster with " + std::to_string(t.partitions) +
+                                    " partitions");
+      }
+    }
+  }
+  cluster::topic_config t{.name = req.name(), .partitions = partitions, .replicas = 1};
+  std::weak_ptr<responder> weak = c;
+  cluster_->create_topic(t, [this, weak, corr, t](result<void> r) {
+    asio::post(io_, [this, weak, corr, t, r = std::move(r)] {
+      auto c = weak.lock();
+      if (!c) return;
+      if (!r) {
+        return c->respond_error(corr, v1::STORE_UNAVAILABLE,
+                                "cannot create topic '" + t.name + "' in the cluster's etcd: " + r.error().message);
+      }
+      // The answer describes the topic as the cluster holds it; partitions led elsewhere have
+      // no local offsets here (offsets 0).
+      v1::Frame out;
+      out.set_correlation_id(corr);
+      auto* info = out.mutable_topic_info();
+      info->set_name(t.name);
+      info->set_partitions(static_cast<std::uint32_t>(t.partitions));
+      info->set_retention_ms(settings_.default_retention_ms);
+      for (std::int32_t p = 0; p < t.partitions; ++p) info->add_partition_info()->set_partition(static_cast<std::uint32_t>(p));
+      c->respond(std::move(out));
+    });
+  });
+}
+
+void service::metadata(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::MetadataRequest& req) {
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  auto* resp = out.mutable_metadata_response();
+  if (cluster_ != nullptr) {
+    const auto state = cluster_->snapshot();
+    if (state) {
+      cluster_mode::fill_metadata(*state, cluster_->id(), cluster_->cluster_name(), req.topics(), *resp);
+    } else {
+      resp->set_cluster(true);
+      resp->set_cluster_name(cluster_->cluster_name());
+      resp->set_node_id(cluster_->id());
+      resp->set_controller(cluster::k_no_leader);
+    }
+    return c->respond(std::move(out));
+  }
+  // A single broker: node 0, leader of everything it has.
+  resp->set_cluster(false);
+  resp->set_node_id(0);
+  resp->set_controller(cluster::k_no_leader);
+  auto* self = resp->add_nodes();
+  self->set_id(0);
+  self->set_address(advertise_);
+  for (const auto& t : store_.topics()) {
+    if (!req.topics().empty() && std::find(req.topics().begin(), req.topics().end(), t.config.name) == req.topics().end()) {
+      continue;
+    }
+    auto* tm = resp->add_topics();
+    tm->set_name(t.config.name);
+    tm->set_partitions(t.config.partitions);
+    tm->set_replicas(1);
+    for (std::uint32_t p = 0; p < t.config.partitions; ++p) {
+      auto* pm = tm->add_partition_info();
+      pm->set_partition(p);
+      pm->set_leader(0);
+      pm->set_leader_address(advertise_);
+      pm->add_replicas(0);
+      pm->add_isr(0);
+    }
+  }
+  c->respond(std::move(out));
+}
+
+void service::sync_local_topics() {
+  auto state = cluster_->snapshot();
+  if (!state || state == synced_state_) return;
+  synced_state_ = state;
+  for (const auto& t : state->topics) {
+    if (store_.topic(t.name) || creating_locally_.contains(t.name)) continue;
+    bool leads_one = false;
+    for (std::int32_t p = 0; p < t.partitions && !leads_one; ++p) {
+      auto it = state->partitions.find({t.name, p});
+      leads_one = it != state->partitions.end() && it->second.state.leader == cluster_->id();
+    }
+    if (!leads_one) continue;
+    storage::topic_config cfg;
+    cfg.name = t.name;
+    cfg.partitions = static_cast<std::uint32_t>(t.partitions);
+    cfg.retention_ms = settings_.default_retention_ms;
+    creating_locally_.insert(t.name);
+    store_.create_topic(cfg, on_io<storage::topic_info>(io_, [this, name = t.name](result<storage::topic_info> r) {
+      creating_locally_.erase(name);
+      if (!r) {
+        common::log::error("cannot create the local partitions of topic '", name, "' (led here): ", r.error().message);
+        synced_state_.reset();  // try again on the next tick
+      }
+    }));
+  }
+}
+
+}  // namespace txmq::broker
