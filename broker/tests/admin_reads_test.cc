@@ -1,7 +1,7 @@
 // Heavy admin reads run off the io thread (DESIGN.md §7): while a DescribeGroup, ListGroups,
-// DlqList, DlqRedrive, WebhookList, WebhookAttempts or WebhookReplay is inside its store scan,
-// the io thread still answers a produce. The store here is the in-memory one behind a gate: once
-// armed, the scanning calls (dead_letters, webhook_attempts, read, load_group) block until the
+// DlqList, DlqRedrive, WebhookList, WebhookAttempts, WebhookReplay or TxList is inside its store
+// scan, the io thread still answers a produce. The store here is the in-memory one behind a gate:
+// once armed, the scanning calls (dead_letters, webhook_attempts, read, load_group, list_txs) block until the
 // test opens it — unless they come from the io thread, which this test runs itself: such a
 // call is recorded (the test then fails) and let through, so old code fails instead of hanging.
 
@@ -71,6 +71,7 @@ class gated_store final : public storage::store {
   }
   result<std::vector<storage::tx_record>> list_txs(std::optional<storage::tx_state> s, std::size_t limit,
                                                    std::optional<storage::txid> after) const override {
+    gate();
     return inner_->list_txs(s, limit, after);
   }
   void ensure_group(storage::group_info i, storage::group_start s, storage::completion<storage::group_state> d) override {
@@ -202,6 +203,10 @@ TEST_P(admin_reads_test, the_io_thread_answers_a_produce_while_the_admin_read_sc
   auto created = request(admin, std::move(create));
   ASSERT_TRUE(created.has_webhook()) << created.ShortDebugString();
   const std::string webhook_id = created.webhook().id();
+  // A prepared transaction (its first check an hour away) for TxList.
+  ASSERT_TRUE(request(client("pg"), prepare_frame(protocol::uuid::make_v7(), "pg", {message("half", std::nullopt, "t")},
+                                              3'600'000))
+                  .has_prepare_response());
 
   // The admin request waits inside its scan; a produce is answered meanwhile.
   gate_->arm(std::this_thread::get_id());
@@ -267,6 +272,13 @@ INSTANTIATE_TEST_SUITE_P(
                      return f;
                    },
                    [](const v1::Frame& a) { return a.has_webhook_attempts_response(); }},
+        admin_case{"tx_list",
+                   [](const std::string&) {
+                     v1::Frame f;
+                     f.mutable_tx_list();
+                     return f;
+                   },
+                   [](const v1::Frame& a) { return a.tx_list_response().txs_size() == 1; }},
         admin_case{"webhook_replay",
                    [](const std::string& id) {
                      v1::Frame f;

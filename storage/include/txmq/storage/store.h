@@ -387,6 +387,9 @@ class store {
   virtual void resolve(resolve_request request, completion<resolve_result> done) = 0;
   // Records check attempts; entries whose transaction is no longer PREPARED are ignored.
   virtual void record_checks(std::vector<check_update> updates, completion<void> done) = 0;
+  // find_tx and list_txs read transactions as of the last durable write: a resolution shows
+  // once its fsync succeeded (when its caller hears of it), never before, and a prepare or
+  // resolution whose write or fsync failed does not show.
   [[nodiscard]] virtual result<std::optional<tx_record>> find_tx(const txid& id) const = 0;
   // PREPARED transactions whose next check is due in [from_ms, until_ms], earliest first. A
   // caller that scans often passes the earliest due time it still knows of as from_ms, so the
