@@ -323,7 +323,8 @@ TEST_F(webhook_attempts_paging_test, pages_follow_next_after_to_the_end) {
   auto written = storage::call_sync<void>([&](auto done) { store_->record_webhook_attempts(log, done); });
   ASSERT_TRUE(written) << written.error().message;
 
-  const auto read_all = [&](const std::string& message, std::uint32_t limit, std::vector<int>& page_sizes) {
+  const auto read_all = [&](const std::string& message, std::uint32_t limit, std::vector<int>& page_sizes,
+                            bool newest_first = false) {
     std::vector<v1::WebhookAttempt> all;
     std::string after;
     for (int pages = 0; pages < 100; ++pages) {
@@ -331,7 +332,8 @@ TEST_F(webhook_attempts_paging_test, pages_follow_next_after_to_the_end) {
       f.mutable_webhook_attempts()->set_id(id);
       f.mutable_webhook_attempts()->set_limit(limit);
       f.mutable_webhook_attempts()->set_message_id(message);
-      f.mutable_webhook_attempts()->set_after(after);
+      // Newest first: the cursor says so, "<" alone from the newest.
+      f.mutable_webhook_attempts()->set_after(after.empty() && newest_first ? "<" : after);
       auto r = request(admin, std::move(f));
       EXPECT_TRUE(r.has_webhook_attempts_response()) << r.ShortDebugString();
       page_sizes.push_back(r.webhook_attempts_response().attempts_size());
@@ -366,6 +368,26 @@ TEST_F(webhook_attempts_paging_test, pages_follow_next_after_to_the_end) {
   sizes.clear();
   EXPECT_EQ(read_all(messages[0], 500, sizes).size(), 500u);
   EXPECT_EQ(sizes, (std::vector<int>{500}));
+
+  // Newest first (what the console shows): the same attempts in reverse, the first page the
+  // latest 1,000, each once.
+  sizes.clear();
+  auto newest = read_all("", 1000, sizes, true);
+  EXPECT_EQ(sizes, (std::vector<int>{1000, 1000, 500}));
+  ASSERT_EQ(newest.size(), log.size());
+  for (std::size_t i = 0; i < newest.size(); ++i) {
+    EXPECT_EQ(newest[i].time_ms(), log[log.size() - 1 - i].time_ms()) << "attempt " << i << " out of order or repeated";
+  }
+  sizes.clear();
+  auto one_newest = read_all(messages[2], 200, sizes, true);
+  EXPECT_EQ(sizes, (std::vector<int>{200, 200, 100}));
+  ASSERT_EQ(one_newest.size(), 500u);
+  for (std::size_t i = 0; i < one_newest.size(); ++i) {
+    EXPECT_EQ(one_newest[i].message_id(), messages[2]);
+    if (i > 0) {
+      EXPECT_GT(one_newest[i - 1].time_ms(), one_newest[i].time_ms());
+    }
+  }
 
   v1::Frame bad;
   bad.mutable_webhook_attempts()->set_id(id);

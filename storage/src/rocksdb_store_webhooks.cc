@@ -63,12 +63,35 @@ result<std::vector<v1::WebhookAttempt>> rocksdb_store::webhook_attempts(const we
     from.append(q.after);
     from.push_back('\0');
   }
-  TXMQ_TRY(scan(cf_groups, from, upper, [&](std::string_view, std::string_view v) -> result<bool> {
+  if (!q.newest_first) {
+    TXMQ_TRY(scan(cf_groups, from, upper, [&](std::string_view, std::string_view v) -> result<bool> {
+      v1::WebhookAttempt a;
+      if (!a.ParseFromArray(v.data(), static_cast<int>(v.size()))) return errc::corruption;
+      out.push_back(std::move(a));
+      return out.size() < q.limit;
+    }));
+    return out;
+  }
+  // Backwards from the end of the prefix, or from just before the cursor's key (`from` is then
+  // that key plus a '\0': keys under the prefix have the cursor's length, so every key below
+  // `from` but the cursor's own is older).
+  const std::string prefix = group_prefix(q.message ? 'm' : 'a', q.webhook_id) + (q.message ? std::string(q.message->raw()) : "");
+  const std::string cursor_key = q.after.empty() ? std::string() : prefix + q.after;
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice lower(prefix);
+  ro.iterate_lower_bound = &lower;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[cf_groups]));
+  const std::string& start = q.after.empty() ? upper : cursor_key;
+  it->SeekForPrev(start);
+  // SeekForPrev lands on a key <= start: step over start itself (the cursor's attempt, or a
+  // key of the next prefix that happens to equal `upper`).
+  if (it->Valid() && it->key().compare(rocksdb::Slice(start)) >= 0) it->Prev();
+  for (; it->Valid() && out.size() < q.limit; it->Prev()) {
     v1::WebhookAttempt a;
-    if (!a.ParseFromArray(v.data(), static_cast<int>(v.size()))) return errc::corruption;
+    if (!a.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) return errc::corruption;
     out.push_back(std::move(a));
-    return out.size() < q.limit;
-  }));
+  }
+  if (!it->status().ok()) return status_error(it->status(), "reading the webhook attempt log");
   return out;
 }
 

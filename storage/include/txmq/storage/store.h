@@ -324,8 +324,12 @@ struct webhook_attempts_query {
   std::optional<message_id> message;  // only this message's attempts
   std::size_t limit = 1000;
   // Continue after this attempt: webhook_attempt_cursor() of the last one of the previous page
-  // (of a query with the same webhook_id and message). Empty: from the oldest.
+  // (of a query with the same webhook_id, message and order). Empty: from the oldest (the
+  // newest with newest_first).
   std::string after;
+  // Newest first: the page holds the latest attempts, latest first, and `after` continues
+  // with older ones (what a console showing "the last N attempts" reads).
+  bool newest_first = false;
 };
 
 // Where a page of webhook_attempts() that ends with `a` continues (opaque bytes; `by_message`:
