@@ -23,6 +23,7 @@
 #include "store_health.h"
 #include "txmq/common/admin_http.h"
 #include "txmq/common/log.h"
+#include "txmq/common/log_limiter.h"
 #include "txmq/common/tls.h"
 #include "txmq/storage/store.h"
 #include "webhooks/egress_guard.h"
@@ -102,10 +103,14 @@ struct broker::impl {
   }
 
   void refuse(tcp::socket socket) {
-    boost::system::error_code ec;
-    const auto ep = socket.remote_endpoint(ec);
-    common::log::warn("refusing connection from ", ec ? std::string("?") : ep.address().to_string(),
-                      ": max_connections (", config.max_connections, ") reached");
+    // A flood of refusals (thousands a second) logs one line a second, which counts the rest;
+    // the health timer logs the count left when the flood stops.
+    if (auto line = refusal_lines.admit()) {
+      boost::system::error_code ec;
+      const auto ep = socket.remote_endpoint(ec);
+      common::log::warn("refusing connection from ", ec ? std::string("?") : ep.address().to_string(),
+                        ": max_connections (", config.max_connections, ") reached", line.suppressed_note());
+    }
     // Refusals linger a second each; a flood beyond this many is closed without an answer.
     if (refusing >= k_max_refusing) return;
     ++refusing;
@@ -163,6 +168,10 @@ struct broker::impl {
         else common::log::error(*line);
       }
       logged_health = h.status;
+      if (const auto left = refusal_lines.flush()) {
+        common::log::warn(left, " more connections refused (max_connections ", config.max_connections,
+                          " reached) after the last line about it");
+      }
       schedule_health_log();
     });
   }
@@ -196,6 +205,7 @@ struct broker::impl {
   std::size_t open_connections = 0;
   static constexpr std::size_t k_max_refusing = 64;
   std::size_t refusing = 0;  // sockets being refused (answer written, lingering)
+  common::log::log_limiter refusal_lines{1, std::chrono::seconds(1)};
   std::thread io_thread;
   tcp::endpoint bound;
   tcp::endpoint http_bound;
