@@ -250,6 +250,10 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   so.dir = config.data_dir;
   so.dedupe_window = config.dedupe_window;
   so.min_free_bytes = config.min_free_disk_bytes;
+  // Auto-created topics (the first produce or prepare naming them) get the broker's retention,
+  // as topics created without their own do.
+  so.auto_create_retention_ms = config.retention.count();
+  so.auto_create_retention_bytes = config.retention_bytes;
   auto opened = storage::open_store(so);
   if (!opened) return opened.error();
   m.store = std::move(opened.value());
@@ -263,6 +267,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   ss.auto_create_topics = config.auto_create_topics;
   ss.default_partitions = config.default_partitions;
   ss.default_retention_ms = config.retention.count();
+  ss.default_retention_bytes = config.retention_bytes;
   ss.sync = config.durability == durability_mode::sync;
   ss.max_topics = config.max_topics;
   ss.tx.tx_timeout = config.tx_timeout;

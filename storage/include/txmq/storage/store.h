@@ -73,6 +73,10 @@ struct store_options {
   // The free bytes of the data directory's file system; tests inject a fake disk. Default:
   // statvfs(dir) (an in-memory store without one has no disk to fill: never full).
   std::function<std::optional<std::uint64_t>()> free_bytes;
+  // Retention of a topic that an append or a prepare creates (auto_create_partitions): the
+  // broker's `retention` and `retention_bytes`. 0 = no limit. A create_topic passes its own.
+  std::int64_t auto_create_retention_ms = 0;
+  std::uint64_t auto_create_retention_bytes = 0;
 };
 
 // What store::health() answers.
