@@ -332,8 +332,8 @@ TEST_F(webhook_attempts_paging_test, pages_follow_next_after_to_the_end) {
       f.mutable_webhook_attempts()->set_id(id);
       f.mutable_webhook_attempts()->set_limit(limit);
       f.mutable_webhook_attempts()->set_message_id(message);
-      // Newest first: the cursor says so, "<" alone from the newest.
-      f.mutable_webhook_attempts()->set_after(after.empty() && newest_first ? "<" : after);
+      // Newest first: the cursor says so, "-" alone from the newest.
+      f.mutable_webhook_attempts()->set_after(after.empty() && newest_first ? "-" : after);
       auto r = request(admin, std::move(f));
       EXPECT_TRUE(r.has_webhook_attempts_response()) << r.ShortDebugString();
       page_sizes.push_back(r.webhook_attempts_response().attempts_size());

@@ -77,16 +77,18 @@ result<std::vector<v1::WebhookAttempt>> rocksdb_store::webhook_attempts(const we
   // `from` but the cursor's own is older).
   const std::string prefix = group_prefix(q.message ? 'm' : 'a', q.webhook_id) + (q.message ? std::string(q.message->raw()) : "");
   const std::string cursor_key = q.after.empty() ? std::string() : prefix + q.after;
-  rocksdb::ReadOptions ro;
-  rocksdb::Slice lower(prefix);
-  ro.iterate_lower_bound = &lower;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[cf_groups]));
+  // No iterate_lower_bound: the prefix is checked on each key instead (a lower bound with
+  // SeekForPrev lost keys in some runs of admin_reads_test).
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[cf_groups]));
   const std::string& start = q.after.empty() ? upper : cursor_key;
-  it->SeekForPrev(start);
-  // SeekForPrev lands on a key <= start: step over start itself (the cursor's attempt, or a
-  // key of the next prefix that happens to equal `upper`).
-  if (it->Valid() && it->key().compare(rocksdb::Slice(start)) >= 0) it->Prev();
-  for (; it->Valid() && out.size() < q.limit; it->Prev()) {
+  // The first key at or after `start`, then one back: the newest key below it.
+  it->Seek(start);
+  if (it->Valid()) {
+    it->Prev();
+  } else if (it->status().ok()) {
+    it->SeekToLast();
+  }
+  for (; it->Valid() && it->key().starts_with(prefix) && out.size() < q.limit; it->Prev()) {
     v1::WebhookAttempt a;
     if (!a.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) return errc::corruption;
     out.push_back(std::move(a));

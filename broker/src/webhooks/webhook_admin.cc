@@ -23,7 +23,7 @@ constexpr std::uint32_t k_max_concurrency = 1024;
 constexpr milliseconds k_max_timeout = std::chrono::minutes(5);
 constexpr std::size_t k_max_replay = 10'000;
 // A WebhookAttempts cursor starting with this pages newest first (docs/protocol.md §11).
-constexpr char k_newest_first = '<';
+constexpr char k_newest_first = '-';
 
 // The attempt log's cursor travels as lowercase hex text (it is a storage key suffix).
 std::string to_hex(std::string_view raw) {
@@ -221,7 +221,7 @@ void webhook_notifier::attempts(const std::shared_ptr<responder>& c, std::uint64
   if (req.id().empty() || req.id().size() > k_max_name) {
     return c->respond_error(corr, v1::INVALID_ARGUMENT, "a webhook id is needed");
   }
-  // The cursor is opaque and carries the order: one starting with '<' pages newest first ("<"
+  // The cursor is opaque and carries the order: one starting with '-' (unreserved in a URL, not a hex digit) pages newest first ("-"
   // alone: from the newest), and so does the next_after of such a page.
   std::string_view cursor = req.after();
   if (cursor.starts_with(k_newest_first)) {
