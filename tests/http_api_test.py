@@ -232,6 +232,31 @@ class HttpApiTest(unittest.TestCase):
         status, body, _ = call("DELETE", f"{self.url}/webhooks/{w['id']}")
         self.assertEqual(status, 404)
 
+    def test_webhook_attempts_newest_first(self):
+        # Three messages, each attempted once (blocked by the egress guard; the next attempt an
+        # hour away): the newest-first pages run from the latest back, following next_after.
+        self.post("/topics", {"name": "t-wh-order"})
+        status, w, _ = self.post("/webhooks", {"topic": "t-wh-order", "url": "http://127.0.0.1:9/hook",
+                                              "timeout_ms": 1000, "schedule_ms": [3600000]})
+        self.assertEqual(status, 200, w)
+        self.produce("t-wh-order", [{"body": "a"}, {"body": "b"}, {"body": "c"}])
+        path = f"/webhooks/{w['id']}/attempts"
+        oldest = eventually(lambda: (lambda a: a if len(a) == 3 else None)(self.get(path)[1]["attempts"]), 20,
+                            "3 attempts")
+        key = lambda a: (a["time_ms"], a["message_id"], a["attempt"])  # noqa: E731
+        self.assertEqual([key(a) for a in oldest], sorted(key(a) for a in oldest))
+        status, page, _ = self.get(path + "?order=newest&limit=2")
+        self.assertEqual(status, 200, page)
+        self.assertEqual([key(a) for a in page["attempts"]], [key(a) for a in reversed(oldest)][:2])
+        self.assertTrue(page.get("next_after"), page)
+        status, rest, _ = self.get(path + "?order=newest&limit=2&after=" + page["next_after"])
+        self.assertEqual(status, 200, rest)
+        self.assertEqual([key(a) for a in rest["attempts"]], [key(oldest[0])])
+        self.assertFalse(rest.get("next_after"), rest)
+        status, body, _ = self.get(path + "?order=sideways")
+        self.assertEqual(status, 400, body)
+        call("DELETE", f"{self.url}/webhooks/{w['id']}")
+
     def test_openapi_document(self):
         status, doc, _ = self.get("/openapi.json")
         self.assertEqual(status, 200)

@@ -24,6 +24,7 @@
 #include "store_health.h"
 #include "txmq/common/admin_http.h"
 #include "txmq/common/log.h"
+#include "txmq/common/log_limiter.h"
 #include "txmq/common/tls.h"
 #include "txmq/storage/store.h"
 #include "webhooks/egress_guard.h"
@@ -103,10 +104,14 @@ struct broker::impl {
   }
 
   void refuse(tcp::socket socket) {
-    boost::system::error_code ec;
-    const auto ep = socket.remote_endpoint(ec);
-    common::log::warn("refusing connection from ", ec ? std::string("?") : ep.address().to_string(),
-                      ": max_connections (", config.max_connections, ") reached");
+    // A flood of refusals (thousands a second) logs one line a second, which counts the rest;
+    // the health timer logs the count left when the flood stops.
+    if (auto line = refusal_lines.admit()) {
+      boost::system::error_code ec;
+      const auto ep = socket.remote_endpoint(ec);
+      common::log::warn("refusing connection from ", ec ? std::string("?") : ep.address().to_string(),
+                        ": max_connections (", config.max_connections, ") reached", line.suppressed_note());
+    }
     // Refusals linger a second each; a flood beyond this many is closed without an answer.
     if (refusing >= k_max_refusing) return;
     ++refusing;
@@ -164,6 +169,10 @@ struct broker::impl {
         else common::log::error(*line);
       }
       logged_health = h.status;
+      if (const auto left = refusal_lines.flush()) {
+        common::log::warn(left, " more connections refused (max_connections ", config.max_connections,
+                          " reached) after the last line about it");
+      }
       schedule_health_log();
     });
   }
@@ -199,6 +208,7 @@ struct broker::impl {
   std::size_t open_connections = 0;
   static constexpr std::size_t k_max_refusing = 64;
   std::size_t refusing = 0;  // sockets being refused (answer written, lingering)
+  common::log::log_limiter refusal_lines{1, std::chrono::seconds(1)};
   std::thread io_thread;
   tcp::endpoint bound;
   tcp::endpoint http_bound;
@@ -245,6 +255,10 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   so.min_free_bytes = config.min_free_disk_bytes;
   // The answers of one fsync's requests reach the io thread in one post.
   so.around_completions = gather_completions;
+  // Auto-created topics (the first produce or prepare naming them) get the broker's retention,
+  // as topics created without their own do.
+  so.auto_create_retention_ms = config.retention.count();
+  so.auto_create_retention_bytes = config.retention_bytes;
   auto opened = storage::open_store(so);
   if (!opened) return opened.error();
   m.store = std::move(opened.value());
@@ -258,6 +272,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   ss.auto_create_topics = config.auto_create_topics;
   ss.default_partitions = config.default_partitions;
   ss.default_retention_ms = config.retention.count();
+  ss.default_retention_bytes = config.retention_bytes;
   ss.sync = config.durability == durability_mode::sync;
   ss.max_topics = config.max_topics;
   ss.tx.tx_timeout = config.tx_timeout;

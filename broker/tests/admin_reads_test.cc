@@ -1,10 +1,11 @@
 // Heavy admin reads run off the io thread (DESIGN.md §7): while a DescribeGroup, ListGroups,
-// DlqList, DlqRedrive, WebhookList, WebhookAttempts or WebhookReplay is inside its store scan,
-// the io thread still answers a produce. The store here is the in-memory one behind a gate: once
-// armed, the scanning calls (dead_letters, webhook_attempts, read, load_group) block until the
+// DlqList, DlqRedrive, WebhookList, WebhookAttempts, WebhookReplay or TxList is inside its store
+// scan, the io thread still answers a produce. The store here is the in-memory one behind a gate:
+// once armed, the scanning calls (dead_letters, webhook_attempts, read, load_group, list_txs) block until the
 // test opens it — unless they come from the io thread, which this test runs itself: such a
 // call is recorded (the test then fails) and let through, so old code fails instead of hanging.
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -71,6 +72,7 @@ class gated_store final : public storage::store {
   }
   result<std::vector<storage::tx_record>> list_txs(std::optional<storage::tx_state> s, std::size_t limit,
                                                    std::optional<storage::txid> after) const override {
+    gate();
     return inner_->list_txs(s, limit, after);
   }
   void ensure_group(storage::group_info i, storage::group_start s, storage::completion<storage::group_state> d) override {
@@ -202,6 +204,10 @@ TEST_P(admin_reads_test, the_io_thread_answers_a_produce_while_the_admin_read_sc
   auto created = request(admin, std::move(create));
   ASSERT_TRUE(created.has_webhook()) << created.ShortDebugString();
   const std::string webhook_id = created.webhook().id();
+  // A prepared transaction (its first check an hour away) for TxList.
+  ASSERT_TRUE(request(client("pg"), prepare_frame(protocol::uuid::make_v7(), "pg", {message("half", std::nullopt, "t")},
+                                              3'600'000))
+                  .has_prepare_response());
 
   // The admin request waits inside its scan; a produce is answered meanwhile.
   gate_->arm(std::this_thread::get_id());
@@ -267,6 +273,13 @@ INSTANTIATE_TEST_SUITE_P(
                      return f;
                    },
                    [](const v1::Frame& a) { return a.has_webhook_attempts_response(); }},
+        admin_case{"tx_list",
+                   [](const std::string&) {
+                     v1::Frame f;
+                     f.mutable_tx_list();
+                     return f;
+                   },
+                   [](const v1::Frame& a) { return a.tx_list_response().txs_size() == 1; }},
         admin_case{"webhook_replay",
                    [](const std::string& id) {
                      v1::Frame f;
@@ -294,7 +307,12 @@ TEST_F(webhook_attempts_paging_test, pages_follow_next_after_to_the_end) {
   ASSERT_TRUE(created.has_webhook()) << created.ShortDebugString();
   const std::string id = created.webhook().id();
 
-  // 2,500 attempts, of 5 messages, logged straight into the store (10 ms apart).
+  // 2,500 attempts, of 5 messages, logged straight into the store (10 ms apart), ending an
+  // hour ago: inside webhook_attempt_retention (7 days), whose first expiry pass runs on the
+  // notifier's first tick and once deleted attempts dated 2023 in the middle of this test.
+  const std::int64_t first_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
+      3'600'000 - 2500 * 10;
   std::vector<std::string> messages;
   for (int i = 0; i < 5; ++i) messages.push_back(std::string(protocol::uuid::make_v7().raw()));
   std::vector<v1::WebhookAttempt> log;
@@ -304,14 +322,15 @@ TEST_F(webhook_attempts_paging_test, pages_follow_next_after_to_the_end) {
     a.set_message_id(messages[static_cast<std::size_t>(i) % messages.size()]);
     a.set_topic("t");
     a.set_attempt(static_cast<std::uint32_t>(i / 5 + 1));
-    a.set_time_ms(1'700'000'000'000 + i * 10);
+    a.set_time_ms(first_ms + i * 10);
     a.set_outcome(v1::WEBHOOK_FAILED);
     log.push_back(a);
   }
   auto written = storage::call_sync<void>([&](auto done) { store_->record_webhook_attempts(log, done); });
   ASSERT_TRUE(written) << written.error().message;
 
-  const auto read_all = [&](const std::string& message, std::uint32_t limit, std::vector<int>& page_sizes) {
+  const auto read_all = [&](const std::string& message, std::uint32_t limit, std::vector<int>& page_sizes,
+                            bool newest_first = false) {
     std::vector<v1::WebhookAttempt> all;
     std::string after;
     for (int pages = 0; pages < 100; ++pages) {
@@ -319,7 +338,8 @@ TEST_F(webhook_attempts_paging_test, pages_follow_next_after_to_the_end) {
       f.mutable_webhook_attempts()->set_id(id);
       f.mutable_webhook_attempts()->set_limit(limit);
       f.mutable_webhook_attempts()->set_message_id(message);
-      f.mutable_webhook_attempts()->set_after(after);
+      // Newest first: the cursor says so, "-" alone from the newest.
+      f.mutable_webhook_attempts()->set_after(after.empty() && newest_first ? "-" : after);
       auto r = request(admin, std::move(f));
       EXPECT_TRUE(r.has_webhook_attempts_response()) << r.ShortDebugString();
       page_sizes.push_back(r.webhook_attempts_response().attempts_size());
@@ -354,6 +374,26 @@ TEST_F(webhook_attempts_paging_test, pages_follow_next_after_to_the_end) {
   sizes.clear();
   EXPECT_EQ(read_all(messages[0], 500, sizes).size(), 500u);
   EXPECT_EQ(sizes, (std::vector<int>{500}));
+
+  // Newest first (what the console shows): the same attempts in reverse, the first page the
+  // latest 1,000, each once.
+  sizes.clear();
+  auto newest = read_all("", 1000, sizes, true);
+  EXPECT_EQ(sizes, (std::vector<int>{1000, 1000, 500}));
+  ASSERT_EQ(newest.size(), log.size());
+  for (std::size_t i = 0; i < newest.size(); ++i) {
+    EXPECT_EQ(newest[i].time_ms(), log[log.size() - 1 - i].time_ms()) << "attempt " << i << " out of order or repeated";
+  }
+  sizes.clear();
+  auto one_newest = read_all(messages[2], 200, sizes, true);
+  EXPECT_EQ(sizes, (std::vector<int>{200, 200, 100}));
+  ASSERT_EQ(one_newest.size(), 500u);
+  for (std::size_t i = 0; i < one_newest.size(); ++i) {
+    EXPECT_EQ(one_newest[i].message_id(), messages[2]);
+    if (i > 0) {
+      EXPECT_GT(one_newest[i - 1].time_ms(), one_newest[i].time_ms());
+    }
+  }
 
   v1::Frame bad;
   bad.mutable_webhook_attempts()->set_id(id);

@@ -18,6 +18,7 @@
 #include <boost/asio.hpp>
 #include <gtest/gtest.h>
 
+#include "broker_metrics.h"
 #include "net/responder.h"
 #include "service/service.h"
 #include "txmq/protocol/message_id.h"
@@ -72,6 +73,8 @@ class handler_test : public ::testing::Test {
   // Tests change settings (and the store's options: a fake disk, say) before start().
   service_settings settings;
   storage::store_options store_options;
+  // The service's metrics, when a test reads them (null: none).
+  broker_metrics* metrics = nullptr;
 
   void start() {
     storage::store_options o = store_options;
@@ -79,7 +82,7 @@ class handler_test : public ::testing::Test {
     auto s = storage::open_store(o);
     ASSERT_TRUE(s) << s.error().message;
     store_ = std::move(s.value());
-    svc_ = std::make_unique<service>(io_, *store_, settings, nullptr);
+    svc_ = std::make_unique<service>(io_, *store_, settings, metrics);
     auto started = svc_->start();
     ASSERT_TRUE(started) << started.error().message;
   }

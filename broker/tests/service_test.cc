@@ -53,6 +53,28 @@ TEST_F(broker_service_test, produce_auto_creates_its_topic_and_refuses_bad_reque
   EXPECT_EQ(request(c, produce_frame("bad topic", {message("x")})).error().code(), v1::INVALID_ARGUMENT);
 }
 
+// The broker's retention and retention_bytes reach the topics created without their own: by
+// CreateTopic, and (through the store's options, as broker.cc sets them) by a first produce.
+TEST_F(broker_service_test, topics_get_the_default_retention_unless_they_name_their_own) {
+  settings.default_retention_ms = 3'600'000;
+  settings.default_retention_bytes = 1u << 20;
+  store_options.auto_create_retention_ms = 3'600'000;
+  store_options.auto_create_retention_bytes = 1u << 20;
+  ASSERT_NO_FATAL_FAILURE(start());
+  auto c = client();
+  auto made = request(c, create_topic_frame("plain", 1));
+  ASSERT_TRUE(made.has_topic_info()) << made.ShortDebugString();
+  EXPECT_EQ(made.topic_info().retention_ms(), 3'600'000);
+  EXPECT_EQ(made.topic_info().retention_bytes(), 1u << 20);
+  v1::Frame own = create_topic_frame("own", 1);
+  own.mutable_create_topic()->set_retention_bytes(4096);
+  EXPECT_EQ(request(c, std::move(own)).topic_info().retention_bytes(), 4096u);
+  ASSERT_TRUE(request(c, produce_frame("auto", {message("x")})).has_produce_response());
+  ASSERT_TRUE(store_->topic("auto"));
+  EXPECT_EQ(store_->topic("auto")->config.retention_ms, 3'600'000);
+  EXPECT_EQ(store_->topic("auto")->config.retention_bytes, 1u << 20);
+}
+
 TEST_F(broker_service_test, fetch_ack_and_nack_redeliver_with_the_next_attempt) {
   settings.delivery.retry_schedule = {std::chrono::milliseconds(1)};
   ASSERT_NO_FATAL_FAILURE(start());

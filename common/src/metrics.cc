@@ -21,6 +21,8 @@ struct metric_family {
   metric_type type = metric_type::counter;
   std::vector<double> bounds;  // histograms only
   std::map<label_set, series_value> series;
+  // Set instead of `series` for a family computed by one function (add_gauge_collector).
+  std::shared_ptr<const std::function<metrics_registry::collected_series()>> collector;
 };
 }  // namespace detail
 
@@ -228,8 +230,15 @@ detail::metric_family& family_for(
   return f;
 }
 
+void refuse_if_collector(const detail::metric_family& f) {
+  if (f.collector) {
+    throw std::invalid_argument("metric '" + f.name + "': this family is computed by a collector");
+  }
+}
+
 template <class T, class Make>
 T& series_for(detail::metric_family& f, label_set labels, Make make) {
+  refuse_if_collector(f);
   auto [it, inserted] = f.series.try_emplace(std::move(labels));
   if (inserted) {
     try {
@@ -298,6 +307,7 @@ void metrics_registry::add_callback(metric_type type, std::string_view name,
   series_value previous;  // an old callback's captures are destroyed outside the lock
   std::lock_guard lock(mutex_);
   auto& f = family_for(families_, name, help, type, {});
+  refuse_if_collector(f);
   auto [it, inserted] = f.series.try_emplace(std::move(canonical));
   if (!inserted) {
     if (!std::holds_alternative<std::shared_ptr<const callback>>(it->second)) {
@@ -307,6 +317,28 @@ void metrics_registry::add_callback(metric_type type, std::string_view name,
     previous = std::move(it->second);
   }
   it->second = std::move(value);
+}
+
+void metrics_registry::add_gauge_collector(std::string_view name, std::string_view help,
+                                           std::function<collected_series()> collect) {
+  auto value = std::make_shared<const std::function<collected_series()>>(std::move(collect));
+  std::shared_ptr<const std::function<collected_series()>> previous;  // destroyed outside the lock
+  std::lock_guard lock(mutex_);
+  auto& f = family_for(families_, name, help, metric_type::gauge, {});
+  if (!f.series.empty()) {
+    throw std::invalid_argument("metric '" + f.name + "': this family already has series");
+  }
+  previous = std::exchange(f.collector, std::move(value));
+}
+
+bool metrics_registry::remove_collector(std::string_view name) {
+  std::unique_ptr<detail::metric_family> removed;  // its collector is destroyed outside the lock
+  std::lock_guard lock(mutex_);
+  const auto f = families_.find(name);
+  if (f == families_.end() || !f->second->collector) return false;
+  removed = std::move(f->second);
+  families_.erase(f);
+  return true;
 }
 
 bool metrics_registry::remove(std::string_view name, const label_set& labels) {
@@ -339,6 +371,28 @@ std::string metrics_registry::render() const {
   std::string out;
   for (const auto& f : families) {
     std::string body;
+    if (f.collector) {
+      collected_series collected;
+      try {
+        collected = (*f.collector)();
+      } catch (...) {
+        continue;  // one failing source must not break the whole scrape
+      }
+      for (auto& [labels, v] : collected) std::sort(labels.begin(), labels.end());
+      std::sort(collected.begin(), collected.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& [labels, v] : collected) {
+        const bool valid = std::all_of(labels.begin(), labels.end(), [](const auto& l) { return is_label_name(l.first); }) &&
+                           std::adjacent_find(labels.begin(), labels.end(), [](const auto& a, const auto& b) {
+                             return a.first == b.first;
+                           }) == labels.end();
+        if (!valid) continue;
+        append_series_name(body, f.name, "", labels, nullptr);
+        body += ' ';
+        append_number(body, v);
+        body += '\n';
+      }
+    }
     for (const auto& [labels, value] : f.series) {
       if (const auto* c = std::get_if<std::shared_ptr<counter>>(&value)) {
         append_series_name(body, f.name, "", labels, nullptr);

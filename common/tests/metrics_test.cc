@@ -125,6 +125,44 @@ TEST(metrics, callbacks_are_read_at_scrape_time) {
   EXPECT_THAT(registry.render(), HasSubstr("txmq_group_lag{group=\"g1\"} 7\n"));
 }
 
+TEST(metrics, a_collector_computes_its_family_at_scrape_time) {
+  metrics_registry registry;
+  int scrapes = 0;
+  std::vector<std::pair<std::string, double>> lags = {{"g2", 2}, {"g1", 1}};
+  registry.add_gauge_collector("txmq_group_lag", "Messages not yet acked.", [&] {
+    ++scrapes;
+    metrics_registry::collected_series out;
+    for (auto& [g, v] : lags) out.push_back({{{"group", g}}, v});
+    out.push_back({{{"bad name", "x"}}, 9});  // skipped, not rendered
+    return out;
+  });
+  EXPECT_EQ(registry.render(),
+            "# HELP txmq_group_lag Messages not yet acked.\n"
+            "# TYPE txmq_group_lag gauge\n"
+            "txmq_group_lag{group=\"g1\"} 1\n"
+            "txmq_group_lag{group=\"g2\"} 2\n");
+  EXPECT_EQ(scrapes, 1) << "one call computes every series";
+  lags.push_back({"g3", 3});
+  EXPECT_THAT(registry.render(), HasSubstr("txmq_group_lag{group=\"g3\"} 3\n"));
+
+  // A collector's family takes no series, and a family with series takes no collector.
+  EXPECT_THROW(registry.add_gauge_callback("txmq_group_lag", "", {{"group", "g9"}}, [] { return 0.0; }),
+               std::invalid_argument);
+  EXPECT_THROW(registry.add_gauge("txmq_group_lag", "", {{"group", "g9"}}), std::invalid_argument);
+  registry.add_gauge("txmq_other", "", {{"k", "v"}});
+  EXPECT_THROW(registry.add_gauge_collector("txmq_other", "", [] { return metrics_registry::collected_series{}; }),
+               std::invalid_argument);
+
+  // A collector that throws drops its family from that scrape only.
+  registry.add_gauge_collector("txmq_group_lag", "", []() -> metrics_registry::collected_series {
+    throw std::runtime_error("source unavailable");
+  });
+  EXPECT_THAT(registry.render(), testing::Not(HasSubstr("txmq_group_lag")));
+  EXPECT_TRUE(registry.remove_collector("txmq_group_lag"));
+  EXPECT_FALSE(registry.remove_collector("txmq_group_lag"));
+  EXPECT_FALSE(registry.remove_collector("txmq_other"));
+}
+
 TEST(metrics, special_values) {
   metrics_registry registry;
   registry.add_gauge("txmq_a", "a", {{"k", "nan"}}).set(std::nan(""));

@@ -12,7 +12,9 @@
 // watermarks and runs the completions, in order. So applying group N+1 overlaps the fsync of
 // group N, one fsync covers several groups under load, offsets, dedupe decisions and
 // transaction resolutions are decided by one thread in one order, and nothing is acknowledged
-// or shown to readers before its fsync.
+// or shown to readers before its fsync: high watermarks and new topics are published by the
+// syncer, and transaction records are read at the snapshot of the last group made durable
+// that wrote one (durable_tx_snapshot()), since the batch is in the memtable before its fsync.
 
 #include <algorithm>
 #include <atomic>
@@ -144,10 +146,12 @@ struct group_ctx {
   void put(cf_index cf, const std::string& key, const std::string& value) {
     batch.Put(handles[cf], key, value);
     overlay[cf][key] = value;
+    wrote_tx = wrote_tx || cf == cf_tx;
   }
   void del(cf_index cf, const std::string& key) {
     batch.Delete(handles[cf], key);
     overlay[cf][key] = std::nullopt;
+    wrote_tx = wrote_tx || cf == cf_tx;
   }
 
   const std::vector<rocksdb::ColumnFamilyHandle*>& handles;
@@ -162,6 +166,7 @@ struct group_ctx {
   std::optional<error> poisoned;
   std::int64_t now_ms = 0;
   bool sync = false;
+  bool wrote_tx = false;  // a transaction record changed: readers see it once durable
   std::uint64_t messages = 0;
   std::uint64_t bytes = 0;
 };
@@ -214,6 +219,9 @@ struct written_group {
   std::vector<std::pair<partition_state*, partition_meta>> publish;
   std::vector<std::shared_ptr<topic_state>> new_topics;
   std::optional<error> failure;  // the group was not written
+  // Taken right after the write when the group changed a transaction record; becomes the
+  // readers' view of transactions once the group is durable (dropped if it fails).
+  std::shared_ptr<const rocksdb::Snapshot> tx_snapshot;
   bool sync = false;
   bool wrote = false;
   std::size_t operations = 0;
@@ -232,6 +240,7 @@ class rocksdb_store final : public store {
 
   ~rocksdb_store() override {
     close();
+    tx_snapshot_.reset();  // released while the DB is open
     for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
     handles_.clear();
     if (db_) db_->Close().PermitUncheckedError();
@@ -281,6 +290,11 @@ class rocksdb_store final : public store {
   void close() override;
 
  private:
+  // The readers' view of transaction records (durable_tx_snapshot()); set at open and by the
+  // syncer.
+  mutable std::mutex tx_snapshot_mu_;
+  std::shared_ptr<const rocksdb::Snapshot> tx_snapshot_;
+
   // ---- writer side
   template <class T, class Fn>
   void submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn);
@@ -337,7 +351,12 @@ class rocksdb_store final : public store {
   // that failed had advanced it in memory only), published to readers.
   result<void> reload_partition_state();
 
+  // A snapshot of the database now, released when the last holder drops it.
+  std::shared_ptr<const rocksdb::Snapshot> take_snapshot() const;
   // ---- reader side
+  // Transaction records as the last durable group left them (find_tx, list_txs): a commit
+  // written but not yet fsynced, or whose fsync failed, still reads PREPARED.
+  std::shared_ptr<const rocksdb::Snapshot> durable_tx_snapshot() const;
   std::shared_ptr<topic_state> find_topic(std::string_view name) const;
   std::shared_ptr<topic_state> find_topic(std::uint32_t id) const;
   topic_info info_of(const topic_state& t) const;
@@ -345,7 +364,8 @@ class rocksdb_store final : public store {
   // The record without message bodies and headers (resolve_result::before).
   result<tx_record> summary_of(const records::TxRecord& rec) const;
   template <class Fn>
-  result<void> scan(cf_index cf, const std::string& from, const std::string& upper, Fn&& fn) const;
+  result<void> scan(cf_index cf, const std::string& from, const std::string& upper, Fn&& fn,
+                    const rocksdb::Snapshot* at = nullptr) const;
 
   store_options options_;
   std::unique_ptr<rocksdb::Env> env_;
@@ -429,8 +449,10 @@ void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&
 }
 
 template <class Fn>
-result<void> rocksdb_store::scan(cf_index cf, const std::string& from, const std::string& upper, Fn&& fn) const {
+result<void> rocksdb_store::scan(cf_index cf, const std::string& from, const std::string& upper, Fn&& fn,
+                                 const rocksdb::Snapshot* at) const {
   rocksdb::ReadOptions ro;
+  ro.snapshot = at;
   rocksdb::Slice upper_slice(upper);
   if (!upper.empty()) ro.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[cf]));

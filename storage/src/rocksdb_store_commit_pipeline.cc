@@ -58,6 +58,9 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
       if (!s.ok()) {
         g.failure = latch_failure(error(to_error(s), "writing a commit group to RocksDB failed: " + s.ToString()),
                                   s.IsNoSpace());
+      } else if (ctx.wrote_tx) {
+        // Before the next group is written: this snapshot holds this group and those before.
+        g.tx_snapshot = take_snapshot();
       }
       g.wrote = true;
       bytes_since_disk_check_ += ctx.batch.GetDataSize();
@@ -139,6 +142,10 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
             topics_by_id_[t->record.id()] = t;
             topics_[t->record.name()] = t;
           }
+        }
+        if (g.tx_snapshot) {
+          std::lock_guard lk(tx_snapshot_mu_);
+          tx_snapshot_ = std::move(g.tx_snapshot);
         }
         for (auto& [p, meta] : g.publish) {
           p->start_offset.store(meta.start_offset, std::memory_order_release);
@@ -336,6 +343,17 @@ void rocksdb_store::close() {
   }
   if (writer_.joinable()) writer_.join();
   if (syncer_.joinable()) syncer_.join();
+}
+
+std::shared_ptr<const rocksdb::Snapshot> rocksdb_store::take_snapshot() const {
+  auto* db = db_.get();
+  return std::shared_ptr<const rocksdb::Snapshot>(db->GetSnapshot(),
+                                                  [db](const rocksdb::Snapshot* s) { db->ReleaseSnapshot(s); });
+}
+
+std::shared_ptr<const rocksdb::Snapshot> rocksdb_store::durable_tx_snapshot() const {
+  std::lock_guard lk(tx_snapshot_mu_);
+  return tx_snapshot_;
 }
 
 std::optional<std::string> rocksdb_store::wget(group_ctx& ctx, cf_index cf, const std::string& key) {

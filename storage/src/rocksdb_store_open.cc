@@ -260,6 +260,8 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     }
   }
 
+  // Everything in the database at open is durable (recovered from the WAL and the tables).
+  tx_snapshot_ = take_snapshot();
   // Named, so that top, perf and gdb tell the pipeline's threads apart (docs/BENCHMARKS.md profiles).
   syncer_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "txmq-syncer");

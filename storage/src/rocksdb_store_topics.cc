@@ -50,6 +50,8 @@ result<std::shared_ptr<topic_state>> rocksdb_store::writer_topic_or_create(group
   topic_config config;
   config.name = std::string(name);
   config.partitions = *partitions;
+  config.retention_ms = options_.auto_create_retention_ms;
+  config.retention_bytes = options_.auto_create_retention_bytes;
   return make_topic(ctx, config);
 }
 

@@ -219,7 +219,10 @@ void rocksdb_store::record_checks(std::vector<check_update> updates, completion<
 
 result<std::optional<tx_record>> rocksdb_store::find_tx(const txid& id) const {
   std::string value;
-  auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_tx], std::string(id.raw()), &value);
+  const auto snapshot = durable_tx_snapshot();
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot.get();
+  auto s = db_->Get(ro, handles_[cf_tx], std::string(id.raw()), &value);
   if (s.IsNotFound()) return std::optional<tx_record>{};
   if (!s.ok()) return status_error(s, "looking up transaction " + id.to_string());
   TXMQ_TRY(auto rec, to_tx_record(value));
@@ -251,11 +254,15 @@ result<std::vector<tx_record>> rocksdb_store::list_txs(std::optional<tx_state> s
   std::vector<tx_record> out;
   std::string from = after ? prefix_end(std::string(after->raw())) : std::string();
   // prefix_end of a 16-byte id is the next id, which is what "after" means.
-  auto r = scan(cf_tx, from, "", [&](std::string_view, std::string_view v) -> result<bool> {
-    TXMQ_TRY(auto rec, to_tx_record(v));
-    if (!state || rec.state == *state) out.push_back(std::move(rec));
-    return out.size() < limit;
-  });
+  const auto snapshot = durable_tx_snapshot();
+  auto r = scan(
+      cf_tx, from, "",
+      [&](std::string_view, std::string_view v) -> result<bool> {
+        TXMQ_TRY(auto rec, to_tx_record(v));
+        if (!state || rec.state == *state) out.push_back(std::move(rec));
+        return out.size() < limit;
+      },
+      snapshot.get());
   if (!r) return r.error();
   return out;
 }

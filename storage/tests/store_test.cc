@@ -215,6 +215,38 @@ TEST_F(store_test, retention_by_age_removes_old_batches_and_keeps_newer_ones) {
   EXPECT_THAT(offsets_of(read_all("logs", 0)), ElementsAre(5u, 6u));
 }
 
+// A topic created by its first append gets the store's auto-create retention (the broker's
+// `retention` and `retention_bytes`), and the retention pass applies both to it.
+TEST_F(store_test, an_auto_created_topic_gets_the_default_retention_and_the_pass_applies_it) {
+  create_topic("probe");
+  append("probe", {make_message(std::string(1000, 'p'))});
+  const std::uint64_t batch = partition_of("probe", 0).bytes;
+  tweak_options = [batch](store_options& o) {
+    o.auto_create_retention_ms = 60'000;
+    o.auto_create_retention_bytes = batch * 5 / 2;
+  };
+  reopen();
+
+  for (int i = 0; i < 5; ++i) {
+    append_request req;
+    req.topic = "auto";
+    req.messages = {make_message(std::string(1000, static_cast<char>('a' + i)), "one-key")};
+    req.auto_create_partitions = 1;
+    ASSERT_THAT(try_append(std::move(req)), is_ok());
+  }
+  auto t = store_->topic("auto");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->config.retention_ms, 60'000);
+  EXPECT_EQ(t->config.retention_bytes, batch * 5 / 2);
+  EXPECT_EQ(store_->topic("probe")->config.retention_bytes, 0u) << "create_topic keeps its own";
+
+  EXPECT_EQ(enforce_retention().messages_removed, 3u) << "retention_bytes removes the oldest batches";
+  EXPECT_EQ(partition_of("auto", 0).start_offset, 3u);
+  advance(61'000);
+  EXPECT_EQ(enforce_retention().messages_removed, 2u) << "retention removes what is older";
+  EXPECT_EQ(partition_of("probe", 0).start_offset, 0u) << "a topic without limits lost messages";
+}
+
 TEST_F(store_test, retention_by_bytes_removes_oldest_batches_until_under_the_limit) {
   // The size of one stored batch of one 1000-byte message, measured on a probe topic.
   create_topic("probe");

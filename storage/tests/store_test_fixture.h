@@ -135,8 +135,11 @@ class store_test : public ::testing::Test {
     o.block_cache_bytes = 8u << 20;
     o.write_buffer_bytes = 4u << 20;
     o.clock = [this] { return now_.load(); };
+    if (tweak_options) tweak_options(o);
     return o;
   }
+  // Changes the options of the next open() (a test's own settings).
+  std::function<void(store_options&)> tweak_options;
 
   void open() {
     auto r = open_store(options());

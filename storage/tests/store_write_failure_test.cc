@@ -180,6 +180,23 @@ TEST_F(store_write_failure_test, a_failed_fsync_is_reported_with_its_cause_by_th
   EXPECT_THAT(try_create_topic({"other", 1}), fails_saying(errc::store_failed, cause));
 }
 
+// Transaction records are read at the last durable write (issue #13): a commit written to
+// RocksDB whose fsync then failed was refused to its caller, and must not be listed or shown as
+// COMMITTED either (before, find_tx and list_txs read the memtable, which held it).
+TEST_F(store_write_failure_test, a_commit_whose_fsync_failed_is_not_shown_as_committed) {
+  const txid id = protocol::uuid::make_v7();
+  prepare(id, {make_message("debit", "acct-1", "orders")}, now() + 60'000);
+  fs_->fail_sync = true;
+  EXPECT_THAT(try_resolve(id, tx_outcome::commit), fails_saying(errc::io_error, "fsync of the write-ahead log failed"));
+  fs_->fail_sync = false;
+
+  auto rec = find_tx(id);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->state, tx_state::prepared) << "a commit refused at its fsync reads as committed";
+  EXPECT_EQ(list_tx_ids(tx_state::committed), std::vector<txid>{});
+  EXPECT_EQ(list_tx_ids(tx_state::prepared), std::vector<txid>{id});
+}
+
 TEST_F(store_write_failure_test, a_failed_write_is_reported_with_its_cause_by_the_call_and_every_later_one) {
   fs_->fail_append = true;
 

@@ -43,6 +43,10 @@ class consumer_groups {
   // Heavy admin reads (describe, dead-letter listing and redrive) run on `reads`.
   consumer_groups(boost::asio::io_context& io, storage::store& store, admin_reads& reads,
                   consumer_group_settings settings, broker_metrics* metrics);
+  // Unregisters the group gauges (they read this object).
+  ~consumer_groups();
+  consumer_groups(const consumer_groups&) = delete;
+  consumer_groups& operator=(const consumer_groups&) = delete;
 
   // Loads every stored group but the webhook subscriptions'. Called before the io thread runs.
   // Errors: the store's, or a group whose stored state does not load.
@@ -74,14 +78,6 @@ class consumer_groups {
   void dlq_list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::DlqListRequest& req);
   void dlq_redrive(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group);
 
-  // Gauges for /metrics, computed on the io thread.
-  struct group_gauges {
-    std::string group;
-    std::uint64_t lag = 0;
-    std::uint64_t in_flight = 0;
-  };
-  [[nodiscard]] std::vector<group_gauges> gauges() const;
-
  private:
   struct waiter {
     std::weak_ptr<responder> conn;
@@ -106,9 +102,8 @@ class consumer_groups {
   bool try_fetch(group_entry& g, responder& c, std::uint64_t corr, const std::vector<std::string>& topics,
                  std::size_t max, std::chrono::milliseconds ack_deadline, bool answer_empty);
   void persist(storage::group_update update, bool sync = false);
-  void register_group_metrics(const std::string& name);
-  // Messages of the group's topics not yet acknowledged (its txmq_group_lag).
-  [[nodiscard]] std::uint64_t lag_of(const group_entry& g) const;
+  // txmq_group_lag and txmq_group_in_flight, every group's in one pass per scrape.
+  void register_group_metrics();
   // What a describe needs of the io thread's state, copied so the worker can build the answer.
   struct group_snapshot {
     std::string name;

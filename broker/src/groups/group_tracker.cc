@@ -453,6 +453,27 @@ std::optional<std::int64_t> group_tracker::next_event_ms() const {
   return timeline_.begin()->first;
 }
 
+topic_end_offsets read_end_offsets(const storage::store& store) {
+  topic_end_offsets out;
+  for (auto& t : store.topics()) {
+    auto& ends = out[t.config.name];
+    ends.reserve(t.partitions.size());
+    for (auto& p : t.partitions) ends.push_back(p.next_offset);
+  }
+  return out;
+}
+
+std::uint64_t group_tracker::lag(const topic_end_offsets& ends) const {
+  std::uint64_t lag = 0;
+  for (auto& part : partitions_) {
+    auto it = ends.find(part.topic);
+    if (it == ends.end() || part.id >= it->second.size()) continue;
+    const std::uint64_t end = it->second[part.id];
+    lag += end - std::min(part.floor, end);
+  }
+  return lag;
+}
+
 std::vector<partition_summary> group_tracker::summary() const {
   std::vector<partition_summary> out;
   for (auto& part : partitions_) {

@@ -52,6 +52,11 @@ struct delivery_ref {
   return u.dispatched.empty() && u.deliveries.empty() && u.acks.empty() && u.dead.empty() && u.redrive.empty();
 }
 
+// Each topic's partitions' next offsets (high watermarks), by topic name: what the lag of many
+// groups needs, read from the store once (read_end_offsets) instead of once per group.
+using topic_end_offsets = std::unordered_map<std::string, std::vector<std::uint64_t>>;
+[[nodiscard]] topic_end_offsets read_end_offsets(const storage::store& store);
+
 struct partition_summary {
   std::string topic;
   std::uint32_t partition = 0;
@@ -124,6 +129,10 @@ class group_tracker {
   // The earliest deadline or retry time, if any.
   [[nodiscard]] std::optional<std::int64_t> next_event_ms() const;
   [[nodiscard]] std::vector<partition_summary> summary() const;
+  // Messages of the group's partitions not yet acknowledged, given each topic's end offsets
+  // (read once for many groups): O(partitions of the group), no walk of the deliveries as
+  // summary() does. A topic missing from `ends` (deleted) counts nothing.
+  [[nodiscard]] std::uint64_t lag(const topic_end_offsets& ends) const;
   [[nodiscard]] std::uint64_t in_flight() const noexcept { return in_flight_count_; }
 
  private:

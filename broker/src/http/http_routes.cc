@@ -403,6 +403,12 @@ asio::awaitable<response> webhook_attempts(route_context& ctx) {
     req->set_message_id(std::string(u.value().raw()));
   }
   if (auto it = ctx.query.find("after"); it != ctx.query.end()) req->set_after(it->second);
+  // order=newest: the cursor carries the order (a '-' first, webhook_admin.cc); a next_after
+  // passed back already has it.
+  if (auto it = ctx.query.find("order"); it != ctx.query.end()) {
+    if (it->second != "newest" && it->second != "oldest") co_return bad("order=" + it->second + ": newest or oldest");
+    if (it->second == "newest" && !req->after().starts_with('-')) req->set_after("-" + req->after());
+  }
   co_return co_await simple(ctx, std::move(f), v1::Frame::kWebhookAttemptsResponse);
 }
 

@@ -7,6 +7,7 @@
 
 #include "service/service.h"
 #include "txmq/common/log.h"
+#include "txmq/common/log_limiter.h"
 #include "txmq/common/units.h"
 #include "txmq/protocol/frame_codec.h"
 
@@ -444,35 +445,15 @@ void connection::send_error(std::uint64_t correlation_id, v1::ErrorCode code, st
 namespace {
 
 // A flood of sockets closed by the limits (thousands a second that never said Hello) must not
-// become a flood of log lines: at most k_close_lines a second, then one line counting the rest.
-// Connections run on the io thread only, so plain statics suffice.
-bool close_line_allowed() {
-  constexpr int k_close_lines = 10;
-  static auto window = std::chrono::steady_clock::now();
-  static int lines = 0;
-  static std::uint64_t suppressed = 0;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - window >= std::chrono::seconds(1)) {
-    if (suppressed > 0) {
-      common::log::info(suppressed, " more connections closed in the last second (lines limited to ", k_close_lines,
-                        " a second)");
-    }
-    window = now;
-    lines = 0;
-    suppressed = 0;
-  }
-  if (lines < k_close_lines) {
-    ++lines;
-    return true;
-  }
-  ++suppressed;
-  return false;
-}
+// become a flood of log lines: at most 10 lines a second, the next one counting the rest.
+common::log::log_limiter close_lines(10, std::chrono::seconds(1));
 
 }  // namespace
 
 void connection::fail(v1::ErrorCode code, std::string text, std::uint64_t correlation_id) {
-  if (close_line_allowed()) common::log::info("connection ", id_, " (", peer_, ") closed: ", text);
+  if (auto line = close_lines.admit()) {
+    common::log::info("connection ", id_, " (", peer_, ") closed: ", text, line.suppressed_note());
+  }
   enqueue(error_frame(correlation_id, code, std::move(text)));
   closing_ = true;
   wake_writer_.cancel();

@@ -28,7 +28,7 @@ service::service(asio::io_context& io, storage::store& store, service_settings s
   access.wake = [this](const std::vector<std::string>& topics, const std::vector<std::string>& groups) {
     wake(topics, groups);
   };
-  tx_ = std::make_unique<tx_coordinator>(io_, store_, std::move(ts), metrics_, std::move(access));
+  tx_ = std::make_unique<tx_coordinator>(io_, store_, reads_, std::move(ts), metrics_, std::move(access));
   webhook_settings ws = settings_.webhooks;
   ws.max_frame_bytes = settings_.max_frame_bytes;
   webhooks_ = std::make_unique<webhook_notifier>(io_, store_, reads_, std::move(ws), metrics_);

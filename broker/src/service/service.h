@@ -42,6 +42,7 @@ struct service_settings {
   bool auto_create_topics = true;
   std::uint32_t default_partitions = 4;
   std::int64_t default_retention_ms = 7LL * 24 * 3600 * 1000;
+  std::uint64_t default_retention_bytes = 0;  // per partition; 0 = no size limit
   bool sync = true;  // durability = sync
   std::size_t max_topics = 10'000;
   std::size_t max_groups = 10'000;

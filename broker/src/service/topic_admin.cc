@@ -45,7 +45,7 @@ void service::create_topic(const std::shared_ptr<responder>& c, std::uint64_t co
   cfg.name = req.name();
   cfg.partitions = req.partitions() ? req.partitions() : settings_.default_partitions;
   cfg.retention_ms = req.retention_ms() ? req.retention_ms() : settings_.default_retention_ms;
-  cfg.retention_bytes = req.retention_bytes();
+  cfg.retention_bytes = req.retention_bytes() ? req.retention_bytes() : settings_.default_retention_bytes;
   std::weak_ptr<responder> weak = c;
   store_.create_topic(cfg, on_io<storage::topic_info>(io_, [weak, corr, name = cfg.name](result<storage::topic_info> r) {
     auto c = weak.lock();

@@ -28,7 +28,7 @@ std::unordered_set<storage::txid, protocol::uuid_hash> tx_coordinator::open_txid
 }
 
 void tx_coordinator::fill_info(const storage::tx_record& rec, v1::TxInfo& out, bool with_messages,
-                               const std::unordered_set<storage::txid, protocol::uuid_hash>& open) const {
+                               const std::unordered_set<storage::txid, protocol::uuid_hash>& open) {
   out.set_txid(std::string(rec.id.raw()));
   out.set_producer_group(rec.producer_group);
   out.set_state(wire_state(rec.state));
@@ -72,46 +72,57 @@ void tx_coordinator::list(const std::shared_ptr<responder>& c, std::uint64_t cor
       default: return c->respond_error(corr, v1::INVALID_ARGUMENT, "unknown transaction state in TxList");
     }
   }
-  const auto open = open_txids();
-  v1::Frame out;
-  out.set_correlation_id(corr);
-  auto* resp = out.mutable_tx_list_response();
-  std::size_t scanned = 0;
-  // Many keys or topics make a TxInfo large: the answer ends before it would pass the frame
-  // limit, and its cursor is the last transaction it holds.
-  answer_budget budget(settings_.max_frame_bytes);
-  bool full = false;
-  constexpr std::size_t page_size = 1000;
-  for (;;) {
-    auto page = store_.list_txs(state, page_size, after);
-    if (!page) {
-      return c->respond_error(corr, wire_code(page.error()), "listing transactions failed: " + page.error().message);
-    }
-    for (auto& rec : page.value()) {
-      ++scanned;
-      const bool wanted =
-          (!unresolved_only || rec.state == tx_state::prepared || rec.state == tx_state::abandoned) &&
-          (req.topic().empty() || std::any_of(rec.messages.begin(), rec.messages.end(),
-                                              [&](const v1::Message& m) { return m.topic() == req.topic(); }));
-      if (wanted) {
-        v1::TxInfo info;
-        fill_info(rec, info, false, open);
-        if (!budget.take(info.ByteSizeLong())) {
-          full = true;
-          break;
+  // Up to k_list_scan_budget records read: on the admin worker (admin_reads.h), with a copy of
+  // what it needs of the io thread's state (the open checks).
+  std::weak_ptr<responder> weak = c;
+  reads_.run<v1::Frame>(
+      [&store = store_, &reads = reads_, max_frame = settings_.max_frame_bytes, open = open_txids(), state,
+       unresolved_only, topic = req.topic(), limit, after]() mutable -> result<v1::Frame> {
+        v1::Frame out;
+        auto* resp = out.mutable_tx_list_response();
+        std::size_t scanned = 0;
+        // Many keys or topics make a TxInfo large: the answer ends before it would pass the
+        // frame limit, and its cursor is the last transaction it holds.
+        answer_budget budget(max_frame);
+        bool full = false;
+        constexpr std::size_t page_size = 1000;
+        for (;;) {
+          if (reads.stopping()) return error(protocol::errc::shutting_down, "the broker is shutting down");
+          auto page = store.list_txs(state, page_size, after);
+          if (!page) return error(page.error().code, "listing transactions failed: " + page.error().message);
+          for (auto& rec : page.value()) {
+            ++scanned;
+            const bool wanted =
+                (!unresolved_only || rec.state == tx_state::prepared || rec.state == tx_state::abandoned) &&
+                (topic.empty() || std::any_of(rec.messages.begin(), rec.messages.end(),
+                                              [&](const v1::Message& m) { return m.topic() == topic; }));
+            if (wanted) {
+              v1::TxInfo info;
+              fill_info(rec, info, false, open);
+              if (!budget.take(info.ByteSizeLong())) {
+                full = true;
+                break;
+              }
+              *resp->add_txs() = std::move(info);
+            }
+            after = rec.id;
+            if (static_cast<std::uint32_t>(resp->txs_size()) >= limit) break;
+          }
+          if (full || static_cast<std::uint32_t>(resp->txs_size()) >= limit || scanned >= k_list_scan_budget) {
+            if (after) resp->set_next_after_txid(std::string(after->raw()));
+            break;
+          }
+          if (page.value().size() < page_size) break;
         }
-        *resp->add_txs() = std::move(info);
-      }
-      after = rec.id;
-      if (static_cast<std::uint32_t>(resp->txs_size()) >= limit) break;
-    }
-    if (full || static_cast<std::uint32_t>(resp->txs_size()) >= limit || scanned >= k_list_scan_budget) {
-      if (after) resp->set_next_after_txid(std::string(after->raw()));
-      break;
-    }
-    if (page.value().size() < page_size) break;
-  }
-  c->respond(std::move(out));
+        return out;
+      },
+      [weak, corr](result<v1::Frame> out) {
+        auto c = weak.lock();
+        if (!c) return;
+        if (!out) return c->respond_error(corr, wire_code(out.error()), out.error().message);
+        out.value().set_correlation_id(corr);
+        c->respond(std::move(out.value()));
+      });
 }
 
 void tx_coordinator::show(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxShowRequest& req) {

@@ -30,10 +30,11 @@ constexpr std::size_t k_max_acks = 10'000;
 
 }  // namespace
 
-tx_coordinator::tx_coordinator(asio::io_context& io, storage::store& store, tx_settings settings,
+tx_coordinator::tx_coordinator(asio::io_context& io, storage::store& store, admin_reads& reads, tx_settings settings,
                                broker_metrics* metrics, group_access groups)
     : io_(io),
       store_(store),
+      reads_(reads),
       settings_(std::move(settings)),
       metrics_(metrics),
       groups_(std::move(groups)),

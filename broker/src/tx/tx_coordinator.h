@@ -36,6 +36,7 @@
 
 #include <boost/asio.hpp>
 
+#include "admin_reads.h"
 #include "groups/group_tracker.h"
 #include "net/responder.h"
 #include "tx/check_policy.h"
@@ -80,8 +81,9 @@ class tx_coordinator {
     std::function<void(const std::vector<std::string>& topics, const std::vector<std::string>& groups)> wake;
   };
 
-  tx_coordinator(boost::asio::io_context& io, storage::store& store, tx_settings settings, broker_metrics* metrics,
-                 group_access groups);
+  // TxList scans on `reads` (admin_reads.h), off the io thread.
+  tx_coordinator(boost::asio::io_context& io, storage::store& store, admin_reads& reads, tx_settings settings,
+                 broker_metrics* metrics, group_access groups);
 
   // Whether a connection may receive and answer the checks of a producer group (with auth on:
   // its principal holds transact on producer-group:GROUP, asked at each check, so a revoked
@@ -152,8 +154,9 @@ class tx_coordinator {
   // tx_max_checks.
   void record(std::vector<undecided_check> undecided);
   void count_check(const char* result);
-  void fill_info(const storage::tx_record& rec, v1::TxInfo& out, bool with_messages,
-                 const std::unordered_set<storage::txid, protocol::uuid_hash>& open) const;
+  // Static: TxList calls it on the admin worker.
+  static void fill_info(const storage::tx_record& rec, v1::TxInfo& out, bool with_messages,
+                        const std::unordered_set<storage::txid, protocol::uuid_hash>& open);
   [[nodiscard]] std::unordered_set<storage::txid, protocol::uuid_hash> open_txids() const;
   // Deliveries claimed by commits being written (group, topic, partition, offset) → by which
   // transaction (a retried EndTx of the same one is not a conflict).
@@ -161,6 +164,7 @@ class tx_coordinator {
 
   boost::asio::io_context& io_;
   storage::store& store_;
+  admin_reads& reads_;
   tx_settings settings_;
   broker_metrics* metrics_;
   group_access groups_;

@@ -22,6 +22,8 @@ constexpr std::size_t k_max_schedule = 100;
 constexpr std::uint32_t k_max_concurrency = 1024;
 constexpr milliseconds k_max_timeout = std::chrono::minutes(5);
 constexpr std::size_t k_max_replay = 10'000;
+// A WebhookAttempts cursor starting with this pages newest first (docs/protocol.md §11).
+constexpr char k_newest_first = '-';
 
 // The attempt log's cursor travels as lowercase hex text (it is a storage key suffix).
 std::string to_hex(std::string_view raw) {
@@ -219,8 +221,15 @@ void webhook_notifier::attempts(const std::shared_ptr<responder>& c, std::uint64
   if (req.id().empty() || req.id().size() > k_max_name) {
     return c->respond_error(corr, v1::INVALID_ARGUMENT, "a webhook id is needed");
   }
-  if (!req.after().empty()) {
-    auto raw = from_hex(req.after());
+  // The cursor is opaque and carries the order: one starting with '-' (unreserved in a URL, not a hex digit) pages newest first ("-"
+  // alone: from the newest), and so does the next_after of such a page.
+  std::string_view cursor = req.after();
+  if (cursor.starts_with(k_newest_first)) {
+    q.newest_first = true;
+    cursor.remove_prefix(1);
+  }
+  if (!cursor.empty()) {
+    auto raw = from_hex(cursor);
     if (!raw) return c->respond_error(corr, v1::INVALID_ARGUMENT, "after: not a cursor (use next_after of the previous page)");
     q.after = std::move(*raw);
   }
@@ -230,7 +239,7 @@ void webhook_notifier::attempts(const std::shared_ptr<responder>& c, std::uint64
   std::weak_ptr<responder> weak = c;
   reads_.run<std::vector<v1::WebhookAttempt>>(
       [this, q] { return store_.webhook_attempts(q); },
-      [this, weak, corr, id = req.id(), limit, by_message = q.message.has_value(),
+      [this, weak, corr, id = req.id(), limit, by_message = q.message.has_value(), newest_first = q.newest_first,
        first_page = q.after.empty()](result<std::vector<v1::WebhookAttempt>> r) {
         auto c = weak.lock();
         if (!c) return;
@@ -255,7 +264,8 @@ void webhook_notifier::attempts(const std::shared_ptr<responder>& c, std::uint64
           *resp->add_attempts() = std::move(a);
         }
         if (more && resp->attempts_size() > 0) {
-          resp->set_next_after(to_hex(storage::webhook_attempt_cursor(*resp->attempts().rbegin(), by_message)));
+          resp->set_next_after((newest_first ? std::string(1, k_newest_first) : std::string()) +
+                               to_hex(storage::webhook_attempt_cursor(*resp->attempts().rbegin(), by_message)));
         }
         c->respond(std::move(out));
       });

@@ -79,8 +79,9 @@ export async function listWebhooks() {
   const r = await api('GET', '/v1/webhooks');
   return Array.isArray(r) ? r : r.webhooks || [];
 }
+// The latest `limit` attempts, latest first (the log can hold far more than a page).
 export async function listAttempts(id, limit = 1000) {
-  const r = await api('GET', `/v1/webhooks/${enc(id)}/attempts${query({ limit })}`);
+  const r = await api('GET', `/v1/webhooks/${enc(id)}/attempts${query({ limit, order: 'newest' })}`);
   return Array.isArray(r) ? r : r.attempts || [];
 }
 export async function replay(id, sinceMs) {

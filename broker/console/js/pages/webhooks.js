@@ -94,12 +94,12 @@ function mountDetail(root, id, ctx) {
   );
   return {
     async refresh() {
-      const [hooks, attempts] = await Promise.all([listWebhooks(), listAttempts(id)]);
+      const [hooks, attempts] = await Promise.all([listWebhooks(), listAttempts(id, SHOWN_ATTEMPTS)]);
       const w = hooks.find((x) => x.id === id);
       text(info, w
         ? `${w.topic} → ${w.url} · ${state(w)} · backlog ${fmt.num(w.backlog ?? 0)} · in flight ${fmt.num(w.in_flight ?? 0)} · exhausted ${fmt.num(w.exhausted ?? 0)}`
         : 'This subscription no longer exists.');
-      table.update(attempts.slice(-SHOWN_ATTEMPTS).reverse());
+      table.update(attempts);  // already the newest SHOWN_ATTEMPTS, newest first
     },
   };
 }

@@ -130,6 +130,19 @@ class metrics_registry {
   void add_counter_callback(std::string_view name, std::string_view help, label_set labels,
                             std::function<double()> read);
 
+  // Series that one function computes together at scrape time: a value per consumer group, say,
+  // when the groups share the work (one read of every topic's end offsets instead of one per
+  // group). `collect` returns (labels, value) pairs; they are rendered sorted by labels, and a
+  // pair whose labels Prometheus would reject is skipped, as is the whole family for a scrape
+  // when `collect` throws. The family holds only this collector (adding a series to it, or a
+  // collector to a family with series, throws std::invalid_argument); registering again
+  // replaces it. `collect` runs on the thread that calls render(), like a callback.
+  using collected_series = std::vector<std::pair<label_set, double>>;
+  void add_gauge_collector(std::string_view name, std::string_view help,
+                           std::function<collected_series()> collect);
+  // Removes a collector's family; false when there was none.
+  bool remove_collector(std::string_view name);
+
   // Removes one series (e.g. when a consumer group is deleted); the family goes when its last
   // series does. Returns false when there was no such series. References to the removed
   // series' object must no longer be used (a render() already running keeps it alive).

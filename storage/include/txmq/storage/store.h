@@ -78,6 +78,10 @@ struct store_options {
   // caller whose completions post to its own executor can gather the burst's posts into one
   // (the broker does: io_thread.h). Default: run() alone.
   std::function<void(const std::function<void()>& run)> around_completions;
+  // Retention of a topic that an append or a prepare creates (auto_create_partitions): the
+  // broker's `retention` and `retention_bytes`. 0 = no limit. A create_topic passes its own.
+  std::int64_t auto_create_retention_ms = 0;
+  std::uint64_t auto_create_retention_bytes = 0;
 };
 
 // What store::health() answers.
@@ -333,8 +337,12 @@ struct webhook_attempts_query {
   std::optional<message_id> message;  // only this message's attempts
   std::size_t limit = 1000;
   // Continue after this attempt: webhook_attempt_cursor() of the last one of the previous page
-  // (of a query with the same webhook_id and message). Empty: from the oldest.
+  // (of a query with the same webhook_id, message and order). Empty: from the oldest (the
+  // newest with newest_first).
   std::string after;
+  // Newest first: the page holds the latest attempts, latest first, and `after` continues
+  // with older ones (what a console showing "the last N attempts" reads).
+  bool newest_first = false;
 };
 
 // Where a page of webhook_attempts() that ends with `a` continues (opaque bytes; `by_message`:
@@ -399,6 +407,9 @@ class store {
   virtual void resolve(resolve_request request, completion<resolve_result> done) = 0;
   // Records check attempts; entries whose transaction is no longer PREPARED are ignored.
   virtual void record_checks(std::vector<check_update> updates, completion<void> done) = 0;
+  // find_tx and list_txs read transactions as of the last durable write: a resolution shows
+  // once its fsync succeeded (when its caller hears of it), never before, and a prepare or
+  // resolution whose write or fsync failed does not show.
   [[nodiscard]] virtual result<std::optional<tx_record>> find_tx(const txid& id) const = 0;
   // PREPARED transactions whose next check is due in [from_ms, until_ms], earliest first. A
   // caller that scans often passes the earliest due time it still knows of as from_ms, so the
