@@ -4,8 +4,11 @@
 # broker per run, and prints one JSON line per run (txmq-bench --json, with "ab":"A"|"B").
 # Compare medians of the ratios B/A of msg/s and of broker CPU µs/msg.
 # Usage: scripts/bench-ab.sh BROKER_A BROKER_B [ROUNDS] [SECONDS] [WORKLOAD...]
-#        workloads: publish100 publish1 tx consume (default all)
+#        workloads: publish100 publish1 tx consume relay (default all but relay)
 # Environment: BENCH (txmq-bench binary, default build/bin/txmq-bench), BACKLOG (consume, 200000).
+# relay (txmq-bench relay, one run per side: backlog rows/s beside the direct rate, latency at
+# 2,000 rows/s): PG (libpq conninfo of a database the bench may fill, required), RELAY_A and
+# RELAY_B (the txmq-relay binaries of each side; default: beside BENCH), ROWS (backlog, 200000).
 set -euo pipefail
 a=$1; b=$2; rounds=${3:-3}; secs=${4:-5}; shift 4 || shift $#
 workloads=("$@")
@@ -28,6 +31,11 @@ one() {  # one LABEL BINARY WORKLOAD
     publish1) out=$("$bench" publish "${c[@]}" --in-flight 1000 --batch 1 --seconds "$secs" --warmup 1 --topic ab) ;;
     tx) out=$("$bench" tx "${c[@]}" --in-flight 1000 --seconds "$secs" --warmup 1) ;;
     consume) out=$("$bench" consume "${c[@]}" --in-flight 1000 --batch 100 --backlog "$backlog" --topic ab) ;;
+    relay)
+      local rb; [[ $1 == A ]] && rb=${RELAY_A:-} || rb=${RELAY_B:-}
+      out=$("$bench" relay --broker 127.0.0.1:$port --broker-pid $pid --runs 1 --json --message-bytes 256 \
+              --pg "${PG:?PG must name the database for the relay workload}" --rows "${ROWS:-200000}" \
+              --seconds "$secs" ${rb:+--relay "$rb"}) ;;
   esac
   kill $pid; wait $pid 2>/dev/null || true; pid=""
   echo "$out" | grep '^{' | sed "s/^{/{\"ab\":\"$1\",\"workload_ab\":\"$3\",\"seconds\":$secs,/"

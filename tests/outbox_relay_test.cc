@@ -234,6 +234,43 @@ TEST(outbox_relay, a_relay_cut_off_from_the_database_loses_its_shards_to_another
   EXPECT_EQ(other.stop(), 0);
 }
 
+// A shard in a backlog is read from the seq its relay last deleted, not from its start. A row
+// whose transaction took its seq before that point but commits after it must still be published
+// (at the next full read: when the shard drains, or every full_read_interval).
+TEST(outbox_relay, a_row_committed_late_below_a_backlogs_read_point_is_still_published) {
+  outbox_setup setup("relay_late", 1, "late");
+  const auto& db = setup.db;
+  auto& b = setup.b;
+  auto late = connect_to(db);
+  ASSERT_TRUE(pg::exec(late.get(), "BEGIN"));
+  ASSERT_TRUE(pg::exec(late.get(), "INSERT INTO txmq_outbox (topic, key, payload) VALUES ('late', 'k-late', 'late')"));
+  const auto late_seq = std::stoll(PQgetvalue(pg::exec(late.get(), "SELECT max(seq) FROM txmq_outbox").value().get(), 0, 0));
+  ASSERT_TRUE(pg::exec(setup.conn.get(),
+                       "INSERT INTO txmq_outbox (topic, key, payload) SELECT 'late', 'k' || (i % 7), 'x' FROM generate_series(1, 20000) i"));
+  auto args = relay_args(db, b, "late-1");
+  args.insert(args.end(), {"--batch", "10"});
+  relay_process relay(args);
+  relay.start();
+  // The relay is past the late row's seq (every committed row has a higher one) and still has a
+  // backlog, so its reads start at what it deleted.
+  ASSERT_TRUE(eventually([&] { return std::stoll(scalar(db, "SELECT count(*) FROM txmq_outbox")) <= 19000; }, 30s)) << relay.log();
+  ASSERT_TRUE(pg::exec(late.get(), "COMMIT"));
+  const auto left = std::stoll(scalar(db, "SELECT count(*) FROM txmq_outbox"));
+  EXPECT_GT(left, 1) << "the backlog drained before the late commit: the test did not exercise a read past deleted rows";
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM txmq_outbox WHERE seq = " + std::to_string(late_seq)), "1");
+  // Published (acked, then deleted), and with it everything else.
+  EXPECT_TRUE(eventually([&] { return scalar(db, "SELECT count(*) FROM txmq_outbox") == "0"; }, 60s)) << relay.log();
+  client::connection_options o;
+  o.address = b.address();
+  client::admin admin(std::make_shared<client::connection>(o));
+  auto t = admin.describe_topic("late");
+  ASSERT_TRUE(t) << t.error();
+  std::uint64_t stored = 0;
+  for (const auto& p : t.value().partition_info()) stored += p.end_offset() - p.start_offset();
+  EXPECT_EQ(stored, 20001u);
+  EXPECT_EQ(relay.stop(), 0) << relay.log();
+}
+
 TEST(outbox_relay, writer_needs_a_transaction_and_inbox_runs_a_handler_once_per_id) {
   const auto db = shared_pg_cluster().create_database("relay_inbox");
   auto conn = connect_to(db);

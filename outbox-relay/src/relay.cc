@@ -265,6 +265,7 @@ class relay::impl {
     conn_ = std::move(c).value();
     owned_.clear();
     pending_.clear();
+    resume_.clear();
     db_up_->set(1);
     pg_ok_ = true;
     {
@@ -301,6 +302,7 @@ class relay::impl {
       conn_.reset();
       owned_.clear();
       pending_.clear();
+      resume_.clear();
       db_up_->set(0);
       owned_gauge_->set(0);
       std::lock_guard lock(status_mutex_);
@@ -393,6 +395,7 @@ class relay::impl {
       }
       owned_.erase(s);
       pending_.erase(s);
+      resume_.erase(s);
       released_->inc();
     }
     const int share = fair_share(shards_, live);
@@ -403,6 +406,7 @@ class relay::impl {
       if (std::string_view(PQgetvalue(r.value().get(), 0, 0)) == "t") {
         owned_.insert(s);
         pending_.insert(s);  // a new owner starts with whatever the shard holds
+        resume_.erase(s);
         acquired_->inc();
       }
     }
@@ -470,18 +474,16 @@ class relay::impl {
     clock::time_point read_at = clock::now();
   };
 
-  // Reads a round of `shards`; with `after`, only rows past that round's (which is still in
-  // flight, not yet deleted). Errors: the database's.
-  client::result<round> read_round(const std::set<int>& shards, const round* after) {
+  // Reads a round of `shards`, of each only rows past its seq in `after` (0 when absent): the
+  // last seq of the round still in flight, or the shard's resume_ point. Errors: the database's.
+  client::result<round> read_round(const std::set<int>& shards, const std::map<int, std::int64_t>& after) {
     round out;
     std::string shard_list = "{", after_list = "{";
     for (int s : shards) {
       const bool first = shard_list.size() == 1;
       shard_list += (first ? "" : ",") + std::to_string(s);
       std::int64_t from = 0;
-      if (after) {
-        if (auto it = after->last_seq.find(s); it != after->last_seq.end()) from = it->second;
-      }
+      if (auto it = after.find(s); it != after.end()) from = it->second;
       after_list += (first ? "" : ",") + std::to_string(from);
       out.rows[s] = 0;
     }
@@ -585,7 +587,14 @@ class relay::impl {
   // when it returns, so shards may then be released.
   batch_outcome drain(clock::time_point until) {
     batch_outcome out;
-    auto first = read_round(pending_, nullptr);
+    // Rows of a transaction that took its seq before a row already read but committed after
+    // that read are below the resume points: a full read now and then (and whenever a shard
+    // drains) publishes them. Everything else starts past what was deleted.
+    if (clock::now() >= next_full_read_) {
+      resume_.clear();
+      next_full_read_ = clock::now() + options_.full_read_interval;
+    }
+    auto first = read_round(pending_, resume_);
     if (!first) {
       out.db_error = first.error();
       return out;
@@ -603,7 +612,7 @@ class relay::impl {
       }
       std::optional<round> next;
       if (!more.empty() && !cur.bad_row && !stopping_.load() && clock::now() < until) {
-        auto r = read_round(more, &cur);
+        auto r = read_round(more, cur.last_seq);
         if (!r) {
           (void)settle_round(cur);
           out.db_error = r.error();
@@ -634,7 +643,12 @@ class relay::impl {
       }
       out.published = out.published || acked.size() > 2;
       for (const auto& [shard, n] : cur.rows) {
-        if (n < options_.batch) out.drained.insert(shard);
+        if (n < options_.batch) {
+          out.drained.insert(shard);
+          resume_.erase(shard);  // its next read is a full one (cheap: it drained, few dead rows ahead)
+        } else if (auto it = cur.last_seq.find(shard); it != cur.last_seq.end()) {
+          resume_[shard] = it->second;  // every row of the round was acked and deleted
+        }
       }
       if (!next) return out;
       cur = std::move(*next);
@@ -679,6 +693,12 @@ class relay::impl {
   int shards_ = 0;
   std::set<int> owned_;
   std::set<int> pending_;
+  // Per owned shard in a backlog, the highest seq this session read and deleted in a fully acked
+  // round: its next drain reads past it instead of walking from the shard's start over the
+  // index entries and dead heap tuples of every row deleted since the last full read (about
+  // 3.5 µs each on PostgreSQL's side, the first time they are walked). Absent: read from 0.
+  std::map<int, std::int64_t> resume_;
+  clock::time_point next_full_read_{};
   std::set<int> owned_before_;
   common::backoff db_backoff_;
   common::backoff broker_backoff_;
