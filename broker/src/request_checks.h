@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 #include "txmq/protocol/result.h"
 #include "txmq/storage/store.h"
 #include "txmq/v1/frame.pb.h"
+#include "net/responder.h"
 
 namespace txmq::broker {
 
@@ -24,6 +26,18 @@ inline constexpr std::size_t k_max_name = 200;
 // The wire code for an error from the store or the protocol layer (INTERNAL for others).
 [[nodiscard]] v1::ErrorCode wire_code(const std::error_code& ec);
 [[nodiscard]] inline v1::ErrorCode wire_code(const error& e) { return wire_code(e.code); }
+
+// The io-thread half of an admin read (admin_reads::run): answers the frame the worker built,
+// or its error (after `what`, when given), to a caller that may have gone meanwhile.
+[[nodiscard]] inline auto answer_admin_read(std::weak_ptr<responder> weak, std::uint64_t corr, std::string what = {}) {
+  return [weak = std::move(weak), corr, what = std::move(what)](result<v1::Frame> out) {
+    auto c = weak.lock();
+    if (!c) return;
+    if (!out) return c->respond_error(corr, wire_code(out.error()), what + out.error().message);
+    out.value().set_correlation_id(corr);
+    c->respond(std::move(out.value()));
+  };
+}
 
 // Why `name` is not acceptable as a topic or group name (`what` names the kind), or nullopt.
 [[nodiscard]] std::optional<std::string> bad_name(const std::string& what, const std::string& name);

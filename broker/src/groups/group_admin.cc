@@ -100,13 +100,7 @@ void consumer_groups::list_groups(const std::shared_ptr<responder>& c, std::uint
         }
         return out;
       },
-      [weak, corr](result<v1::Frame> out) {
-        auto c = weak.lock();
-        if (!c) return;
-        if (!out) return c->respond_error(corr, wire_code(out.error()), "listing the groups failed: " + out.error().message);
-        out.value().set_correlation_id(corr);
-        c->respond(std::move(out.value()));
-      });
+      answer_admin_read(weak, corr, "listing the groups failed: "));
 }
 
 void consumer_groups::dlq_list(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::DlqListRequest& req) {
@@ -153,13 +147,7 @@ void consumer_groups::dlq_list(const std::shared_ptr<responder>& c, std::uint64_
         }
         return out;
       },
-      [weak, corr](result<v1::Frame> out) {
-        auto c = weak.lock();
-        if (!c) return;
-        if (!out) return c->respond_error(corr, wire_code(out.error()), out.error().message);
-        out.value().set_correlation_id(corr);
-        c->respond(std::move(out.value()));
-      });
+      answer_admin_read(weak, corr));
 }
 
 void consumer_groups::dlq_redrive(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group) {

@@ -116,13 +116,7 @@ void tx_coordinator::list(const std::shared_ptr<responder>& c, std::uint64_t cor
         }
         return out;
       },
-      [weak, corr](result<v1::Frame> out) {
-        auto c = weak.lock();
-        if (!c) return;
-        if (!out) return c->respond_error(corr, wire_code(out.error()), out.error().message);
-        out.value().set_correlation_id(corr);
-        c->respond(std::move(out.value()));
-      });
+      answer_admin_read(weak, corr));
 }
 
 void tx_coordinator::show(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::TxShowRequest& req) {

@@ -179,13 +179,7 @@ void webhook_notifier::list(const std::shared_ptr<responder>& c, std::uint64_t c
         }
         return out;
       },
-      [weak, corr](result<v1::Frame> out) {
-        auto c = weak.lock();
-        if (!c) return;
-        if (!out) return c->respond_error(corr, wire_code(out.error()), "listing webhooks failed: " + out.error().message);
-        out.value().set_correlation_id(corr);
-        c->respond(std::move(out.value()));
-      });
+      answer_admin_read(weak, corr, "listing webhooks failed: "));
 }
 
 void webhook_notifier::remove(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& id) {
