@@ -53,12 +53,16 @@ fuzz: fuzz-build
 # Everything built with gcc's AddressSanitizer + UndefinedBehaviorSanitizer in build-asan (UB
 # halts at the first finding), then the unit and integration labels (README.md, Testing).
 SANITIZE_DIR ?= build-asan
+# Not meaningful instrumented: UBSan reports crash_report's deliberate null store before the
+# SIGSEGV handler under test runs; install_test links the installed, instrumented libraries
+# from an uninstrumented examples/ build (undefined __asan_/__ubsan_ symbols).
+SANITIZE_SKIP ?= ^crash_report\.segv|^install_test$$
 sanitize: setup
 	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTXMQ_SANITIZE=address,undefined >/dev/null
 	@cmake --build $(SANITIZE_DIR) -j$(JOBS)
 	@cd $(SANITIZE_DIR) && ASAN_OPTIONS=abort_on_error=0:detect_stack_use_after_return=0 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  ctest --output-on-failure -j$(JOBS) -L 'unit|integration' $(CTEST_ARGS)
+	  ctest --output-on-failure -j$(JOBS) -L 'unit|integration' -E '$(SANITIZE_SKIP)' $(CTEST_ARGS)
 
 soak: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -L soak $(CTEST_ARGS)
