@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <future>
+#include <string>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -65,13 +66,19 @@ void cluster_node::create_topic(cluster::topic_config topic, std::function<void(
         if (!r && r.error().code == cluster::errc::compare_failed) r = outcome::success();  // exists
         done(std::move(r));
       },
-      [](std::exception_ptr e) {
+      // An exception ends the coroutine before it answered: the caller (a CreateTopic or an
+      // auto-create waiting on it) still gets an answer, not silence.
+      [done](std::exception_ptr e) {
         if (!e) return;
+        std::string why = "unknown exception";
         try {
           std::rethrow_exception(e);
         } catch (const std::exception& ex) {
-          common::log::error("writing a topic to etcd failed: ", ex.what());
+          why = ex.what();
+        } catch (...) {
         }
+        common::log::error("writing a topic to etcd failed: ", why);
+        done(error(cluster::errc::etcd_error, "writing the topic to etcd failed: " + why));
       });
 }
 
