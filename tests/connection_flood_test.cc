@@ -213,43 +213,56 @@ double load_average() {
   return one;
 }
 
+// The well-behaved client's latencies: a request on its connection, a new connection with
+// Hello and a request, a /healthz.
+struct latencies {
+  std::vector<ms> on_connection, new_connection, healthz;
+};
+
+// The p99 bound for one kind of round. The issue's bar is 50 ms; the same rounds against a
+// control broker that no flood touches, interleaved with them in the same run, say what the
+// machine alone costs at that moment (on a loaded machine, 300-900 ms p99s hit both brokers
+// alike: the scheduler, not the broker). The flood may add at most 50 ms to the control's p99:
+// a broker that the flood slows still fails, whatever the load.
+ms p99_bound(const std::vector<ms>& control) {
+  return std::max<ms>(50ms, percentile(control, 0.99) + 50ms);
+}
+
 TEST(connection_flood, silent_and_slow_sockets_do_not_stop_a_well_behaved_client) {
-  // 50 ms is the bound on a quiet machine (issue 13). This test itself, the broker and the
-  // flood share the cores; when other work already loads every core, latency measures the
-  // scheduler, so the bound is 250 ms then (the figures line says which bound applied).
   const double load = load_average();
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const ms p99_bound = load > cores ? 250ms : 50ms;
   const auto limit = raise_own_nofile_limit();
   if (limit < 12000) GTEST_SKIP() << "needs 12,000 descriptors, the hard limit allows " << limit;
   broker_process broker({"--hello-timeout", "2s", "--frame-read-timeout", "3s"});
   broker.start();
+  broker_process control_broker({"--hello-timeout", "2s", "--frame-read-timeout", "3s"});
+  control_broker.start();
   const auto rss_before = rss_kib(broker.pid());
-  {  // the topic, and the well-behaved client's connection, before the flood
-    raw_client c(broker.port());
+  for (auto* b : {&broker, &control_broker}) {  // the topic, before the flood
+    raw_client c(b->port());
     c.hello();
     ASSERT_TRUE(c.request(produce_frame("flood", {make_message("warm-up")})).has_produce_response());
   }
   raw_client client(broker.port());
   client.hello("well-behaved");
+  raw_client control_client(control_broker.port());
+  control_client.hello("well-behaved");
 
   const auto flood_for = 8s;
   std::atomic<bool> flooding{true};
-  std::vector<ms> on_connection, new_connection, healthz;
+  latencies flooded, control, base;
   std::uint64_t rss_peak = rss_before;
   double connections_peak = 0;
   std::size_t served = 0, not_served = 0;
-  // One round of the well-behaved client: requests on its connection, a new connection with
-  // Hello and a request, a /healthz.
-  const auto round = [&](std::vector<ms>& on_conn, std::vector<ms>& new_conn, std::vector<ms>& health) {
+  // One round of the well-behaved client against broker `b` through its connection `cl`.
+  const auto round = [&](broker_process& b, raw_client& cl, latencies& out) {
     auto t = clock_type::now();
-    auto p = client.request(produce_frame("flood", {make_message("m")}), 10s);
-    auto f = client.request(fetch_frame("g", "flood", 10, 0), 10s);
-    on_conn.push_back(std::chrono::duration_cast<ms>(clock_type::now() - t));
+    auto p = cl.request(produce_frame("flood", {make_message("m")}), 10s);
+    auto f = cl.request(fetch_frame("g", "flood", 10, 0), 10s);
+    out.on_connection.push_back(std::chrono::duration_cast<ms>(clock_type::now() - t));
     (p.has_produce_response() && f.has_fetch_response() ? served : not_served)++;
     t = clock_type::now();
     try {
-      raw_client fresh(broker.port());
+      raw_client fresh(b.port());
       fresh.hello("fresh");
       v1::Frame list;
       list.mutable_list_topics();
@@ -257,26 +270,25 @@ TEST(connection_flood, silent_and_slow_sockets_do_not_stop_a_well_behaved_client
     } catch (const std::exception&) {
       ++not_served;
     }
-    new_conn.push_back(std::chrono::duration_cast<ms>(clock_type::now() - t));
+    out.new_connection.push_back(std::chrono::duration_cast<ms>(clock_type::now() - t));
     t = clock_type::now();
-    const auto h = http_get(broker.http_port(), "/healthz");
-    health.push_back(std::chrono::duration_cast<ms>(clock_type::now() - t));
+    const auto h = http_get(b.http_port(), "/healthz");
+    out.healthz.push_back(std::chrono::duration_cast<ms>(clock_type::now() - t));
     (h.find(" 200 ") != std::string::npos ? served : not_served)++;
   };
-  // The same rounds for 3 s before the flood: what the machine's own load costs the client.
-  // The flood's cost is what it adds to these p99s (on a quiet machine they are a few ms).
-  std::vector<ms> base_on_connection, base_new_connection, base_healthz;
+  // The same rounds for 3 s before the flood (printed: on a quiet machine a few ms).
   for (const auto base_until = clock_type::now() + 3s; clock_type::now() < base_until;) {
-    round(base_on_connection, base_new_connection, base_healthz);
-    std::this_thread::sleep_for(20ms);
+    round(broker, client, base);
+    std::this_thread::sleep_for(20ms);  // the client's pace, not a wait for anything
   }
   const auto start = clock_type::now();
   std::thread well_behaved([&] {
     while (flooding.load()) {
-      round(on_connection, new_connection, healthz);
+      round(broker, client, flooded);
+      round(control_broker, control_client, control);
       connections_peak = std::max(connections_peak, metric(http_get(broker.http_port(), "/metrics"), "txmq_connections_open"));
       rss_peak = std::max(rss_peak, rss_kib(broker.pid()));
-      std::this_thread::sleep_for(20ms);  // the client's pace, about 30 rounds a second
+      std::this_thread::sleep_for(20ms);  // the client's pace, about 20 rounds a second each
     }
   });
 
@@ -301,20 +313,26 @@ TEST(connection_flood, silent_and_slow_sockets_do_not_stop_a_well_behaved_client
              std::to_string(static_cast<long>(connections_peak)) + " http_open_peak=" + std::to_string(st.max_open_http) +
              " rss_before_kib=" + std::to_string(rss_before) + " rss_peak_kib=" + std::to_string(rss_peak) +
              " rss_after_kib=" + std::to_string(rss_after) + " served=" + std::to_string(served) + " not_served=" +
-             std::to_string(not_served) + " p99_request_ms=" + std::to_string(percentile(on_connection, 0.99).count()) +
-             " p99_new_connection_ms=" + std::to_string(percentile(new_connection, 0.99).count()) +
-             " p99_healthz_ms=" + std::to_string(percentile(healthz, 0.99).count()) +
-             " base_p99_request_ms=" + std::to_string(percentile(base_on_connection, 0.99).count()) +
-             " base_p99_new_connection_ms=" + std::to_string(percentile(base_new_connection, 0.99).count()) +
-             " base_p99_healthz_ms=" + std::to_string(percentile(base_healthz, 0.99).count()) +
-             " load_before=" + std::to_string(load) + " p99_bound_ms=" + std::to_string(p99_bound.count());
+             std::to_string(not_served) + " rounds=" + std::to_string(flooded.healthz.size());
+  const auto p99s = [&](const std::string& prefix, const latencies& l) {
+    figures += " " + prefix + "p99_request_ms=" + std::to_string(percentile(l.on_connection, 0.99).count()) + " " + prefix +
+               "p99_new_connection_ms=" + std::to_string(percentile(l.new_connection, 0.99).count()) + " " + prefix +
+               "p99_healthz_ms=" + std::to_string(percentile(l.healthz, 0.99).count());
+  };
+  p99s("", flooded);
+  p99s("control_", control);
+  p99s("base_", base);
+  figures += " load_before=" + std::to_string(load) + " load_after=" + std::to_string(load_average()) +
+             " bound_request_ms=" + std::to_string(p99_bound(control.on_connection).count()) +
+             " bound_new_connection_ms=" + std::to_string(p99_bound(control.new_connection).count()) +
+             " bound_healthz_ms=" + std::to_string(p99_bound(control.healthz).count());
   print_fault_counts("connection_flood", 0, 0, 0, 0, figures.substr(1));
 
   EXPECT_EQ(not_served, 0u);
   EXPECT_GT(served, 50u);
-  EXPECT_LT(percentile(on_connection, 0.99), p99_bound);
-  EXPECT_LT(percentile(new_connection, 0.99), p99_bound);
-  EXPECT_LT(percentile(healthz, 0.99), p99_bound);
+  EXPECT_LT(percentile(flooded.on_connection, 0.99), p99_bound(control.on_connection)) << figures;
+  EXPECT_LT(percentile(flooded.new_connection, 0.99), p99_bound(control.new_connection)) << figures;
+  EXPECT_LT(percentile(flooded.healthz, 0.99), p99_bound(control.healthz)) << figures;
   // The silent ones: closed after hello_timeout (2 s), not before, and not long after.
   ASSERT_FALSE(st.lifetimes[idle_broker].empty());
   EXPECT_GE(percentile(st.lifetimes[idle_broker], 0), 1900ms);
@@ -333,6 +351,7 @@ TEST(connection_flood, silent_and_slow_sockets_do_not_stop_a_well_behaved_client
   // Bounded memory: the flood costs the broker well under 256 MiB, and most of it comes back.
   EXPECT_LT(rss_peak - rss_before, 256u * 1024) << figures;
   EXPECT_EQ(broker.stop(), 0) << broker.log().substr(0, 4000);
+  EXPECT_EQ(control_broker.stop(), 0) << control_broker.log().substr(0, 4000);
 }
 
 }  // namespace

@@ -24,6 +24,9 @@ namespace {
 class group_lag_metrics_test : public handler_test {
  protected:
   group_lag_metrics_test() : metrics_(registry_) { metrics = &metrics_; }
+  // The service unregisters its collectors from registry_ when it is destroyed, which the base
+  // fixture would do after registry_ is gone.
+  ~group_lag_metrics_test() override { svc_.reset(); }
 
   // group → value of `family` in one scrape.
   std::map<std::string, std::uint64_t> scrape(const std::string& family) {

@@ -3,7 +3,12 @@
 // that answers from a script: 2xx delivers, 410 disables, 429/503 throttle, anything else fails,
 // and a failure on the last attempt exhausts the message.
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <deque>
+#include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -206,6 +211,103 @@ TEST_F(webhook_notifier_test, gone_disables_the_subscription) {
   ASSERT_TRUE(request(c, produce_frame("t", {message("y")})).has_produce_response());
   bool more = run_until([&] { return receiver_.received.size() > 1; }, 200ms);
   EXPECT_FALSE(more) << "a disabled subscription was attempted";
+}
+
+}  // namespace
+}  // namespace txmq::broker::test
+
+namespace txmq::broker::test {
+namespace {
+
+// txmq_webhook_backlog at scale: 1,000 subscriptions whose endpoint refuses connections (each
+// message's first attempt fails and waits an hour for the next), so nothing is settled and
+// every subscription's backlog is its topic's messages since it started. The family is one
+// collector over one read of the topics' end offsets, not a callback per subscription that
+// copied the topic per partition; the test prints what a scrape costs (a figure, not a check).
+class webhook_backlog_metrics_test : public webhook_notifier_test {
+ protected:
+  webhook_backlog_metrics_test() : metrics_(registry_) { metrics = &metrics_; }
+  // The service unregisters its collectors from registry_ when it is destroyed, which the base
+  // fixture would do after registry_ is gone.
+  ~webhook_backlog_metrics_test() override { svc_.reset(); }
+
+  std::map<std::string, std::uint64_t> scrape() {
+    const std::string text = registry_.render();
+    std::map<std::string, std::uint64_t> out;
+    const std::regex line("\ntxmq_webhook_backlog\\{webhook=\"([^\"]+)\"\\} ([0-9]+)");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
+      out[(*it)[1].str()] = std::stoull((*it)[2].str());
+    }
+    return out;
+  }
+
+  common::metrics_registry registry_;
+  broker_metrics metrics_;
+};
+
+TEST_F(webhook_backlog_metrics_test, every_subscriptions_backlog_is_right_with_a_thousand_subscriptions) {
+  constexpr int k_subscriptions = 1000;
+  ASSERT_NO_FATAL_FAILURE(start());
+  auto c = client();
+  ASSERT_TRUE(request(c, create_topic_frame("t", 16)).has_topic_info());
+  ASSERT_TRUE(request(c, create_topic_frame("u", 4)).has_topic_info());
+  const auto produce = [&](const std::string& topic, int n) {
+    for (int done = 0; done < n;) {
+      std::vector<v1::Message> batch;
+      for (int i = 0; i < 500 && done < n; ++i, ++done) batch.push_back(message("m" + std::to_string(done)));
+      ASSERT_TRUE(request(c, produce_frame(topic, std::move(batch))).has_produce_response());
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(produce("t", 3200));
+  ASSERT_NO_FATAL_FAILURE(produce("u", 400));
+  const std::string refused = receiver_.url();
+  receiver_.stop();  // connections to it are refused from now on
+
+  // Even subscriptions read t from the earliest message, odd ones u from the next one.
+  std::map<std::string, std::uint64_t> expected;
+  std::vector<std::string> ids;
+  for (int i = 0; i < k_subscriptions; ++i) {
+    v1::Frame f;
+    auto* w = f.mutable_webhook_create()->mutable_webhook();
+    const bool on_t = i % 2 == 0;
+    w->set_topic(on_t ? "t" : "u");
+    w->set_url(refused);
+    w->set_concurrency(1);
+    w->add_schedule_ms(3'600'000);
+    f.mutable_webhook_create()->set_from_earliest(on_t);
+    auto r = request(c, std::move(f));
+    ASSERT_TRUE(r.has_webhook()) << r.ShortDebugString();
+    ids.push_back(r.webhook().id());
+    expected[r.webhook().id()] = on_t ? 3200 : 0;
+  }
+  EXPECT_EQ(scrape(), expected);
+
+  // More messages for u: the backlog of each subscription to u grows by them.
+  ASSERT_NO_FATAL_FAILURE(produce("u", 40));
+  for (int i = 1; i < k_subscriptions; i += 2) expected[ids[i]] += 40;
+  EXPECT_EQ(scrape(), expected);
+
+  // A deleted subscription's series goes with it.
+  v1::Frame del;
+  del.mutable_webhook_delete()->set_id(ids[0]);
+  ASSERT_FALSE(request(c, std::move(del)).has_error());
+  expected.erase(ids[0]);
+  EXPECT_EQ(scrape(), expected);
+
+  constexpr int k_scrapes = 20;
+  std::vector<double> ms;
+  for (int i = 0; i < k_scrapes; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto text = registry_.render();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ASSERT_FALSE(text.empty());
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("scrape of %d webhook subscriptions: median %.3f ms, min %.3f ms, max %.3f ms over %d scrapes\n",
+              k_subscriptions - 1, ms[ms.size() / 2], ms.front(), ms.back(), k_scrapes);
+  RecordProperty("scrape_median_us", static_cast<int>(ms[ms.size() / 2] * 1000));
+  // One collector for the family (per-subscription callbacks cost a topic copy per partition).
+  EXPECT_TRUE(registry_.remove_collector("txmq_webhook_backlog"));
 }
 
 }  // namespace

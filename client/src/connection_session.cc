@@ -276,7 +276,9 @@ awaitable<void> connection::impl::write_loop() {
     if (buffers.empty()) continue;
     auto [ec, n] = co_await socket_->visit([&](auto& s) { return asio::async_write(s, buffers, use_nothrow); });
     if (ec) {
-      disconnect_reason_ = error(errc::connection_lost, "write failed: " + ec.message());
+      // A reason given first (a dead link found, the read side's error) is the real one: the
+      // socket it closed ends this write with "Operation canceled".
+      if (!disconnect_reason_) disconnect_reason_ = error(errc::connection_lost, "write failed: " + ec.message());
       co_return;
     }
   }

@@ -248,6 +248,47 @@ TEST(connection, unanswered_request_times_out) {
   EXPECT_NE(r.error().message.find("may have been applied"), std::string::npos);
 }
 
+// A session that ends while a write is in progress keeps the reason that ended it: the dead
+// link found, not the "write failed: Operation canceled" of the write its closing aborted.
+TEST(connection, a_session_ended_mid_write_keeps_the_first_reason) {
+  fake_broker broker;
+  // The broker takes the first request and then hangs: it reads nothing more (its only io
+  // thread waits here until the test ends), so a large request stays half written.
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  broker.set_handler([released](const auto&, const v1::Frame&) { released.wait(); });
+  struct releaser {
+    std::promise<void>& p;
+    ~releaser() { p.set_value(); }
+  } release_at_end{release};
+  auto o = options_for(broker);
+  o.dead_link_timeout = 1s;
+  auto c = connection::connect(o).value();
+  // A times out after 300 ms, less than dead_link_timeout after the HelloOk: the client looks
+  // again when the silence reaches 1 s and then ends the session as a dead link.
+  std::promise<result<v1::Frame>> a;
+  c->async_request(describe("a"), [&](result<v1::Frame> r) { a.set_value(std::move(r)); }, 300ms);
+  auto ra = a.get_future().get();
+  ASSERT_FALSE(ra);
+  ASSERT_TRUE(ra.error().is(errc::timeout)) << ra.error();
+  // B (three frames of ~8 MiB) cannot all go into the socket buffers of a peer that does not
+  // read: its write is in progress when the session ends. Sent only now, so that the kernel's
+  // own TCP_USER_TIMEOUT on the zero window comes at least 700 ms after the client's check.
+  std::vector<std::future<result<v1::Frame>>> b;
+  for (int i = 0; i < 3; ++i) {
+    auto p = std::make_shared<std::promise<result<v1::Frame>>>();
+    b.push_back(p->get_future());
+    c->async_request(describe(std::string(8 * 1000 * 1000, 'b')), [p](result<v1::Frame> r) { p->set_value(std::move(r)); },
+                     30s);
+  }
+  auto rb = b.front().get();
+  ASSERT_FALSE(rb);
+  EXPECT_TRUE(rb.error().is(errc::connection_lost)) << rb.error();
+  EXPECT_NE(rb.error().message.find("no answer from"), std::string::npos) << rb.error();
+  EXPECT_EQ(rb.error().message.find("Operation canceled"), std::string::npos) << rb.error();
+  c->close();
+}
+
 TEST(connection, write_queue_is_bounded_while_disconnected) {
   std::uint16_t port;
   {

@@ -80,6 +80,11 @@ struct admin_http_state : std::enable_shared_from_this<admin_http_state> {
     for (auto& [stream, since] : connections_) stream->close();
   }
 
+  [[nodiscard]] std::size_t max_async_requests() const {
+    const std::size_t reserved = std::min(options_.reserved_connections, options_.max_connections);
+    return std::max<std::size_t>(1, options_.max_connections - reserved);
+  }
+
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> session(tcp::socket socket);
   // The request loop over a plain or a TLS stream whose TCP layer is `tcp`.
@@ -98,6 +103,8 @@ struct admin_http_state : std::enable_shared_from_this<admin_http_state> {
 
   // Touched on strand_ only.
   bool stopped_ = false;
+  // Async requests being answered (bounded by max_connections - reserved_connections).
+  std::size_t async_running_ = 0;
   // Each connection and since when it has been waiting for a request (time_point::max() while
   // a request is being answered).
   std::map<beast::tcp_stream*, std::chrono::steady_clock::time_point> connections_;
@@ -324,7 +331,21 @@ asio::awaitable<http::response<http::string_body>> admin_http_state::respond(
     }
     if (sync_h) {
       r = sync_h(view);
+    } else if (async_running_ >= max_async_requests()) {
+      // Answered at once rather than held: a connection answering a long poll is not one that a
+      // new connection can take, and these must leave room for health probes.
+      r = http_response{503, "text/plain; charset=utf-8",
+                        "too many requests in progress on the admin HTTP server (" +
+                            std::to_string(async_running_) + "); retry shortly\n",
+                        {{"Retry-After", "1"}}};
     } else {
+      struct running {
+        std::size_t& n;
+        explicit running(std::size_t& count) : n(count) { ++n; }
+        ~running() { --n; }
+        running(const running&) = delete;
+        running& operator=(const running&) = delete;
+      } hold{async_running_};
       r = co_await async_h(view);
     }
   } catch (const std::exception& e) {

@@ -1,12 +1,16 @@
 #include "txmq/common/admin_http.h"
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -393,6 +397,58 @@ TEST_F(admin_http_full_test, silent_connections_make_room_for_a_request_oldest_f
   silent.push_back(std::make_unique<client>(endpoint_));
   EXPECT_EQ(get(endpoint_, "/healthz").status, 200u);
   EXPECT_TRUE(silent[1]->closed_by_server());
+}
+
+}  // namespace
+}  // namespace txmq::common
+
+namespace txmq::common {
+namespace {
+
+// Long requests (async routes: HTTP long-poll fetches) may hold at most max_connections -
+// reserved_connections connections; one beyond is answered 503 at once, so a health probe
+// always finds a connection to take. Before, four long polls held all four slots and the
+// probe's connection was closed unanswered.
+class admin_http_long_poll_test : public admin_http_test {
+ protected:
+  void SetUp() override {
+    admin_http_options options;
+    options.max_connections = 4;
+    options.reserved_connections = 1;
+    start(std::move(options));
+    server_->add_async_route(http::verb::get, "/wait", [this](const http_request&) -> asio::awaitable<http_response> {
+      ++started_;
+      asio::steady_timer never(co_await asio::this_coro::executor, std::chrono::minutes(10));
+      (void)co_await never.async_wait(asio::as_tuple(asio::use_awaitable));
+      co_return http_response{200, "text/plain", "waited", {}};
+    });
+  }
+
+  std::atomic<int> started_{0};
+};
+
+TEST_F(admin_http_long_poll_test, long_requests_leave_room_for_a_health_probe) {
+  std::vector<std::unique_ptr<client>> polls;
+  for (int i = 0; i < 3; ++i) {
+    polls.push_back(std::make_unique<client>(endpoint_));
+    http::request<http::string_body> req{http::verb::get, "/wait", 11};
+    req.set(http::field::host, "127.0.0.1");
+    http::write(polls.back()->socket(), req);
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (started_.load() < 3 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polled with a deadline
+  }
+  ASSERT_EQ(started_.load(), 3);
+  // A fourth long request is refused at once, and its connection stays open for another.
+  client fourth(endpoint_);
+  const auto refused = fourth.request(http::verb::get, "/wait");
+  EXPECT_EQ(refused.status, 503u);
+  EXPECT_THAT(refused.body, HasSubstr("too many requests in progress"));
+  EXPECT_EQ(started_.load(), 3);
+  // The server is full (three long polls, one waiting connection); a probe still gets through.
+  EXPECT_EQ(get(endpoint_, "/healthz").status, 200u);
+  EXPECT_EQ(get(endpoint_, "/metrics").status, 200u);
 }
 
 }  // namespace

@@ -188,7 +188,6 @@ void webhook_notifier::remove(const std::shared_ptr<responder>& c, std::uint64_t
   it->second->deleted = true;
   it->second->endpoint->close_idle();
   subs_.erase(it);
-  if (metrics_) metrics_->registry.remove("txmq_webhook_backlog", {{"webhook", id}});
   std::weak_ptr<responder> weak = c;
   store_.delete_webhook(id, on_io<bool>(io_, [weak, corr, id](result<bool> r) {
     auto c = weak.lock();

@@ -46,9 +46,24 @@ webhook_notifier::webhook_notifier(asio::io_context& io, storage::store& store, 
       settings_(std::move(settings)),
       metrics_(metrics),
       tls_(asio::ssl::context::tls_client),
-      tick_(io) {}
+      tick_(io) {
+  if (!metrics_) return;
+  // Read at scrape time on the io thread, where the admin server runs: every subscription in
+  // one pass over one read of the topics' end offsets, as txmq_group_lag is. (One callback per
+  // subscription, each copying its topic per partition and walking its deliveries, made a
+  // scrape with a thousand subscriptions cost the io thread tens of milliseconds.)
+  metrics_->registry.add_gauge_collector("txmq_webhook_backlog", "Messages of the subscription not yet settled", [this] {
+    const auto ends = read_end_offsets(store_);
+    common::metrics_registry::collected_series out;
+    out.reserve(subs_.size());
+    for (auto& [id, s] : subs_) out.push_back({{{"webhook", id}}, static_cast<double>(s->tracker->lag(ends))});
+    return out;
+  });
+}
 
-webhook_notifier::~webhook_notifier() = default;
+webhook_notifier::~webhook_notifier() {
+  if (metrics_) (void)metrics_->registry.remove_collector("txmq_webhook_backlog");
+}
 
 result<void> webhook_notifier::start() {
   boost::system::error_code ec;
@@ -111,14 +126,6 @@ result<std::shared_ptr<webhook_notifier::subscription>> webhook_notifier::make_s
   s->refilled = std::chrono::steady_clock::now();
   s->tokens = rec.rate_per_second();
   s->rec = std::move(rec);
-  if (metrics_) {
-    metrics_->registry.add_gauge_callback("txmq_webhook_backlog", "Messages of the subscription not yet settled",
-                                          {{"webhook", s->rec.id()}},
-                                          [this, weak = std::weak_ptr(s)] {
-                                            auto p = weak.lock();
-                                            return p ? static_cast<double>(backlog(*p)) : 0.0;
-                                          });
-  }
   subs_[s->rec.id()] = s;
   return s;
 }

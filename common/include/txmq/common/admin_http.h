@@ -134,6 +134,12 @@ struct admin_http_options {
   // or slowly sent), so silent sockets cannot lock out a health probe; if every connection is
   // being answered, the new one is closed.
   std::size_t max_connections = 64;
+  // Of max_connections, never held by async requests (long-poll fetches, reads on another
+  // executor): at most max_connections - reserved_connections of those run at once, and one
+  // beyond that is answered 503 with Retry-After: 1 at once. So the connections that are all
+  // being answered are never all of them, and a new /healthz or /metrics always finds a slot
+  // (a waiting connection is closed for it).
+  std::size_t reserved_connections = 8;
   // Serve HTTPS: called at each accept for the TLS context to use (so a reloaded certificate
   // serves new connections). Empty: plain HTTP. The handshake counts against read_timeout.
   std::function<std::shared_ptr<boost::asio::ssl::context>()> tls;
