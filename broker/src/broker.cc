@@ -255,6 +255,19 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   so.min_free_bytes = config.min_free_disk_bytes;
   // The answers of one fsync's requests reach the io thread in one post.
   so.around_completions = gather_completions;
+  // Where a produce's latency went (txmq_produce_latency_seconds is the whole): the store's
+  // queue, its part up to durable, and each fsync (issue #15, the tail at a steady rate).
+  {
+    auto* fsync = &m.registry.add_histogram("txmq_store_fsync_seconds", "Duration of each WAL fsync");
+    auto* queue = &m.registry.add_histogram("txmq_store_queue_seconds",
+                                            "Write request submitted to taken into a commit group by the writer");
+    auto* commit = &m.registry.add_histogram(
+        "txmq_store_commit_seconds",
+        "Write request submitted to durable (queue, apply, write, waiting for and doing the fsync)");
+    so.observe_fsync = [fsync](std::chrono::nanoseconds d) { fsync->observe(d); };
+    so.observe_queue = [queue](std::chrono::nanoseconds d) { queue->observe(d); };
+    so.observe_commit = [commit](std::chrono::nanoseconds d) { commit->observe(d); };
+  }
   // Auto-created topics (the first produce or prepare naming them) get the broker's retention,
   // as topics created without their own do.
   so.auto_create_retention_ms = config.retention.count();

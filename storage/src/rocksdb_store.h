@@ -180,6 +180,7 @@ struct write_op {
   virtual void finish(const error* write_error) = 0;
   std::size_t bytes = 0;
   bool sync = false;
+  std::chrono::steady_clock::time_point submitted;  // for store_options::observe_queue/commit
 };
 
 // A write_op of a request answering T, applied by fn(group_ctx&) -> result<T>.
@@ -438,6 +439,7 @@ void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&
   auto op = std::make_unique<typed_write_op<T, std::decay_t<Fn>>>(std::forward<Fn>(fn), std::move(done));
   op->bytes = bytes;
   op->sync = sync;
+  op->submitted = std::chrono::steady_clock::now();
   std::unique_lock lk(queue_mu_);
   if (stopping_) {
     lk.unlock();

@@ -34,6 +34,10 @@ void rocksdb_store::writer_loop() {
 void rocksdb_store::run_group(std::vector<pending_op>& ops) {
   group_ctx ctx(handles_);
   ctx.now_ms = now();
+  if (options_.observe_queue) {
+    const auto taken = std::chrono::steady_clock::now();
+    for (auto& op : ops) options_.observe_queue(taken - op->submitted);
+  }
   written_group g;
   g.finishers.reserve(ops.size());
   g.operations = ops.size();
@@ -120,7 +124,9 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
   // A synced answer may rest on an earlier async write (a duplicate of it, say): sync then too.
   if (need_sync && unsynced_ && !failed_) {
     // The in-memory file system has nothing to make durable (and its WAL cannot SyncWAL).
+    const auto sync_start = std::chrono::steady_clock::now();
     auto s = options_.in_memory ? rocksdb::Status::OK() : db_->SyncWAL();
+    if (options_.observe_fsync) options_.observe_fsync(std::chrono::steady_clock::now() - sync_start);
     if (s.ok()) {
       unsynced_ = false;
       std::lock_guard lk(stats_mu_);
@@ -130,6 +136,12 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
     }
   } else if (need_sync && failed_) {
     sync_error = refusal();
+  }
+  if (options_.observe_commit) {
+    const auto durable = std::chrono::steady_clock::now();
+    for (auto& g : groups) {
+      for (auto& f : g.finishers) options_.observe_commit(durable - f->submitted);
+    }
   }
   const auto complete = [&] {
     for (auto& g : groups) {

@@ -325,5 +325,38 @@ TEST_F(store_test, writes_keep_working_while_retention_runs) {
   EXPECT_THAT(read_all("hot", 0), SizeIs(new_appends));
 }
 
+// ---- Stage timings (issue #15) ---------------------------------------------------------------
+
+TEST_F(store_test, stage_timings_cover_every_request_before_its_completion_and_every_fsync) {
+  struct counts {
+    std::atomic<int> queue{0}, commit{0}, fsync{0};
+    std::atomic<std::int64_t> queue_ns{0}, commit_ns{0};
+  };
+  auto seen = std::make_shared<counts>();
+  tweak_options = [seen](store_options& o) {
+    o.observe_queue = [seen](std::chrono::nanoseconds d) {
+      seen->queue_ns += d.count();
+      ++seen->queue;
+    };
+    o.observe_commit = [seen](std::chrono::nanoseconds d) {
+      seen->commit_ns += d.count();
+      ++seen->commit;
+    };
+    o.observe_fsync = [seen](std::chrono::nanoseconds) { ++seen->fsync; };
+  };
+  reopen();
+  create_topic("t");
+  const int before = seen->commit.load();
+  ASSERT_GE(before, 1);  // the create_topic
+  for (int i = 0; i < 10; ++i) {
+    append("t", {make_message("m" + std::to_string(i))});
+    // Observed when durable, before the completion ran: the count already holds this append.
+    EXPECT_EQ(seen->commit.load(), before + i + 1);
+  }
+  EXPECT_EQ(seen->queue.load(), seen->commit.load());
+  EXPECT_GE(seen->fsync.load(), 10);  // each append was alone and synced
+  EXPECT_GE(seen->commit_ns.load(), seen->queue_ns.load());  // a request's queue wait is part of its commit
+}
+
 }  // namespace
 }  // namespace txmq::storage::test

@@ -78,6 +78,15 @@ struct store_options {
   // caller whose completions post to its own executor can gather the burst's posts into one
   // (the broker does: io_thread.h). Default: run() alone.
   std::function<void(const std::function<void()>& run)> around_completions;
+  // Stage timings of the commit pipeline, for finding where a slow answer waited (issue #15):
+  // observe_fsync gets each WAL fsync's duration; observe_queue, per request, submit() until
+  // the writer takes it into a group; observe_commit, per request, submit() until it is durable
+  // (queue, apply, write, the fsync in progress before its own, its fsync), just before its
+  // completion runs. Called on the store's threads: they must be cheap and thread-safe (the
+  // broker's are histogram observations). Unset: not measured.
+  std::function<void(std::chrono::nanoseconds)> observe_fsync;
+  std::function<void(std::chrono::nanoseconds)> observe_queue;
+  std::function<void(std::chrono::nanoseconds)> observe_commit;
   // Retention of a topic that an append or a prepare creates (auto_create_partitions): the
   // broker's `retention` and `retention_bytes`. 0 = no limit. A create_topic passes its own.
   std::int64_t auto_create_retention_ms = 0;
