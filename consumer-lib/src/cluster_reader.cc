@@ -141,18 +141,22 @@ client::result<std::vector<delivery>> cluster_reader::fetch(std::uint32_t max, m
       lock.lock();
       cv_.wait_for(lock, wait, [&] { return closed_ || !ready_.empty(); });
     } else {
+      std::vector<std::string> started;
       for (const auto& [address, topics] : targets) {
         if (in_flight_[address]) continue;
         in_flight_[address] = true;
+        started.push_back(address);
         lock.unlock();
         start_fetch(address, topics, max, wait);
         lock.lock();
       }
-      const auto any_in_flight = [&] {
-        return std::any_of(in_flight_.begin(), in_flight_.end(), [](const auto& e) { return e.second; });
+      // Polls left running by an earlier call (one stuck on a node that is down) do not hold
+      // this one up: it waits for its own, or for any deliveries.
+      const auto own_in_flight = [&] {
+        return std::any_of(started.begin(), started.end(), [&](const auto& a) { return in_flight_[a]; });
       };
       cv_.wait_until(lock, steady::now() + wait + k_answer_grace,
-                     [&] { return closed_ || !ready_.empty() || !any_in_flight(); });
+                     [&] { return closed_ || !ready_.empty() || !own_in_flight(); });
     }
   }
   std::vector<delivery> out;
