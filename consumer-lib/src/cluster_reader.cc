@@ -151,7 +151,13 @@ client::result<std::vector<delivery>> cluster_reader::fetch(std::uint32_t max, m
         lock.lock();
       }
       // Polls left running by an earlier call (one stuck on a node that is down) do not hold
-      // this one up: it waits for its own, or for any deliveries.
+      // this one up: it waits for its own, or for any deliveries. With none of its own (every
+      // leader's poll still running), it waits for those.
+      if (started.empty()) {
+        for (const auto& [address, running] : in_flight_) {
+          if (running) started.push_back(address);
+        }
+      }
       const auto own_in_flight = [&] {
         return std::any_of(started.begin(), started.end(), [&](const auto& a) { return in_flight_[a]; });
       };
