@@ -144,6 +144,12 @@ client::result<std::vector<delivery>> cluster_reader::fetch(std::uint32_t max, m
       std::vector<std::string> started;
       for (const auto& [address, topics] : targets) {
         if (in_flight_[address]) continue;
+        // Not to a node that was connected and is not now (down, restarting): a poll queued
+        // for it would be written when it is back and could time out here right after, while
+        // the node leases the deliveries it made for it to this live consumer until their ack
+        // deadline. A new connection (never connected yet) is waited for, as on a first fetch.
+        const auto conn = router_->connection_for(address);
+        if (!conn->is_connected() && conn->connects() > 0) continue;
         in_flight_[address] = true;
         started.push_back(address);
         lock.unlock();
@@ -161,8 +167,13 @@ client::result<std::vector<delivery>> cluster_reader::fetch(std::uint32_t max, m
       const auto own_in_flight = [&] {
         return std::any_of(started.begin(), started.end(), [&](const auto& a) { return in_flight_[a]; });
       };
-      cv_.wait_until(lock, steady::now() + wait + k_answer_grace,
-                     [&] { return closed_ || !ready_.empty() || !own_in_flight(); });
+      if (started.empty()) {
+        // Every leader is unreachable now: wait as a long poll would rather than spin.
+        cv_.wait_for(lock, wait, [&] { return closed_ || !ready_.empty(); });
+      } else {
+        cv_.wait_until(lock, steady::now() + wait + k_answer_grace,
+                       [&] { return closed_ || !ready_.empty() || !own_in_flight(); });
+      }
     }
   }
   std::vector<delivery> out;
