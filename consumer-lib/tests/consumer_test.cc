@@ -418,9 +418,11 @@ namespace {
 
 // Two fake nodes of a cluster: node A answers Metadata (partition 0 led by A, 1 by B); each
 // node delivers one message of the partition it leads, once, and answers acks.
-void serve_as_node(fake_broker& self, fake_broker& a, fake_broker& b, std::uint32_t partition) {
+// `refuse_later`: fetches after the first answer UNKNOWN_TOPIC (the node lost its leadership).
+void serve_as_node(fake_broker& self, fake_broker& a, fake_broker& b, std::uint32_t partition,
+                   bool refuse_later = false) {
   auto delivered = std::make_shared<std::atomic<bool>>(false);
-  self.set_handler([&a, &b, partition, delivered](const auto& s, const v1::Frame& f) {
+  self.set_handler([&a, &b, partition, delivered, refuse_later](const auto& s, const v1::Frame& f) {
     auto answer = testing::answer_to(f);
     if (f.has_metadata()) {
       auto* m = answer.mutable_metadata_response();
@@ -436,6 +438,10 @@ void serve_as_node(fake_broker& self, fake_broker& a, fake_broker& b, std::uint3
         pm->set_leader_epoch(1);
       }
     } else if (f.has_fetch()) {
+      if (refuse_later && delivered->load()) {
+        s->send(testing::error_answer(f, v1::UNKNOWN_TOPIC, "no topic 'orders'"));
+        return;
+      }
       auto* r = answer.mutable_fetch_response();
       if (!delivered->exchange(true)) {
         auto* d = r->add_deliveries();
@@ -495,6 +501,33 @@ TEST(consumer_in_a_cluster, fetches_each_partition_from_its_leader_and_acks_on_t
   ASSERT_EQ(b.received(v1::Frame::kAck).size(), 1u);
   EXPECT_EQ(a.received(v1::Frame::kAck)[0].ack().refs(0).partition(), 0u);
   EXPECT_EQ(b.received(v1::Frame::kAck)[0].ack().refs(0).partition(), 1u);
+}
+
+TEST(consumer_in_a_cluster, a_node_that_no_longer_leads_makes_it_look_the_leaders_up_again_not_fail) {
+  fake_broker a, b;
+  // After its one delivery A refuses too: rounds where every node refuses must not fail either.
+  serve_as_node(a, a, b, 0, true);
+  // B says it has no such topic (it lost the leadership, say): stale metadata, not an error.
+  b.set_handler([](const auto& s, const v1::Frame& f) {
+    if (f.has_fetch()) s->send(testing::error_answer(f, v1::UNKNOWN_TOPIC, "no topic 'orders'"));
+  });
+  consumer_options o;
+  o.connection.address = a.address();
+  o.group = "billing";
+  o.topics = {"orders"};
+  consumer c(o);
+  std::vector<delivery> got;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while ((got.empty() || a.count(v1::Frame::kFetch) < 3 || a.count(v1::Frame::kMetadata) < 2) &&
+         std::chrono::steady_clock::now() < until) {
+    auto r = c.fetch(10, 50ms);
+    ASSERT_TRUE(r) << "B's refusal must not fail the fetch: " << r.error();
+    for (auto& d : r.value()) got.push_back(std::move(d));
+  }
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].node, a.address());
+  EXPECT_GE(b.count(v1::Frame::kFetch), 1u);
+  EXPECT_GE(a.count(v1::Frame::kMetadata), 2u) << "B's refusal refreshes the metadata at once";
 }
 
 TEST(consumer, a_single_broker_costs_one_metadata_round_trip_not_one_per_fetch) {
