@@ -121,6 +121,14 @@ class cluster_clients_test : public ::testing::Test {
   // A bootstrap list whose first address has nothing behind it.
   std::string bootstrap() const { return "127.0.0.1:" + std::to_string(free_port()) + "," + address(1); }
 
+  // Waits until `c` reports all three nodes live: a topic made before would be spread over fewer.
+  void wait_three_nodes(client::connection& c) {
+    ASSERT_TRUE(eventually([&] {
+      auto r = metadata(c);
+      return r && r.value().nodes_size() == 3;
+    }, std::chrono::seconds(20))) << logs();
+  }
+
   // Waits for Metadata (from `c`) with `nodes` live nodes and every partition of `topic` led.
   v1::MetadataResponse wait_led(client::connection& c, int nodes, const std::string& topic) {
     v1::MetadataResponse m;
@@ -168,6 +176,7 @@ class cluster_clients_test : public ::testing::Test {
 
 TEST_F(cluster_clients_test, a_group_reads_every_leader_through_a_bootstrap_list_and_keeps_going_across_a_sigkill) {
   auto c1 = connect_to(address(1));
+  wait_three_nodes(*c1);
   client::admin admin(c1);
   ASSERT_TRUE(admin.create_topic({.name = "feed", .partitions = 6}));
   const auto before = wait_led(*c1, 3, "feed");
@@ -308,6 +317,7 @@ TEST_F(cluster_clients_test, a_group_reads_every_leader_through_a_bootstrap_list
 
 TEST_F(cluster_clients_test, prepare_is_refused_and_topic_describe_shows_leaders_epochs_and_isr) {
   auto c1 = connect_to(address(1));
+  wait_three_nodes(*c1);
   client::admin admin(c1);
   ASSERT_TRUE(admin.create_topic({.name = "ledger", .partitions = 3}));
   const auto m = wait_led(*c1, 3, "ledger");

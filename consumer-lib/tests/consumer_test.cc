@@ -518,7 +518,8 @@ TEST(consumer_in_a_cluster, a_node_that_no_longer_leads_makes_it_look_the_leader
   consumer c(o);
   std::vector<delivery> got;
   const auto until = std::chrono::steady_clock::now() + 10s;
-  while ((got.empty() || a.count(v1::Frame::kFetch) < 3 || a.count(v1::Frame::kMetadata) < 2) &&
+  while ((got.empty() || a.count(v1::Frame::kFetch) < 3 || b.count(v1::Frame::kFetch) < 1 ||
+          a.count(v1::Frame::kMetadata) < 2) &&
          std::chrono::steady_clock::now() < until) {
     auto r = c.fetch(10, 50ms);
     ASSERT_TRUE(r) << "B's refusal must not fail the fetch: " << r.error();
