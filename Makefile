@@ -6,7 +6,7 @@ CTEST_ARGS ?=
 # Rounds and seconds per run for `make bench`, e.g. make bench BENCH_ARGS="5 10"
 BENCH_ARGS ?=
 
-.PHONY: all setup configure build test unit soak bench bench-broker run package clean sanitize fuzz fuzz-build
+.PHONY: all setup configure build test unit soak bench bench-broker run run-cluster cluster-down package clean sanitize fuzz fuzz-build
 
 # Flags for `make run`, e.g. make run ARGS="--durability async"
 ARGS ?=
@@ -80,6 +80,14 @@ bench-broker: build
 # admin HTTP (/healthz, /metrics) on 127.0.0.1:7879. Ctrl-C stops it cleanly.
 run: build
 	@$(BUILD_DIR)/bin/txmq-broker --data-dir ./data $(ARGS)
+
+# etcd + three brokers on loopback, data under ./data-cluster (docs/cluster.md); stop them with
+# `make cluster-down` (scripts/cluster.sh down). Broker flags: make run-cluster ARGS="..."
+run-cluster: build
+	@BUILD_DIR=$(BUILD_DIR) BROKER_ARGS="$(ARGS)" bash scripts/cluster.sh up
+
+cluster-down:
+	@BUILD_DIR=$(BUILD_DIR) bash scripts/cluster.sh down
 
 # The Debian package: $(BUILD_DIR)/txmq_<version>_<arch>.deb (packaging/README.md).
 package: build

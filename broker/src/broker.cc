@@ -382,6 +382,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     ns.member.advertise = advertise;
     ns.member.node_lease_ttl = std::chrono::duration_cast<std::chrono::seconds>(config.node_lease_ttl);
     m.cluster = std::make_unique<cluster_mode::cluster_node>(std::move(ns));
+    m.cluster->enable_metrics(m.registry);
     m.svc->set_cluster(m.cluster.get());
   }
 

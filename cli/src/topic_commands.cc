@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <vector>
 
 #include <boost/json.hpp>
@@ -9,6 +10,7 @@
 #include "output.h"
 #include "txmq/cli/format.h"
 #include "txmq/client/admin.h"
+#include "txmq/client/leader_router.h"
 
 namespace txmq::cli::detail {
 namespace {
@@ -63,6 +65,94 @@ json::object topic_json(const v1::TopicInfo& t, bool with_partitions) {
   return o;
 }
 
+std::string id_list(const google::protobuf::RepeatedField<std::int64_t>& list) {
+  std::string out;
+  for (auto id : list) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out.empty() ? "-" : out;
+}
+
+json::array id_array(const google::protobuf::RepeatedField<std::int64_t>& list) {
+  json::array out;
+  for (auto id : list) out.push_back(id);
+  return out;
+}
+
+// In a cluster each partition's offsets live on its leader: one DescribeTopic per leader node
+// (its own partitions' figures), joined with the Metadata's leader, epoch, replicas and ISR.
+int topic_describe_in_cluster(session& s, client::leader_router& router, const v1::MetadataResponse& m,
+                              const std::string& name) {
+  const v1::TopicMetadata* topic = nullptr;
+  for (const auto& t : m.topics()) {
+    if (t.name() == name) topic = &t;
+  }
+  if (topic == nullptr) {
+    return s.fail("describe topic " + quoted(name), client::error(protocol::errc::unknown_topic,
+                                                                  "no topic " + quoted(name) + " in cluster " +
+                                                                      quoted(m.cluster_name())));
+  }
+  v1::TopicInfo info;
+  info.set_name(name);
+  info.set_partitions(topic->partitions());
+  std::map<std::string, v1::TopicInfo> by_leader;
+  for (const auto& p : topic->partition_info()) {
+    const auto& address = p.leader_address();
+    if (address.empty() || by_leader.contains(address)) continue;
+    client::admin admin(router.connection_for(address));
+    auto r = admin.describe_topic(name);
+    // A leader that cannot answer leaves its partitions' figures empty; the table says so.
+    by_leader[address] = r ? r.value() : v1::TopicInfo{};
+    if (r && info.created_ms() == 0) {
+      info.set_retention_ms(r.value().retention_ms());
+      info.set_retention_bytes(r.value().retention_bytes());
+      info.set_created_ms(r.value().created_ms());
+    }
+  }
+  std::vector<const v1::PartitionMetadata*> metas;
+  for (const auto& p : topic->partition_info()) {
+    metas.push_back(&p);
+    auto* out = info.add_partition_info();
+    out->set_partition(p.partition());
+    const auto it = by_leader.find(p.leader_address());
+    if (it == by_leader.end()) continue;
+    for (const auto& local : it->second.partition_info()) {
+      if (local.partition() == p.partition()) *out = local;
+    }
+  }
+  if (s.json()) {
+    auto o = topic_json(info, true);
+    o["replicas"] = topic->replicas();
+    auto& parts = o["partition_info"].as_array();
+    for (std::size_t i = 0; i < parts.size() && i < metas.size(); ++i) {
+      auto& po = parts[i].as_object();
+      po["leader"] = metas[i]->leader();
+      po["leader_address"] = metas[i]->leader_address();
+      po["leader_epoch"] = metas[i]->leader_epoch();
+      po["replicas"] = id_array(metas[i]->replicas());
+      po["isr"] = id_array(metas[i]->isr());
+    }
+    print_json(s.env().out, o);
+    return exit_ok;
+  }
+  auto summary = topic_table();
+  summary.add(topic_row(info));
+  summary.print(s.env().out);
+  s.env().out << '\n';
+  table parts({"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "START", "END", "MESSAGES", "BYTES"});
+  for (std::size_t i = 0; i < metas.size(); ++i) {
+    const auto* meta = metas[i];
+    const auto& p = info.partition_info(static_cast<int>(i));
+    const bool known = !meta->leader_address().empty() && by_leader[meta->leader_address()].partitions() != 0;
+    const auto figure = [&](std::uint64_t v) { return known ? std::to_string(v) : std::string("?"); };
+    parts.add({std::to_string(meta->partition()),
+               meta->leader() < 0 ? "none" : std::to_string(meta->leader()) + " (" + meta->leader_address() + ")",
+               std::to_string(meta->leader_epoch()), id_list(meta->replicas()), id_list(meta->isr()),
+               figure(p.start_offset()), figure(p.end_offset()),
+               figure(p.end_offset() - std::min(p.start_offset(), p.end_offset())), figure(p.bytes())});
+  }
+  parts.print(s.env().out);
+  return exit_ok;
+}
+
 }  // namespace
 
 int topic_create(session& s, const std::string& name, std::uint32_t partitions, std::uint32_t replicas) {
@@ -88,6 +178,12 @@ int topic_list(session& s) {
 int topic_describe(session& s, const std::string& name) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
+  {
+    // Which kind of broker: in a cluster the receiving node knows only its own partitions.
+    client::leader_router router(conn);
+    auto m = router.refresh(s.timeout());
+    if (m && m.value().cluster()) return topic_describe_in_cluster(s, router, m.value(), name);
+  }
   client::admin admin(conn);
   auto r = admin.describe_topic(name);
   if (!r) return s.fail("describe topic " + quoted(name), r.error());

@@ -15,7 +15,8 @@ void leader_router::keep(v1::MetadataResponse m) {
   metadata_ = std::move(m);
 }
 
-void leader_router::async_refresh(std::function<void(result<void>)> done) {
+void leader_router::async_refresh(std::function<void(result<void>)> done,
+                                  std::optional<std::chrono::milliseconds> timeout) {
   v1::Frame frame;
   frame.mutable_metadata();
   auto conn = bootstrap_;
@@ -37,7 +38,7 @@ void leader_router::async_refresh(std::function<void(result<void>)> done) {
     }
     self->keep(std::move(*r.value().mutable_metadata_response()));
     done(outcome::success());
-  });
+  }, timeout);
 }
 
 result<v1::MetadataResponse> leader_router::refresh(std::chrono::milliseconds timeout) {

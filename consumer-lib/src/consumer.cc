@@ -7,8 +7,11 @@
 #include <map>
 #include <span>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "cluster_reader.h"
+#include "txmq/client/leader_router.h"
 #include "txmq/common/backoff.h"
 
 namespace txmq::consumer {
@@ -54,7 +57,22 @@ class consumer::impl {
     options_.concurrency = std::max<std::size_t>(options_.concurrency, 1);
   }
 
+  ~impl() {
+    std::shared_ptr<detail::cluster_reader> reader;
+    std::shared_ptr<client::leader_router> router;
+    {
+      std::lock_guard lock(mode_mutex_);
+      reader = std::move(cluster_);
+      router = std::move(router_);
+    }
+    if (reader) reader->close();
+    if (router) router->close();
+  }
+
   client::result<std::vector<delivery>> fetch(std::uint32_t max, milliseconds wait) {
+    auto reader = discover();
+    if (!reader) return reader.error();
+    if (reader.value()) return reader.value()->fetch(max, wait);
     v1::Frame f;
     auto* r = f.mutable_fetch();
     r->set_group(options_.group);
@@ -78,8 +96,8 @@ class consumer::impl {
     return out;
   }
 
-  client::result<per_ref_results> settle(v1::Frame f, std::size_t n, const char* what) {
-    auto answer = conn_->request(std::move(f));
+  client::result<per_ref_results> settle(client::connection& conn, v1::Frame f, std::size_t n, const char* what) {
+    auto answer = conn.request(std::move(f));
     if (!answer) return answer.error();
     const v1::Frame& a = answer.value();
     if (!a.has_delivery_results() || static_cast<std::size_t>(a.delivery_results().results_size()) != n) {
@@ -103,26 +121,32 @@ class consumer::impl {
   }
 
   client::result<per_ref_results> ack(std::span<const delivery_ref> refs) {
-    v1::Frame f;
-    f.mutable_ack()->set_group(options_.group);
-    fill_refs(f.mutable_ack()->mutable_refs(), refs);
-    return settle(std::move(f), refs.size(), "Ack");
+    return settle_on_nodes(refs, "Ack", [&](std::span<const delivery_ref> some) {
+      v1::Frame f;
+      f.mutable_ack()->set_group(options_.group);
+      fill_refs(f.mutable_ack()->mutable_refs(), some);
+      return f;
+    });
   }
 
   client::result<per_ref_results> nack(std::span<const delivery_ref> refs, milliseconds delay) {
-    v1::Frame f;
-    f.mutable_nack()->set_group(options_.group);
-    f.mutable_nack()->set_delay_ms(static_cast<std::uint32_t>(delay.count()));
-    fill_refs(f.mutable_nack()->mutable_refs(), refs);
-    return settle(std::move(f), refs.size(), "Nack");
+    return settle_on_nodes(refs, "Nack", [&](std::span<const delivery_ref> some) {
+      v1::Frame f;
+      f.mutable_nack()->set_group(options_.group);
+      f.mutable_nack()->set_delay_ms(static_cast<std::uint32_t>(delay.count()));
+      fill_refs(f.mutable_nack()->mutable_refs(), some);
+      return f;
+    });
   }
 
   client::result<per_ref_results> extend(std::span<const delivery_ref> refs, milliseconds by) {
-    v1::Frame f;
-    f.mutable_extend()->set_group(options_.group);
-    f.mutable_extend()->set_extend_ms(static_cast<std::uint32_t>(by.count()));
-    fill_refs(f.mutable_extend()->mutable_refs(), refs);
-    return settle(std::move(f), refs.size(), "Extend");
+    return settle_on_nodes(refs, "Extend", [&](std::span<const delivery_ref> some) {
+      v1::Frame f;
+      f.mutable_extend()->set_group(options_.group);
+      f.mutable_extend()->set_extend_ms(static_cast<std::uint32_t>(by.count()));
+      fill_refs(f.mutable_extend()->mutable_refs(), some);
+      return f;
+    });
   }
 
   client::result<void> run(const handler& handle, std::stop_token stop) {
@@ -197,6 +221,61 @@ class consumer::impl {
 
   void log(const std::string& text) const {
     if (options_.log) options_.log(text);
+  }
+
+  // nullptr: a single broker (read over conn_ as always). Decided once, by one Metadata round
+  // trip on the first fetch; a broker older than Metadata answers UNKNOWN_REQUEST: single.
+  client::result<std::shared_ptr<detail::cluster_reader>> discover() {
+    std::lock_guard lock(mode_mutex_);
+    if (mode_known_) return cluster_;
+    auto router = std::make_shared<client::leader_router>(conn_);
+    auto m = router->refresh(conn_->options().request_timeout);
+    if (!m && !m.error().is(protocol::errc::unknown_request)) return m.error();
+    mode_known_ = true;
+    if (m && m.value().cluster()) {
+      router_ = std::move(router);
+      cluster_ = std::make_shared<detail::cluster_reader>(router_, options_);
+    }
+    return cluster_;
+  }
+
+  std::shared_ptr<detail::cluster_reader> known_cluster_reader() {
+    std::lock_guard lock(mode_mutex_);
+    return cluster_;
+  }
+
+  // Sends the refs' Ack/Nack/Extend (`make` builds the frame for some of them): over conn_ with
+  // a single broker (or before the first fetch), else one request per node that delivered them.
+  template <class Make>
+  client::result<per_ref_results> settle_on_nodes(std::span<const delivery_ref> refs, const char* what, Make make) {
+    auto reader = known_cluster_reader();
+    if (!reader) return settle(*conn_, make(refs), refs.size(), what);
+    std::map<std::shared_ptr<client::connection>, std::vector<std::size_t>> by_node;
+    for (std::size_t i = 0; i < refs.size(); ++i) by_node[reader->connection_for(refs[i])].push_back(i);
+    std::vector<std::optional<client::result<void>>> slots(refs.size());
+    for (const auto& [conn, indexes] : by_node) {
+      std::vector<delivery_ref> some;
+      for (auto i : indexes) some.push_back(refs[i]);
+      client::result<per_ref_results> r = per_ref_results{};
+      if (!conn->is_connected()) {
+        // Waiting for it to come back would hold the caller for the request timeout; its broker
+        // redelivers these (the connection that fetched them is gone) whatever we do.
+        r = error(errc::not_connected, "the node " + conn->options().address + " that delivered " +
+                                           std::to_string(some.size()) + " of these is not connected; it redelivers them");
+      } else {
+        r = settle(*conn, make(some), some.size(), what);
+      }
+      if (!r) {
+        reader->stale();
+        if (by_node.size() == 1) return r.error();
+        for (auto i : indexes) slots[i] = r.error();
+        continue;
+      }
+      for (std::size_t k = 0; k < indexes.size(); ++k) slots[indexes[k]] = std::move(r.value()[k]);
+    }
+    per_ref_results out;
+    for (auto& slot : slots) out.push_back(std::move(*slot));
+    return out;
   }
 
   void work(run_state& state, const handler& handle) {
@@ -293,6 +372,10 @@ class consumer::impl {
 
   std::shared_ptr<client::connection> conn_;
   consumer_options options_;
+  std::mutex mode_mutex_;
+  bool mode_known_ = false;
+  std::shared_ptr<client::leader_router> router_;           // cluster mode only
+  std::shared_ptr<detail::cluster_reader> cluster_;         // cluster mode only
 };
 
 consumer::consumer(consumer_options options) {

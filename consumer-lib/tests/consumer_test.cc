@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <deque>
+#include <map>
 #include <thread>
 
 #include <boost/asio/steady_timer.hpp>
@@ -71,6 +72,13 @@ class fake_group : public std::enable_shared_from_this<fake_group> {
 
   void on_frame(const std::shared_ptr<fake_broker::session>& s, const v1::Frame& f) {
     std::lock_guard lock(mutex_);
+    if (f.has_metadata()) {
+      // A single broker: the consumer reads it over its one connection, as before Metadata.
+      auto a = testing::answer_to(f);
+      a.mutable_metadata_response()->set_cluster(false);
+      s->send(a);
+      return;
+    }
     if (f.has_fetch()) {
       if (drop_next_fetch_) {
         drop_next_fetch_ = false;
@@ -400,6 +408,136 @@ TEST(consumer, stop_returns_while_idle) {
   runner r(c, [&](const delivery&) -> handler_result { return outcome::success(); });
   ASSERT_TRUE(broker.wait_until([&] { return broker.count(v1::Frame::kFetch) >= 1; }));
   EXPECT_TRUE(r.stop());
+}
+
+}  // namespace
+}  // namespace txmq::consumer
+
+namespace txmq::consumer {
+namespace {
+
+// Two fake nodes of a cluster: node A answers Metadata (partition 0 led by A, 1 by B); each
+// node delivers one message of the partition it leads, once, and answers acks.
+// `refuse_later`: fetches after the first answer UNKNOWN_TOPIC (the node lost its leadership).
+void serve_as_node(fake_broker& self, fake_broker& a, fake_broker& b, std::uint32_t partition,
+                   bool refuse_later = false) {
+  auto delivered = std::make_shared<std::atomic<bool>>(false);
+  self.set_handler([&a, &b, partition, delivered, refuse_later](const auto& s, const v1::Frame& f) {
+    auto answer = testing::answer_to(f);
+    if (f.has_metadata()) {
+      auto* m = answer.mutable_metadata_response();
+      m->set_cluster(true);
+      auto* t = m->add_topics();
+      t->set_name("orders");
+      t->set_partitions(2);
+      for (std::uint32_t p = 0; p < 2; ++p) {
+        auto* pm = t->add_partition_info();
+        pm->set_partition(p);
+        pm->set_leader(p + 1);
+        pm->set_leader_address(p == 0 ? a.address() : b.address());
+        pm->set_leader_epoch(1);
+      }
+    } else if (f.has_fetch()) {
+      if (refuse_later && delivered->load()) {
+        s->send(testing::error_answer(f, v1::UNKNOWN_TOPIC, "no topic 'orders'"));
+        return;
+      }
+      auto* r = answer.mutable_fetch_response();
+      if (!delivered->exchange(true)) {
+        auto* d = r->add_deliveries();
+        d->mutable_message()->set_id(std::string(protocol::uuid::make_v7().raw()));
+        d->mutable_message()->set_topic("orders");
+        d->mutable_message()->set_partition(partition);
+        d->mutable_message()->set_offset(7);
+        d->mutable_message()->set_attempt(1);
+        d->mutable_message()->set_body("from partition " + std::to_string(partition));
+        d->set_deadline_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               (std::chrono::system_clock::now() + 30s).time_since_epoch())
+                               .count());
+      }
+    } else if (f.has_ack()) {
+      for (int i = 0; i < f.ack().refs_size(); ++i) answer.mutable_delivery_results()->add_results(v1::ERROR_CODE_UNSPECIFIED);
+    } else {
+      return;
+    }
+    s->send(answer);
+  });
+}
+
+TEST(consumer_in_a_cluster, fetches_each_partition_from_its_leader_and_acks_on_the_node_that_delivered) {
+  fake_broker a, b;
+  serve_as_node(a, a, b, 0);
+  serve_as_node(b, a, b, 1);
+  consumer_options o;
+  o.connection.address = a.address();
+  o.group = "billing";
+  o.topics = {"orders"};
+  consumer c(o);
+  std::vector<delivery> got;
+  // The fakes answer at once (no long poll): keep fetching until both nodes' answers are in.
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (got.size() < 2 && std::chrono::steady_clock::now() < until) {
+    auto r = c.fetch(10, 100ms);
+    ASSERT_TRUE(r) << r.error();
+    for (auto& d : r.value()) got.push_back(std::move(d));
+  }
+  ASSERT_EQ(got.size(), 2u);
+  std::map<std::uint32_t, std::string> node_of;
+  for (const auto& d : got) node_of[d.message.partition()] = d.node;
+  EXPECT_EQ(node_of[0], a.address());
+  EXPECT_EQ(node_of[1], b.address());
+  // Each node was asked for the topic, once the Metadata said who leads.
+  EXPECT_EQ(a.count(v1::Frame::kMetadata), 1u);
+  EXPECT_GE(a.count(v1::Frame::kFetch), 1u);
+  EXPECT_GE(b.count(v1::Frame::kFetch), 1u);
+
+  std::vector<delivery_ref> refs{got[0].ref(), got[1].ref()};
+  auto acked = c.ack(refs);
+  ASSERT_TRUE(acked) << acked.error();
+  ASSERT_EQ(acked.value().size(), 2u);
+  EXPECT_TRUE(acked.value()[0]);
+  EXPECT_TRUE(acked.value()[1]);
+  ASSERT_EQ(a.received(v1::Frame::kAck).size(), 1u);
+  ASSERT_EQ(b.received(v1::Frame::kAck).size(), 1u);
+  EXPECT_EQ(a.received(v1::Frame::kAck)[0].ack().refs(0).partition(), 0u);
+  EXPECT_EQ(b.received(v1::Frame::kAck)[0].ack().refs(0).partition(), 1u);
+}
+
+TEST(consumer_in_a_cluster, a_node_that_no_longer_leads_makes_it_look_the_leaders_up_again_not_fail) {
+  fake_broker a, b;
+  // After its one delivery A refuses too: rounds where every node refuses must not fail either.
+  serve_as_node(a, a, b, 0, true);
+  // B says it has no such topic (it lost the leadership, say): stale metadata, not an error.
+  b.set_handler([](const auto& s, const v1::Frame& f) {
+    if (f.has_fetch()) s->send(testing::error_answer(f, v1::UNKNOWN_TOPIC, "no topic 'orders'"));
+  });
+  consumer_options o;
+  o.connection.address = a.address();
+  o.group = "billing";
+  o.topics = {"orders"};
+  consumer c(o);
+  std::vector<delivery> got;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while ((got.empty() || a.count(v1::Frame::kFetch) < 3 || b.count(v1::Frame::kFetch) < 1 ||
+          a.count(v1::Frame::kMetadata) < 2) &&
+         std::chrono::steady_clock::now() < until) {
+    auto r = c.fetch(10, 50ms);
+    ASSERT_TRUE(r) << "B's refusal must not fail the fetch: " << r.error();
+    for (auto& d : r.value()) got.push_back(std::move(d));
+  }
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].node, a.address());
+  EXPECT_GE(b.count(v1::Frame::kFetch), 1u);
+  EXPECT_GE(a.count(v1::Frame::kMetadata), 2u) << "B's refusal refreshes the metadata at once";
+}
+
+TEST(consumer, a_single_broker_costs_one_metadata_round_trip_not_one_per_fetch) {
+  fake_broker broker;
+  auto group = fake_group::attach(broker);
+  consumer c(options_for(broker));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.fetch(10, 0ms));
+  EXPECT_EQ(broker.count(v1::Frame::kMetadata), 1u);
+  EXPECT_EQ(broker.count(v1::Frame::kFetch), 3u);
 }
 
 }  // namespace

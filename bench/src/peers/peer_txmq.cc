@@ -1,12 +1,21 @@
 // txmq over its wire protocol: a produce request per batch (acknowledged after fsync), and a
 // consumer group fetching up to 1,000 deliveries at a time with one pipelined ack request each.
+//
+// Against a cluster (--address a bootstrap list, or any node of one: Metadata says cluster =
+// true) the driver follows the topic's partition leaders, as the client libraries do: one
+// connection per leader node; keyless batches go round-robin over those nodes (each stores a
+// batch in a partition it leads, docs/cluster.md), and the consumer fetches from every leader
+// and acks on the node that delivered.
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "peers/system_under_test.h"
 #include "txmq/protocol/message_id.h"
@@ -20,18 +29,28 @@ namespace {
 namespace asio = boost::asio;
 
 // Where the broker is, with --tls the context and the name its certificate must show, and the
-// token its Hello carries (empty: a broker without auth).
+// token its Hello carries (empty: a broker without auth). `at` is the first address of the
+// list; `all` every one (a cluster's bootstrap list).
 struct address {
   common::host_port at;
   std::shared_ptr<asio::ssl::context> tls;
   std::string server_name;
   std::string token;
+  std::vector<common::host_port> all;
 };
 
 address parse_address(const system_options& o) {
-  auto parsed = common::parse_host_port(o.address);
-  if (!parsed) throw std::invalid_argument("txmq: " + parsed.error().message);
-  address out{std::move(parsed).value(), nullptr, o.tls.server_name, o.auth_token};
+  std::vector<common::host_port> all;
+  std::string_view text = o.address;
+  for (;;) {
+    const auto comma = text.find(',');
+    auto parsed = common::parse_host_port(text.substr(0, comma));
+    if (!parsed) throw std::invalid_argument("txmq: " + parsed.error().message);
+    all.push_back(std::move(parsed).value());
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  address out{all.front(), nullptr, o.tls.server_name, o.auth_token, all};
   if (o.tls.enabled) {
     auto ctx = common::make_client_tls_context({o.tls.ca_file, o.tls.cert_file, o.tls.key_file});
     if (!ctx) throw std::invalid_argument("txmq: " + ctx.error().message);
@@ -63,10 +82,39 @@ std::shared_ptr<wire_connection> connect(asio::io_context& io, const address& a,
   return c;
 }
 
+// The first address of the list that accepts a connection.
+std::shared_ptr<wire_connection> connect_any(asio::io_context& io, const address& a, const std::string& who) {
+  std::string failures;
+  for (const auto& at : a.all) {
+    try {
+      auto one = a;
+      one.at = at;
+      return connect(io, one, who);
+    } catch (const std::exception& e) {
+      failures += (failures.empty() ? "" : "; ") + at.to_string() + ": " + e.what();
+    }
+  }
+  throw std::runtime_error("txmq: no address of the list answers (" + failures + ")");
+}
+
+// The same address aimed at each node (one per leader address), or just `a` on a single broker.
+std::vector<address> node_addresses(const address& a, const std::vector<std::string>& leaders) {
+  if (leaders.empty()) return {a};
+  std::vector<address> out;
+  for (const auto& l : leaders) {
+    auto parsed = common::parse_host_port(l);
+    if (!parsed) throw std::runtime_error("txmq: the cluster advertises an address that is not HOST:PORT: " + l);
+    auto one = a;
+    one.at = std::move(parsed).value();
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
 class txmq_publisher final : public publisher {
  public:
-  txmq_publisher(const address& a, std::string topic) : topic_(std::move(topic)) {
-    conn_ = connect(io_, a, "txmq-bench-publisher");
+  txmq_publisher(const std::vector<address>& nodes, std::string topic) : topic_(std::move(topic)) {
+    for (const auto& a : nodes) conns_.push_back(connect(io_, a, "txmq-bench-publisher"));
   }
 
   void send(std::vector<std::string> bodies, completion done) override {
@@ -91,11 +139,22 @@ class txmq_publisher final : public publisher {
   // requests wait here, as they would in a client library, and their latency includes the wait.
   static constexpr std::size_t k_max_requests_in_flight = 1024;
 
+  // The next node (round-robin) with room for another request; nullptr when all are full.
+  wire_connection* next_conn() {
+    for (std::size_t i = 0; i < conns_.size(); ++i) {
+      auto& c = conns_[next_++ % conns_.size()];
+      if (c->pending() < k_max_requests_in_flight) return c.get();
+    }
+    return nullptr;
+  }
+
   void pump() {
-    while (!waiting_.empty() && conn_->pending() < k_max_requests_in_flight) {
+    while (!waiting_.empty()) {
+      auto* conn = next_conn();
+      if (conn == nullptr) break;
       auto [frame, done] = std::move(waiting_.front());
       waiting_.pop_front();
-      conn_->request(std::move(frame), [this, done = std::move(done)](const v1::Frame& r) {
+      conn->request(std::move(frame), [this, done = std::move(done)](const v1::Frame& r) {
         --outstanding_;
         // The figures count refusals; the first one's reason goes to stderr so a person can act.
         if (r.has_error() && !reported_) {
@@ -109,7 +168,8 @@ class txmq_publisher final : public publisher {
   }
 
   asio::io_context io_;
-  std::shared_ptr<wire_connection> conn_;
+  std::vector<std::shared_ptr<wire_connection>> conns_;
+  std::size_t next_ = 0;
   std::string topic_;
   std::deque<std::pair<v1::Frame, completion>> waiting_;
   std::size_t outstanding_ = 0;
@@ -118,41 +178,53 @@ class txmq_publisher final : public publisher {
 
 class txmq_consumer final : public consumer {
  public:
-  txmq_consumer(const address& a, std::string topic) : topic_(std::move(topic)) {
-    conn_ = connect(io_, a, "txmq-bench-consumer");
+  txmq_consumer(const std::vector<address>& nodes, std::string topic) : topic_(std::move(topic)) {
+    for (const auto& a : nodes) nodes_.push_back({connect(io_, a, "txmq-bench-consumer")});
     group_ = "bench-" + std::to_string(::getpid()) + "-" + topic_;
   }
 
   std::size_t poll(std::chrono::nanoseconds max_wait, const delivery& on_message) override {
-    if (!fetching_) fetch(max_wait);
+    for (auto& n : nodes_) {
+      if (!n.fetching && !n.ready) fetch(n, max_wait);
+    }
     io_.restart();
     const auto deadline = std::chrono::steady_clock::now() + max_wait;
-    while (!ready_ && io_.run_one_until(deadline) > 0) {
+    const auto any_ready = [&] {
+      return std::any_of(nodes_.begin(), nodes_.end(), [](const node& n) { return n.ready.has_value(); });
+    };
+    while (!any_ready() && io_.run_one_until(deadline) > 0) {
     }
-    if (!ready_) return 0;
-    auto r = std::move(*ready_);
-    ready_.reset();
-    if (r.has_error()) throw std::runtime_error("txmq fetch: " + r.error().message());
-    const auto& ds = r.fetch_response().deliveries();
-    if (ds.empty()) return 0;
-    v1::Frame ack;
-    ack.mutable_ack()->set_group(group_);
-    for (const auto& d : ds) {
-      on_message(d.message().body());
-      auto* ref = ack.mutable_ack()->add_refs();
-      ref->set_topic(d.message().topic());
-      ref->set_partition(d.message().partition());
-      ref->set_offset(d.message().offset());
-      ref->set_attempt(d.message().attempt());
+    io_.poll();
+    std::size_t handed = 0;
+    for (auto& n : nodes_) {
+      if (!n.ready) continue;
+      auto r = std::move(*n.ready);
+      n.ready.reset();
+      if (r.has_error()) throw std::runtime_error("txmq fetch: " + r.error().message());
+      const auto& ds = r.fetch_response().deliveries();
+      if (!ds.empty()) {
+        v1::Frame ack;
+        ack.mutable_ack()->set_group(group_);
+        for (const auto& d : ds) {
+          on_message(d.message().body());
+          auto* ref = ack.mutable_ack()->add_refs();
+          ref->set_topic(d.message().topic());
+          ref->set_partition(d.message().partition());
+          ref->set_offset(d.message().offset());
+          ref->set_attempt(d.message().attempt());
+        }
+        // The ack is pipelined with the next fetch, as a consumer-lib user's acks are; it goes
+        // to the node that delivered (that node holds the group's state for it).
+        ++acks_;
+        n.conn->request(std::move(ack), [this](const v1::Frame& a) {
+          --acks_;
+          if (a.has_error()) ack_error_ = a.error().message();
+        });
+        handed += static_cast<std::size_t>(ds.size());
+      }
+      fetch(n, max_wait);
     }
-    // The ack is pipelined with the next fetch, as a consumer-lib user's acks are.
-    ++acks_;
-    conn_->request(std::move(ack), [this](const v1::Frame& a) {
-      --acks_;
-      if (a.has_error()) ack_error_ = a.error().message();
-    });
-    fetch(max_wait);
-    return static_cast<std::size_t>(ds.size());
+    return handed;
   }
 
   void drain() override {
@@ -162,7 +234,13 @@ class txmq_consumer final : public consumer {
   }
 
  private:
-  void fetch(std::chrono::nanoseconds max_wait) {
+  struct node {
+    std::shared_ptr<wire_connection> conn;
+    bool fetching = false;
+    std::optional<v1::Frame> ready;
+  };
+
+  void fetch(node& n, std::chrono::nanoseconds max_wait) {
     v1::Frame f;
     f.mutable_fetch()->set_group(group_);
     f.mutable_fetch()->add_topics(topic_);
@@ -170,18 +248,16 @@ class txmq_consumer final : public consumer {
     f.mutable_fetch()->set_max_wait_ms(
         static_cast<std::uint32_t>(std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(max_wait).count())));
     f.mutable_fetch()->set_ack_deadline_ms(600'000);
-    fetching_ = true;
-    conn_->request(std::move(f), [this](const v1::Frame& r) {
-      fetching_ = false;
-      ready_ = r;
+    n.fetching = true;
+    n.conn->request(std::move(f), [&n](const v1::Frame& r) {
+      n.fetching = false;
+      n.ready = r;
     });
   }
 
   asio::io_context io_;
-  std::shared_ptr<wire_connection> conn_;
+  std::deque<node> nodes_;  // a deque: the fetch callbacks keep references to its elements
   std::string topic_, group_;
-  bool fetching_ = false;
-  std::optional<v1::Frame> ready_;
   std::size_t acks_ = 0;
   std::string ack_error_;
 };
@@ -190,23 +266,60 @@ class txmq_system final : public system_under_test {
  public:
   explicit txmq_system(const system_options& o) : address_(parse_address(o)), topic_(o.name) {
     asio::io_context io;
-    auto c = connect(io, address_, "txmq-bench-admin");
+    auto c = connect_any(io, address_, "txmq-bench-admin");
     v1::Frame f;
     f.mutable_create_topic()->set_name(topic_);
     f.mutable_create_topic()->set_partitions(o.partitions);
     const auto r = call(io, *c, std::move(f));
     if (r.has_error()) throw std::runtime_error("txmq: create topic " + topic_ + ": " + r.error().message());
+    nodes_ = node_addresses(address_, leaders(io, *c, o.partitions));
   }
 
   std::unique_ptr<publisher> make_publisher(std::size_t) override {
-    return std::make_unique<txmq_publisher>(address_, topic_);
+    return std::make_unique<txmq_publisher>(nodes_, topic_);
   }
-  std::unique_ptr<consumer> make_consumer() override { return std::make_unique<txmq_consumer>(address_, topic_); }
-  std::string durability() const override { return "produce answered after the WAL fsync (group commit)"; }
+  std::unique_ptr<consumer> make_consumer() override { return std::make_unique<txmq_consumer>(nodes_, topic_); }
+  std::string durability() const override {
+    if (nodes_.size() > 1) {
+      return "produce answered after the leader's WAL fsync (group commit); a cluster of " +
+             std::to_string(nodes_.size()) + " leader nodes, following leaders";
+    }
+    return "produce answered after the WAL fsync (group commit)";
+  }
 
  private:
+  // The distinct leader addresses of the topic's partitions in a cluster, once every partition
+  // has one (within 20 s of its creation); empty for a single broker.
+  std::vector<std::string> leaders(asio::io_context& io, wire_connection& c, std::uint32_t partitions) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (;;) {
+      v1::Frame f;
+      f.mutable_metadata()->add_topics(topic_);
+      const auto r = call(io, c, std::move(f));
+      // A broker older than Metadata (UNKNOWN_REQUEST) is a single broker.
+      if (!r.has_metadata_response() || !r.metadata_response().cluster()) return {};
+      std::vector<std::string> out;
+      std::uint32_t led = 0;
+      for (const auto& t : r.metadata_response().topics()) {
+        if (t.name() != topic_) continue;
+        for (const auto& p : t.partition_info()) {
+          if (p.leader_address().empty()) continue;
+          ++led;
+          if (std::find(out.begin(), out.end(), p.leader_address()) == out.end()) out.push_back(p.leader_address());
+        }
+      }
+      if (led >= partitions && !out.empty()) return out;
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("txmq: topic " + topic_ + ": " + std::to_string(led) + " of " +
+                                 std::to_string(partitions) + " partitions have a leader after 20 s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
   address address_;
   std::string topic_;
+  std::vector<address> nodes_;
 };
 
 }  // namespace

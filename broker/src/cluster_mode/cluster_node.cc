@@ -1,5 +1,7 @@
 #include "cluster_mode/cluster_node.h"
 
+#include "cluster_mode/cluster_metrics.h"
+
 #include <pthread.h>
 
 #include <future>
@@ -7,6 +9,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "txmq/cluster/errc.h"
@@ -25,10 +28,32 @@ cluster_node::cluster_node(node_settings settings) : settings_(std::move(setting
 
 cluster_node::~cluster_node() { stop(); }
 
+void cluster_node::enable_metrics(common::metrics_registry& registry) {
+  metrics_ = std::make_unique<cluster_metrics>(registry, *this);
+}
+
 void cluster_node::start() {
   if (started_) return;
   started_ = true;
   member_->start();
+  if (metrics_) {
+    asio::co_spawn(io_, [this]() -> asio::awaitable<void> {
+      asio::steady_timer timer(io_);
+      for (;;) {
+        metrics_->observe();
+        timer.expires_after(std::chrono::milliseconds(100));
+        co_await timer.async_wait(asio::use_awaitable);
+      }
+    }, [](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        common::log::error("cluster metrics sampling stopped: ", ex.what());
+      } catch (...) {
+      }
+    });
+  }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "txmq-cluster");
     auto guard = asio::make_work_guard(io_);

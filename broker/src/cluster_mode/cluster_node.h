@@ -18,9 +18,12 @@
 #include <boost/asio/io_context.hpp>
 
 #include "txmq/cluster/member.h"
+#include "txmq/common/metrics.h"
 #include "txmq/protocol/result.h"
 
 namespace txmq::broker::cluster_mode {
+
+class cluster_metrics;
 
 struct node_settings {
   std::vector<common::host_port> etcd;
@@ -34,6 +37,9 @@ class cluster_node {
   cluster_node(const cluster_node&) = delete;
   cluster_node& operator=(const cluster_node&) = delete;
 
+  // Registers the cluster metrics (cluster_metrics.h) and samples the state for them every
+  // 100 ms on the cluster thread. Before start(); `registry` outlives this node.
+  void enable_metrics(common::metrics_registry& registry);
   // Starts the session in the background (it registers as soon as etcd answers).
   void start();
   // Revokes the lease (the others see this node leave now, not after the TTL) and ends the
@@ -46,6 +52,8 @@ class cluster_node {
   [[nodiscard]] bool registered() const noexcept { return member_->registered(); }
   // The last state read from etcd; nullptr before the first read.
   [[nodiscard]] std::shared_ptr<const cluster::cluster_state> snapshot() const { return member_->snapshot(); }
+  // Leader changes this node wrote as controller.
+  [[nodiscard]] std::uint64_t leader_elections() const noexcept { return member_->leader_elections(); }
 
   // Writes topics/<name> unless it exists (an existing one is success: the caller reads the
   // state for its config). Errors: etcd's (unavailable, ...), invalid_argument.
@@ -56,6 +64,7 @@ class cluster_node {
   boost::asio::io_context io_;
   std::unique_ptr<cluster::member> member_;
   std::unique_ptr<cluster::etcd_client> etcd_;
+  std::unique_ptr<cluster_metrics> metrics_;
   std::thread thread_;
   bool started_ = false;
   bool stopped_ = false;

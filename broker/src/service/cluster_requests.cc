@@ -71,6 +71,18 @@ void service::produce_in_cluster(const std::shared_ptr<responder>& c, std::uint6
   append(c, corr, req, route.partition_count, std::move(route.partitions));
 }
 
+void service::refuse_prepare_in_cluster(responder& c, std::uint64_t corr) {
+  // A transaction's half messages, outcome and check-backs live in one node's store, and its
+  // COMMIT writes the messages into that store's partitions: in a cluster those may be led
+  // elsewhere (consumers, which read leaders, would never see them) and nothing survives the
+  // node. Refused until transaction state is replicated and owned by a partition leader.
+  c.respond_error(corr, v1::INVALID_ARGUMENT,
+                  "transactions are not supported in cluster mode yet (node " + std::to_string(cluster_->id()) +
+                      " of cluster '" + cluster_->cluster_name() +
+                      "'): Prepare is refused so that no transaction is half-stored on one node; use a single "
+                      "broker for transactions, or the outbox relay (docs/cluster.md \"Transactions\")");
+}
+
 void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                       const v1::CreateTopicRequest& req) {
   if (req.replicas() > 1) {

@@ -113,6 +113,9 @@ class service {
   void create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                const v1::CreateTopicRequest& req);
   void metadata(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::MetadataRequest& req);
+  // Transactions are not served in a cluster yet (docs/cluster.md "Transactions"): Prepare is
+  // refused with INVALID_ARGUMENT, never stored on whichever node received it.
+  void refuse_prepare_in_cluster(responder& c, std::uint64_t corr);
   // Creates in the store the topics of the cluster's state that have a partition led here.
   void sync_local_topics();
   void create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);

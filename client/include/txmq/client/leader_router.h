@@ -37,8 +37,10 @@ class leader_router : public std::enable_shared_from_this<leader_router> {
   leader_router& operator=(const leader_router&) = delete;
 
   // Sends Metadata on the bootstrap connection (or, when it is down, a leader connection) and
-  // keeps the answer; `done` runs on a connection's io thread (must not block).
-  void async_refresh(std::function<void(result<void>)> done);
+  // keeps the answer; `done` runs on a connection's io thread (must not block). `timeout`: the
+  // request's (default: the connection's request_timeout).
+  void async_refresh(std::function<void(result<void>)> done,
+                     std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Blocking form. Errors: the connection's (not_connected, timeout, ...).
   [[nodiscard]] result<v1::MetadataResponse> refresh(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 

@@ -6,6 +6,13 @@
 // broker, which never hands out a key's next message while one is in flight; the consumer
 // never reorders.
 //
+// Cluster mode (docs/cluster.md "Consumers"): the first fetch asks the broker for Metadata
+// once. A single broker (or one older than Metadata) is read exactly as before, over the one
+// connection. In a cluster, each partition is read from its leader: one connection per leader
+// node, made with the same options (bootstrap list, TLS, token); acks, nacks and extends go to
+// the node that delivered the message (delivery::node); Metadata is refreshed every
+// `metadata_refresh` and at once when a node's fetch fails, so moved leaders are followed.
+//
 // Two levels:
 // - fetch / ack / nack / extend: one request each, blocking, thread-safe.
 // - run(handler, stop): long-polls and calls the handler on `concurrency` worker threads; acks
@@ -37,6 +44,10 @@ struct delivery_ref {
   // The delivery's attempt: the broker refuses an ack of an earlier delivery of the same
   // message (its deadline passed and it went out again). 0 = whichever is in flight.
   std::uint32_t attempt = 0;
+  // Cluster mode: the advertised address of the node that delivered it, where it is settled.
+  // "" = the consumer's own connection (a single broker), or in a cluster the partition's
+  // leader now.
+  std::string node;
 
   friend bool operator==(const delivery_ref&, const delivery_ref&) = default;
 };
@@ -46,9 +57,11 @@ struct delivery {
   v1::Message message;
   // When the broker redelivers it unless it is acked (broker clock).
   std::chrono::system_clock::time_point deadline;
+  // Cluster mode: the node that delivered it (see delivery_ref::node); "" with a single broker.
+  std::string node;
 
   [[nodiscard]] delivery_ref ref() const {
-    return {message.topic(), message.partition(), message.offset(), message.attempt()};
+    return {message.topic(), message.partition(), message.offset(), message.attempt(), node};
   }
   // The message id; a nil uuid if the broker sent a malformed one.
   [[nodiscard]] protocol::message_id id() const;
@@ -73,6 +86,8 @@ struct consumer_options {
   // run(): pause after a failed fetch, doubling up to max.
   std::chrono::milliseconds retry_backoff_initial{50};
   std::chrono::milliseconds retry_backoff_max{2000};
+  // Cluster mode: how often the leaders are looked up again when nothing failed.
+  std::chrono::milliseconds metadata_refresh{2000};
   // Diagnostics from run() (failed acks, lost leases, handler exceptions). Default: none.
   std::function<void(std::string_view)> log;
 };
@@ -92,12 +107,18 @@ class consumer {
   consumer& operator=(const consumer&) = delete;
 
   // Up to max deliveries, waiting up to `wait` for the first (0 = answer at once). Errors: the
-  // broker's (UNKNOWN_TOPIC, NOT_AUTHORIZED, INVALID_ARGUMENT, ...) or a connection error.
+  // broker's (UNKNOWN_TOPIC, NOT_AUTHORIZED, INVALID_ARGUMENT, ...) or a connection error; in a
+  // cluster, a node's error only when no other node answered (a node that no longer leads
+  // only makes the consumer look the leaders up again), and deliveries that arrive after
+  // fetch() returned are returned by the next call.
   [[nodiscard]] client::result<std::vector<delivery>> fetch(std::uint32_t max, std::chrono::milliseconds wait);
 
   // One result per ref, in order: success, or UNKNOWN_DELIVERY (not in flight for this group:
   // already acked, or its deadline passed and it was handed out again). The outer error is the
-  // request's (connection lost, timeout, broker Error).
+  // request's (connection lost, timeout, broker Error). In a cluster, refs go to their nodes,
+  // one request per node; a node that is not connected fails its refs with not_connected at
+  // once (its broker redelivers them), and with refs of several nodes a request's failure is
+  // reported per ref.
   using per_ref_results = std::vector<client::result<void>>;
   [[nodiscard]] client::result<per_ref_results> ack(std::span<const delivery_ref> refs);
   // Redeliver after `delay` (0 = the group's retry schedule).
