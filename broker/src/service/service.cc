@@ -57,6 +57,9 @@ result<void> service::start() {
   TXMQ_TRY(groups_->load());
   TXMQ_TRY(tx_->start());
   TXMQ_TRY(webhooks_->start());
+  if (cluster_ != nullptr) {
+    replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, replication_settings_);
+  }
   tick_.expires_after(settings_.tick);
   tick_.async_wait([this](boost::system::error_code ec) {
     if (!ec) on_tick();
@@ -72,6 +75,7 @@ void service::stop() {
   tx_->stop();
   webhooks_->stop();
   groups_->stop();
+  if (replication_) replication_->stop();
 }
 
 void service::close_all() {
@@ -167,6 +171,9 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
     case v1::Frame::kAclRevoke: return acl_change(c, corr, frame.acl_revoke().entry(), false);
     case v1::Frame::kAclList: return acl_list(c, corr, frame.acl_list());
     case v1::Frame::kMetadata: return metadata(c, corr, frame.metadata());
+    case v1::Frame::kReplicaFetch:
+      if (!replication_) return c->respond_error(corr, v1::NOT_LEADER, "this broker is not a node of a cluster");
+      return replication_->replica_fetch(c, corr, frame.replica_fetch());
     case v1::Frame::kHello:
       return c->respond_error(corr, v1::INVALID_ARGUMENT, "Hello was already received on this connection");
     default:
@@ -204,6 +211,7 @@ void service::wake(const std::vector<std::string>& topics, const std::vector<std
 void service::on_tick() {
   if (stopped_) return;
   if (cluster_ != nullptr) sync_local_topics();
+  if (replication_) replication_->tick();
   groups_->tick();
   tick_.expires_after(settings_.tick);
   tick_.async_wait([this](boost::system::error_code ec) {

@@ -21,6 +21,7 @@
 #include "admin_reads.h"
 #include "auth/access_control.h"
 #include "auth/request_access.h"
+#include "cluster_mode/replication.h"
 #include "groups/consumer_groups.h"
 #include "groups/group_tracker.h"
 #include "net/responder.h"
@@ -101,6 +102,8 @@ class service {
   // `advertise` is the address Metadata names for this broker in single-node mode.
   void set_cluster(cluster_mode::cluster_node* node) noexcept { cluster_ = node; }
   void set_advertise(std::string address) { advertise_ = std::move(address); }
+  // Replication of partitions with replicas > 1 (cluster_mode/replication.h); cluster mode only.
+  void set_replication(const cluster_mode::replication_settings& s) { replication_settings_ = s; }
 
  private:
   void produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
@@ -113,6 +116,9 @@ class service {
   void create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                const v1::CreateTopicRequest& req);
   void metadata(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::MetadataRequest& req);
+  // A Produce to a replicated topic: appended, then answered once the ISR fsynced it.
+  void append_replicated(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req,
+                         std::uint32_t partition_count, std::vector<std::uint32_t> partitions);
   // Creates in the store the topics of the cluster's state that have a partition led here.
   void sync_local_topics();
   void create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);
@@ -153,6 +159,8 @@ class service {
   std::map<std::string, std::uint32_t> keyless_round_robin_;  // per topic, cluster mode
   std::shared_ptr<const void> synced_state_;  // the cluster state sync_local_topics() last saw
   std::set<std::string> creating_locally_;
+  cluster_mode::replication_settings replication_settings_;
+  std::unique_ptr<cluster_mode::replication> replication_;
 };
 
 }  // namespace txmq::broker
