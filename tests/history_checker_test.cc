@@ -8,8 +8,7 @@ namespace txmq::test {
 namespace {
 
 // Three keys, four messages each, all acknowledged, stored in order in partitions by key.
-history clean_history() {
-  history h;
+void fill_clean(history& h) {
   for (int k = 0; k < 3; ++k) {
     for (int s = 0; s < 4; ++s) {
       const std::string id = "id-" + std::to_string(k) + "-" + std::to_string(s);
@@ -18,11 +17,11 @@ history clean_history() {
       h.consumed(id, "k" + std::to_string(k), "body " + id, static_cast<std::uint32_t>(k), static_cast<std::uint64_t>(s));
     }
   }
-  return h;
 }
 
 TEST(history_checker, a_clean_history_passes_with_redeliveries_and_unknown_outcomes) {
-  auto h = clean_history();
+  history h;
+  fill_clean(h);
   h.consumed("id-1-2", "k1", "body id-1-2", 1, 2);  // the same position again: a redelivery
   h.attempt("maybe-1", "k2", "m1", 10);             // timed out, never stored: allowed
   h.attempt("maybe-2", "k2", "m2", 11);             // timed out, stored: allowed
@@ -38,7 +37,8 @@ TEST(history_checker, a_clean_history_passes_with_redeliveries_and_unknown_outco
 }
 
 TEST(history_checker, finds_an_acknowledged_write_that_was_lost) {
-  auto h = clean_history();
+  history h;
+  fill_clean(h);
   h.attempt("gone", "k0", "g", 20);
   h.resolve("gone", attempt_outcome::acknowledged);
   const auto v = h.check();
@@ -47,7 +47,8 @@ TEST(history_checker, finds_an_acknowledged_write_that_was_lost) {
 }
 
 TEST(history_checker, finds_invented_messages) {
-  auto h = clean_history();
+  history h;
+  fill_clean(h);
   h.consumed("never", "k0", "x", 0, 9);                 // never produced
   h.consumed("id-0-1", "k0", "other body", 0, 1);       // another body at the same position
   h.attempt("refused", "k1", "r", 30);
@@ -58,7 +59,8 @@ TEST(history_checker, finds_invented_messages) {
 }
 
 TEST(history_checker, finds_an_id_stored_twice_but_not_a_redelivery) {
-  auto h = clean_history();
+  history h;
+  fill_clean(h);
   h.consumed("id-2-0", "k2", "body id-2-0", 2, 0);  // redelivery: allowed
   h.consumed("id-2-3", "k2", "body id-2-3", 2, 9);  // a second position: a duplicate
   const auto v = h.check();

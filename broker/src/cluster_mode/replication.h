@@ -86,6 +86,11 @@ class replication {
     std::uint64_t durable = 0;  // its fsynced end offset, reported under the current epoch
     bool reported = false;
     clock::time_point caught_up_at{};
+    // The leader's log end and the time at this follower's previous fetch: a fetch reaching
+    // that end means the follower was caught up then (Kafka's lastCaughtUpTime), which a
+    // follower under steady load never is with respect to the end at its own fetch.
+    std::uint64_t prev_fetch_end = 0;
+    clock::time_point prev_fetch_at{};
   };
   struct waiter {
     std::string topic;

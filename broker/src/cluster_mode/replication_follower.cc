@@ -99,22 +99,24 @@ asio::awaitable<result<v1::Frame>> exchange(asio::io_context& io, const std::sha
 }  // namespace
 
 void replication::follow_tick(const cluster::cluster_state& state) {
+  // The leader or its epoch changed (this node may lead now): drop the task's connection so
+  // that it starts over, or ends, at once instead of waiting on the old leader.
+  for (auto& [k, t] : following_) {
+    auto pe = state.partitions.find(k);
+    const bool changed = pe == state.partitions.end() || pe->second.state.leader != t->leader ||
+                         pe->second.state.leader_epoch != t->epoch;
+    if (changed && t->socket) {
+      boost::system::error_code ec;
+      t->socket->close(ec);
+    }
+  }
   for (const auto& [k, e] : state.partitions) {
     const auto& reps = e.state.replicas;
     if (replicas_of(k.first) <= 1 || e.state.leader == node_.id() ||
         std::find(reps.begin(), reps.end(), node_.id()) == reps.end()) {
       continue;
     }
-    auto it = following_.find(k);
-    if (it != following_.end()) {
-      // The leader or its epoch changed: drop the connection so the task starts over.
-      auto& t = *it->second;
-      if ((t.leader != e.state.leader || t.epoch != e.state.leader_epoch) && t.socket) {
-        boost::system::error_code ec;
-        t.socket->close(ec);
-      }
-      continue;
-    }
+    if (following_.contains(k)) continue;
     auto task = std::make_shared<follower_task>();
     following_[k] = task;
     asio::co_spawn(io_, run_follower(k, task), asio::detached);

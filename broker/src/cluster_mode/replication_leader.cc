@@ -142,13 +142,29 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
   auto& lp = it->second;
   if (!req.epoch_query()) {
     auto& f = lp.followers[req.node_id()];
+    const auto now = clock::now();
+    const bool first = !f.reported;
     f.durable = req.durable_offset();
     f.reported = true;
     const std::uint64_t end = local_end(k.first, k.second);
-    if (req.durable_offset() >= end) f.caught_up_at = clock::now();
+    if (req.durable_offset() >= end) {
+      f.caught_up_at = now;
+    } else if (!first && req.durable_offset() >= f.prev_fetch_end) {
+      f.caught_up_at = std::max(f.caught_up_at, f.prev_fetch_at);
+    }
+    f.prev_fetch_end = end;
+    f.prev_fetch_at = now;
     const auto& isr = e->state.isr;
     const auto& replicas = e->state.replicas;
-    if (req.durable_offset() >= end && std::find(isr.begin(), isr.end(), req.node_id()) == isr.end() &&
+    // Kafka's rule for joining the ISR: the follower holds everything the ISR holds (its end
+    // reaches the minimum over the ISR), so the high watermark does not move back with it.
+    std::uint64_t isr_min = end;
+    for (auto m : isr) {
+      if (m == node_.id()) continue;
+      auto o = lp.followers.find(m);
+      isr_min = std::min(isr_min, o == lp.followers.end() || !o->second.reported ? 0 : o->second.durable);
+    }
+    if (req.durable_offset() >= isr_min && std::find(isr.begin(), isr.end(), req.node_id()) == isr.end() &&
         std::find(replicas.begin(), replicas.end(), req.node_id()) != replicas.end()) {
       auto bigger = isr;
       bigger.push_back(req.node_id());

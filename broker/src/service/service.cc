@@ -57,9 +57,6 @@ result<void> service::start() {
   TXMQ_TRY(groups_->load());
   TXMQ_TRY(tx_->start());
   TXMQ_TRY(webhooks_->start());
-  if (cluster_ != nullptr) {
-    replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, replication_settings_);
-  }
   tick_.expires_after(settings_.tick);
   tick_.async_wait([this](boost::system::error_code ec) {
     if (!ec) on_tick();

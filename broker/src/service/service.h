@@ -102,8 +102,11 @@ class service {
   // `advertise` is the address Metadata names for this broker in single-node mode.
   void set_cluster(cluster_mode::cluster_node* node) noexcept { cluster_ = node; }
   void set_advertise(std::string address) { advertise_ = std::move(address); }
-  // Replication of partitions with replicas > 1 (cluster_mode/replication.h); cluster mode only.
-  void set_replication(const cluster_mode::replication_settings& s) { replication_settings_ = s; }
+  // Replication of partitions with replicas > 1 (cluster_mode/replication.h); cluster mode only:
+  // after set_cluster(), on the io thread before it serves.
+  void set_replication(const cluster_mode::replication_settings& s) {
+    if (cluster_ != nullptr) replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, s);
+  }
 
  private:
   void produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
@@ -159,7 +162,6 @@ class service {
   std::map<std::string, std::uint32_t> keyless_round_robin_;  // per topic, cluster mode
   std::shared_ptr<const void> synced_state_;  // the cluster state sync_local_topics() last saw
   std::set<std::string> creating_locally_;
-  cluster_mode::replication_settings replication_settings_;
   std::unique_ptr<cluster_mode::replication> replication_;
 };
 
