@@ -15,6 +15,7 @@
 
 #include "broker_metrics.h"
 #include "cluster_mode/cluster_node.h"
+#include "cluster_mode/replication.h"
 #include "auth/access_control.h"
 #include "auth/http_access.h"
 #include "console/console_routes.h"

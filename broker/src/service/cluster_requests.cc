@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "cluster_mode/cluster_node.h"
+#include "cluster_mode/replication.h"
 #include "cluster_mode/routing.h"
 #include "io_thread.h"
 #include "request_checks.h"
@@ -92,6 +93,10 @@ void service::produce_in_cluster(const std::shared_ptr<responder>& c, std::uint6
     return append_replicated(c, corr, req, route.partition_count, std::move(route.partitions));
   }
   append(c, corr, req, route.partition_count, std::move(route.partitions));
+}
+
+void service::set_replication(const cluster_mode::replication_settings& s) {
+  if (cluster_ != nullptr) replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, s);
 }
 
 void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,

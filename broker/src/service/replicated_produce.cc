@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "cluster_mode/replication.h"
 #include "io_thread.h"
 #include "request_checks.h"
 #include "service/service.h"

@@ -1,6 +1,7 @@
 #include "service/service.h"
 
 #include "broker_metrics.h"
+#include "cluster_mode/replication.h"
 #include "txmq/common/log.h"
 
 namespace txmq::broker {
@@ -51,6 +52,8 @@ service::service(asio::io_context& io, storage::store& store, service_settings s
     return access_->allows(c.principal(), auth::permission::transact, auth::producer_group_resource(group));
   });
 }
+
+service::~service() = default;
 
 result<void> service::start() {
   TXMQ_TRY(access_->load());

@@ -21,7 +21,6 @@
 #include "admin_reads.h"
 #include "auth/access_control.h"
 #include "auth/request_access.h"
-#include "cluster_mode/replication.h"
 #include "groups/consumer_groups.h"
 #include "groups/group_tracker.h"
 #include "net/responder.h"
@@ -34,6 +33,8 @@ namespace txmq::broker {
 struct broker_metrics;
 namespace cluster_mode {
 class cluster_node;
+class replication;
+struct replication_settings;
 }
 
 struct service_settings {
@@ -69,6 +70,7 @@ struct hello_refusal {
 class service {
  public:
   service(boost::asio::io_context& io, storage::store& store, service_settings settings, broker_metrics* metrics);
+  ~service();  // defined where cluster_mode::replication is complete
 
   // Loads every stored group and starts the timer that expires deadlines and long polls.
   [[nodiscard]] result<void> start();
@@ -104,9 +106,7 @@ class service {
   void set_advertise(std::string address) { advertise_ = std::move(address); }
   // Replication of partitions with replicas > 1 (cluster_mode/replication.h); cluster mode only:
   // after set_cluster(), on the io thread before it serves.
-  void set_replication(const cluster_mode::replication_settings& s) {
-    if (cluster_ != nullptr) replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, s);
-  }
+  void set_replication(const cluster_mode::replication_settings& s);
 
  private:
   void produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
