@@ -233,6 +233,9 @@ const std::vector<frame_entry>& frames() {
       {"metadata", true, [](const matrix_context&) { return frame_with([](v1::Frame& f) { f.mutable_metadata(); }); },
        {}},
       response("metadata_response"),
+      // Replication between brokers: admin on the cluster (a single broker answers NOT_LEADER).
+      admin_request("replica_fetch", [](v1::Frame& f) { f.mutable_replica_fetch()->set_topic("t"); }),
+      response("replica_fetch_response"),
       admin_request("principal_create", [](v1::Frame& f) { f.mutable_principal_create()->set_name("made-by-matrix"); }),
       response("principal_create_response"),
       admin_request("principal_list", [](v1::Frame& f) { f.mutable_principal_list(); }),

@@ -1,8 +1,9 @@
 // Brokers joining a cluster (DESIGN.md §8, docs/cluster.md "Brokers in a cluster"): three real
 // txmq-broker processes with --cluster-etcd against an etcd started here, on free loopback
-// ports, stopped by PID. What is asserted is what exists today (replicas = 1, no replication):
+// ports, stopped by PID. What is asserted is the replicas = 1 behaviour (replication has its
+// own test, cluster_replication_test):
 //  - the brokers join; a topic's partitions get leaders spread over the three nodes;
-//  - --replicas 3 is refused (never acknowledged as if replicated);
+//  - --replicas 4 on three nodes is refused;
 //  - a producer given one bootstrap address publishes keyed messages to every partition and each
 //    lands on its partition's leader (the broker answers NOT_LEADER with the leader's address to a
 //    message it does not lead, and the producer follows it); a consumer reading every node gets them all;
@@ -120,12 +121,13 @@ TEST_F(cluster_broker_test, brokers_join_leaders_spread_keyed_messages_land_on_t
   EXPECT_EQ(advertised, (std::set<std::string>{address(1), address(2), address(3)}));
 
   client::admin admin(c1);
-  // Never acknowledged as if replicated: replication does not exist yet.
-  auto replicated = admin.create_topic({.name = "orders", .partitions = 6, .replicas = 3});
+  // More replicas than nodes: refused.
+  auto replicated = admin.create_topic({.name = "orders", .partitions = 6, .replicas = 4});
   ASSERT_FALSE(replicated);
   EXPECT_EQ(replicated.error().code, protocol::errc::invalid_argument);
-  EXPECT_NE(replicated.error().message.find("replication is not built yet"), std::string::npos) << replicated.error();
-  ASSERT_TRUE(admin.create_topic({.name = "orders", .partitions = 6}));
+  EXPECT_NE(replicated.error().message.find("cannot have more replicas than nodes"), std::string::npos)
+      << replicated.error();
+  ASSERT_TRUE(admin.create_topic({.name = "orders", .partitions = 6, .replicas = 1}));
   const auto m = wait_metadata(*c1, 3, "orders");
   const auto* t = find_topic(m, "orders");
   ASSERT_NE(t, nullptr);
@@ -248,7 +250,7 @@ TEST_F(cluster_broker_test, a_killed_leaders_partitions_stay_leaderless_until_it
   auto c1 = connect_to(address(1));
   wait_metadata(*c1, 3);
   client::admin admin(c1);
-  ASSERT_TRUE(admin.create_topic({.name = "events", .partitions = 3}));
+  ASSERT_TRUE(admin.create_topic({.name = "events", .partitions = 3, .replicas = 1}));
   const auto before = wait_metadata(*c1, 3, "events");
   // The node to kill: one that is not node 1 (the test talks through node 1) and leads a partition.
   std::int64_t victim = -1;

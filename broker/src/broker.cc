@@ -4,15 +4,18 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include <boost/asio.hpp>
 
 #include "broker_metrics.h"
 #include "cluster_mode/cluster_node.h"
+#include "cluster_mode/replication.h"
 #include "auth/access_control.h"
 #include "auth/http_access.h"
 #include "console/console_routes.h"
@@ -384,6 +387,17 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     m.cluster = std::make_unique<cluster_mode::cluster_node>(std::move(ns));
     m.cluster->enable_metrics(m.registry);
     m.svc->set_cluster(m.cluster.get());
+    cluster_mode::replication_settings rs;
+    rs.replication_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.replication_timeout);
+    rs.replica_lag_max = std::chrono::duration_cast<std::chrono::milliseconds>(config.replica_lag_max);
+#ifdef TXMQ_FAULT_HOOKS
+    // The deliberately broken build of the history checker's own test (replication.h).
+    if (const char* v = std::getenv("TXMQ_TEST_ACK_BEFORE_REPLICAS"); v && std::string_view(v) == "1") {
+      rs.ack_before_replicas = true;
+      common::log::warn("TXMQ_TEST_ACK_BEFORE_REPLICAS=1: acknowledging before the followers fsync (a test fault)");
+    }
+#endif
+    m.svc->set_replication(rs);
   }
 
   auto http_ep = common::to_endpoint(config.http);

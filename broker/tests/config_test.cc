@@ -162,6 +162,8 @@ broker_config every_setting_changed() {
   c.node_id = 3;
   c.advertise = "10.0.0.5:7878";
   c.node_lease_ttl = std::chrono::seconds(8);
+  c.replication_timeout = std::chrono::seconds(7);
+  c.replica_lag_max = std::chrono::seconds(6);
   c.durability = durability_mode::async;
   c.insecure = true;
   c.log_level = "debug";
@@ -227,7 +229,7 @@ TEST(broker_config, every_flag_parses) {
                                       "--cluster-name", "prod",
                                       "--node-id", "3",
                                       "--advertise", "10.0.0.5:7878",
-                                      "--node-lease-ttl", "8s",
+                                      "--node-lease-ttl", "8s", "--replication-timeout", "7s", "--replica-lag-max", "6s",
                                       "--durability", "async",
                                       "--auth",
                                       "--admin-token-file", "/etc/txmq/admin.token",
@@ -284,6 +286,8 @@ cluster_name = "prod"
 node_id = 3
 advertise = "10.0.0.5:7878"
 node_lease_ttl = "8s"
+replication_timeout = "7s"
+replica_lag_max = "6s"
 durability = "async"
 auth = true
 admin_token_file = "/etc/txmq/admin.token"
@@ -306,7 +310,7 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
   EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
   EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 49);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 51);
   EXPECT_THAT(text, HasSubstr("cluster_etcd = \"\"\n"));
 
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {

@@ -70,6 +70,7 @@ error from_wire(int code, std::string message) {
     case protocol::errc::store_full:
     case protocol::errc::not_leader:
     case protocol::errc::fenced:
+    case protocol::errc::not_enough_replicas:
       return error(static_cast<protocol::errc>(code), std::move(message));
     default:
       break;

@@ -37,6 +37,10 @@ struct batch {
   clock::time_point linger_until;
   clock::time_point not_before;
   int attempts = 0;
+  // Order of opening within the producer; the parts of a rerouted batch keep it. With a limit
+  // on in-flight batches per topic, a topic's batches go out in this order whatever leader
+  // queue they are in, so a batch rerouted after a failover is not overtaken by newer ones.
+  std::uint64_t seq = 0;
   common::backoff retry_delay;  // between attempts of this batch
   std::optional<error> last_error;
 };
@@ -119,6 +123,9 @@ class producer::impl {
     }
     if (!topic.open) {
       topic.open = std::make_shared<batch>();
+      // Numbered when opened (its first message's turn), not when sealed: the sender seals the
+      // open batches of several leader queues in queue-name order.
+      topic.open->seq = next_seq_++;
       topic.open->topic = topic_name;
       topic.open->address = address;
       topic.open->queue = queue;
@@ -228,8 +235,8 @@ class producer::impl {
             next_wake = std::min(next_wake, topic.open->linger_until);
           }
         }
-        while (!topic.ready.empty() && (options_.max_in_flight_batches_per_topic == 0 ||
-                                        topic.in_flight_batches < options_.max_in_flight_batches_per_topic)) {
+        if (options_.max_in_flight_batches_per_topic != 0) continue;  // picked below, in seq order
+        while (!topic.ready.empty()) {
           auto& front = topic.ready.front();
           if (front->not_before > now) {
             next_wake = std::min(next_wake, front->not_before);
@@ -238,6 +245,38 @@ class producer::impl {
           due.push_back(std::move(front));
           topic.ready.pop_front();
           ++topic.in_flight_batches;
+        }
+      }
+      if (options_.max_in_flight_batches_per_topic != 0) {
+        // Per topic, over all its leader queues: the oldest ready batch goes first, and only
+        // while the topic has fewer than the limit in flight; an oldest batch not yet due holds
+        // the newer ones back (per-key order across a change of leader).
+        for (;;) {
+          topic_state* best = nullptr;
+          std::map<std::string, std::uint64_t> oldest;  // topic -> lowest seq ready
+          for (auto& [name, topic] : topics_) {
+            if (topic.ready.empty()) continue;
+            const auto& f = topic.ready.front();
+            auto [it, inserted] = oldest.try_emplace(f->topic, f->seq);
+            if (!inserted) it->second = std::min(it->second, f->seq);
+          }
+          for (auto& [name, topic] : topics_) {
+            if (topic.ready.empty()) continue;
+            const auto& f = topic.ready.front();
+            if (f->seq != oldest[f->topic]) continue;
+            if (topic_in_flight_[f->topic] >= options_.max_in_flight_batches_per_topic) continue;
+            if (f->not_before > now) {
+              next_wake = std::min(next_wake, f->not_before);
+              continue;
+            }
+            best = &topic;
+            break;
+          }
+          if (!best) break;
+          ++topic_in_flight_[best->ready.front()->topic];
+          due.push_back(std::move(best->ready.front()));
+          best->ready.pop_front();
+          ++best->in_flight_batches;
         }
       }
       if (!due.empty()) {
@@ -260,7 +299,7 @@ class producer::impl {
     const auto now = clock::now();
     expire(*b, now);
     if (b->messages.empty()) {
-      batch_done(b->queue);
+      batch_done(*b);
       return;
     }
     auto earliest = b->messages.front().deadline;
@@ -288,7 +327,7 @@ class producer::impl {
                                                      "' with a frame of body " + std::to_string(static_cast<int>(frame.body_case())) +
                                                      " and " + std::to_string(frame.produce_response().positions_size()) +
                                                      " positions"));
-        batch_done(b->queue);
+        batch_done(*b);
         return;
       }
       std::vector<std::function<void()>> done;
@@ -300,13 +339,13 @@ class producer::impl {
       const std::size_t n = b->messages.size();
       finish(n, std::move(done));
       b->messages.clear();
-      batch_done(b->queue);
+      batch_done(*b);
       return;
     }
     const error& e = r.error();
     if (!e.retriable()) {
       fail(*b, e);
-      batch_done(b->queue);
+      batch_done(*b);
       return;
     }
     b->last_error = e;
@@ -321,6 +360,7 @@ class producer::impl {
     std::lock_guard lock(mutex_);
     auto& topic = topics_[b->queue];
     --topic.in_flight_batches;
+    --topic_in_flight_[b->topic];
     if (!b->messages.empty()) {
       b->not_before = clock::now() + b->retry_delay.next();
       topic.ready.push_front(b);
@@ -328,9 +368,10 @@ class producer::impl {
     sender_cv_.notify_one();
   }
 
-  void batch_done(const std::string& queue) {
+  void batch_done(const batch& b) {
     std::lock_guard lock(mutex_);
-    --topics_[queue].in_flight_batches;
+    --topics_[b.queue].in_flight_batches;
+    --topic_in_flight_[b.topic];
     sender_cv_.notify_one();
   }
 
@@ -349,6 +390,7 @@ class producer::impl {
         part->address = address;
         part->queue = queue_name(b->topic, address);
         part->attempts = b->attempts;
+        part->seq = b->seq;
         part->retry_delay = b->retry_delay;
         part->last_error = b->last_error;
         parts.push_back(part);
@@ -359,6 +401,7 @@ class producer::impl {
     }
     std::lock_guard lock(mutex_);
     --topics_[b->queue].in_flight_batches;
+    --topic_in_flight_[b->topic];
     const auto not_before = clock::now() + b->retry_delay.next();
     for (auto& part : parts) {
       part->not_before = not_before;
@@ -460,6 +503,10 @@ class producer::impl {
   std::condition_variable room_cv_;    // in_flight_ went down, or closed_
   std::condition_variable sender_cv_;  // work for the sender thread
   std::map<std::string, topic_state> topics_;
+  // In-flight batches per topic over all its leader queues (the limit's count), and the next
+  // batch sequence number (batch::seq); under mutex_.
+  std::map<std::string, std::size_t> topic_in_flight_;
+  std::uint64_t next_seq_ = 0;
   std::size_t in_flight_ = 0;
   int flushing_ = 0;
   bool closed_ = false;

@@ -57,6 +57,8 @@ class protocol_category_impl final : public std::error_category {
         return "this broker does not lead the partition; refresh metadata and retry at its leader";
       case errc::fenced:
         return "request carries a stale leader epoch";
+      case errc::not_enough_replicas:
+        return "the write was not fsynced by enough in-sync replicas in time; retry with the same ids";
       case errc::frame_empty:
         return "frame length prefix is zero";
       case errc::frame_truncated:
@@ -100,6 +102,7 @@ std::string_view errc_name(errc e) noexcept {
     case errc::store_full: return "STORE_FULL";
     case errc::not_leader: return "NOT_LEADER";
     case errc::fenced: return "FENCED";
+    case errc::not_enough_replicas: return "NOT_ENOUGH_REPLICAS";
     case errc::frame_empty: return "FRAME_EMPTY";
     case errc::frame_truncated: return "FRAME_TRUNCATED";
     case errc::bad_message_id: return "BAD_MESSAGE_ID";

@@ -26,6 +26,7 @@ class condition_category_impl final : public std::error_category {
       case protocol::errc::store_unavailable:
       case protocol::errc::store_full:
       case protocol::errc::not_leader:  // after a metadata refresh, at the leader
+      case protocol::errc::not_enough_replicas:  // the same ids again: a duplicate if it was kept
         return true;
       default:
         return false;

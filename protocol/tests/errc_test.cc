@@ -16,7 +16,7 @@ constexpr errc k_all[] = {
     errc::unknown_tx,        errc::tx_already_resolved, errc::not_authorized, errc::limit_exceeded,
     errc::storage_error,     errc::shutting_down,     errc::internal,            errc::store_unavailable,
     errc::store_full,        errc::not_leader,        errc::fenced,              errc::frame_empty,
-    errc::frame_truncated,   errc::bad_message_id,
+    errc::frame_truncated,   errc::bad_message_id,    errc::not_enough_replicas,
 };
 
 TEST(errc_test, category_name) {

@@ -283,6 +283,12 @@ class rocksdb_store final : public store {
   void put_acl(acl_entry entry, completion<bool> done) override;
   void delete_acl(acl_entry entry, completion<bool> done) override;
   result<std::vector<acl_entry>> acls() const override;
+  void begin_epoch(std::string topic, std::uint32_t partition, std::uint32_t epoch,
+                   completion<std::uint64_t> done) override;
+  void replica_append(replica_append_request request, completion<std::uint64_t> done) override;
+  void truncate(std::string topic, std::uint32_t partition, std::uint64_t offset,
+                completion<std::uint64_t> done) override;
+  result<std::vector<epoch_entry>> leader_epochs(std::string_view topic, std::uint32_t partition) const override;
   void enforce_retention(completion<retention_result> done) override;
   result<void> compact() override;
   result<std::uint64_t> count_dedupe_entries() const override;
@@ -304,6 +310,12 @@ class rocksdb_store final : public store {
   void syncer_loop();
   // Fsyncs (when any group asked for it), publishes and completes the groups, in order.
   void make_durable(std::deque<written_group>& groups);
+
+  // Replication (rocksdb_store_replica.cc): the writer's copy of a partition's leader-epoch
+  // entries, loaded from the DB on first use.
+  std::vector<epoch_entry>& writer_epochs(std::uint32_t tid, std::uint32_t p);
+  result<std::vector<epoch_entry>> load_epochs(std::uint32_t tid, std::uint32_t p) const;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<epoch_entry>> epochs_;  // writer-only
 
   // Reads inside the writer: through the current batch, then the DB.
   std::optional<std::string> wget(group_ctx& ctx, cf_index cf, const std::string& key);

@@ -135,6 +135,8 @@ constexpr request_rule k_rules[] = {
     {121, "connection_list_response", S},
     {130, "metadata", R, any_principal},
     {131, "metadata_response", S},
+    {132, "replica_fetch", R, admin},  // brokers of the cluster only (docs/cluster.md)
+    {133, "replica_fetch_response", S},
 };
 
 }  // namespace

@@ -107,4 +107,19 @@ void cluster_node::create_topic(cluster::topic_config topic, std::function<void(
       });
 }
 
+void cluster_node::write_isr(std::string topic, std::int32_t partition, cluster::partition_state state,
+                             std::int64_t mod_revision, std::function<void(result<void>)> done) {
+  asio::co_spawn(
+      io_,
+      [this, topic = std::move(topic), partition, state = std::move(state), mod_revision,
+       done]() -> asio::awaitable<void> {
+        auto r = co_await cluster::write_isr(*etcd_, member_->keys(), topic, partition, state, mod_revision);
+        if (!r) co_return done(r.error());
+        done(outcome::success());
+      },
+      [done](std::exception_ptr e) {
+        if (e) done(error(cluster::errc::etcd_error, "writing an ISR to etcd failed"));
+      });
+}
+
 }  // namespace txmq::broker::cluster_mode

@@ -128,7 +128,8 @@ unsigned http_status(v1::ErrorCode code) noexcept {
     case v1::STORAGE_ERROR:
     case v1::SHUTTING_DOWN:
     case v1::STORE_UNAVAILABLE:
-    case v1::STORE_FULL: return 503;
+    case v1::STORE_FULL:
+    case v1::NOT_ENOUGH_REPLICAS: return 503;  // retriable, as the others here
     default: return 500;
   }
 }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "cluster_mode/cluster_node.h"
+#include "cluster_mode/replication.h"
 #include "cluster_mode/routing.h"
 #include "io_thread.h"
 #include "request_checks.h"
@@ -16,6 +17,18 @@ namespace txmq::broker {
 namespace asio = boost::asio;
 
 namespace {
+
+// DESIGN §8: replicas default to min(3, live nodes) in cluster mode.
+std::int32_t default_replicas(const cluster::cluster_state& state) {
+  return std::max<std::int32_t>(1, std::min<std::int32_t>(3, static_cast<std::int32_t>(state.nodes.size())));
+}
+
+std::int32_t topic_replicas(const cluster::cluster_state& state, const std::string& topic) {
+  for (const auto& t : state.topics) {
+    if (t.name == topic) return t.replicas;
+  }
+  return 1;
+}
 
 void respond_not_leader(responder& c, std::uint64_t corr, const cluster_mode::not_leader& why) {
   v1::Frame out;
@@ -49,7 +62,7 @@ void service::produce_in_cluster(const std::shared_ptr<responder>& c, std::uint6
     // Created in etcd with one replica; the controller gives its partitions leaders, and the
     // client's retry (NOT_LEADER is retriable) finds them through Metadata.
     cluster::topic_config t{.name = req.topic(), .partitions = static_cast<std::int32_t>(settings_.default_partitions),
-                            .replicas = 1};
+                            .replicas = default_replicas(*state)};
     std::weak_ptr<responder> weak = c;
     cluster_->create_topic(t, [this, weak, corr, topic = req.topic()](result<void> r) {  // on the cluster thread
       asio::post(io_, [weak, corr, topic, r = std::move(r)] {
@@ -68,6 +81,17 @@ void service::produce_in_cluster(const std::shared_ptr<responder>& c, std::uint6
     return;
   }
   if (route.refused) return respond_not_leader(*c, corr, *route.refused);
+  if (replication_ && topic_replicas(*state, req.topic()) > 1) {
+    for (auto p : route.partitions) {
+      if (!replication_->ready_to_lead(req.topic(), static_cast<std::int32_t>(p))) {
+        return respond_not_leader(*c, corr, {.topic = req.topic(), .partition = static_cast<std::int32_t>(p),
+                                             .text = "node " + std::to_string(cluster_->id()) +
+                                                     " is not (yet) the leader of this partition at its current "
+                                                     "epoch; refresh metadata and retry"});
+      }
+    }
+    return append_replicated(c, corr, req, route.partition_count, std::move(route.partitions));
+  }
   append(c, corr, req, route.partition_count, std::move(route.partitions));
 }
 
@@ -83,16 +107,21 @@ void service::refuse_prepare_in_cluster(responder& c, std::uint64_t corr) {
                       "broker for transactions, or the outbox relay (docs/cluster.md \"Transactions\")");
 }
 
+void service::set_replication(const cluster_mode::replication_settings& s) {
+  if (cluster_ != nullptr) replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, s);
+}
+
 void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                       const v1::CreateTopicRequest& req) {
-  if (req.replicas() > 1) {
-    // Never acknowledge a topic as replicated while nothing copies its data (docs/cluster.md).
-    return c->respond_error(corr, v1::INVALID_ARGUMENT,
-                            "replicas " + std::to_string(req.replicas()) +
-                                ": replication is not built yet; cluster topics have one copy per partition "
-                                "(replicas 1), whose data is unavailable while its node is down (docs/cluster.md)");
-  }
   const auto state = cluster_->snapshot();
+  const std::int32_t nodes = state ? static_cast<std::int32_t>(state->nodes.size()) : 0;
+  if (req.replicas() > 0 && static_cast<std::int32_t>(req.replicas()) > nodes) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            "replicas " + std::to_string(req.replicas()) + ": the cluster has " + std::to_string(nodes) +
+                                " live node(s); a partition cannot have more replicas than nodes");
+  }
+  const std::int32_t replicas =
+      req.replicas() > 0 ? static_cast<std::int32_t>(req.replicas()) : (state ? default_replicas(*state) : 1);
   const std::int32_t partitions = static_cast<std::int32_t>(req.partitions() ? req.partitions() : settings_.default_partitions);
   if (state) {
     for (const auto& t : state->topics) {
@@ -103,7 +132,7 @@ void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::
       }
     }
   }
-  cluster::topic_config t{.name = req.name(), .partitions = partitions, .replicas = 1};
+  cluster::topic_config t{.name = req.name(), .partitions = partitions, .replicas = replicas};
   std::weak_ptr<responder> weak = c;
   cluster_->create_topic(t, [this, weak, corr, t](result<void> r) {
     asio::post(io_, [this, weak, corr, t, r = std::move(r)] {

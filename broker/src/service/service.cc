@@ -1,6 +1,7 @@
 #include "service/service.h"
 
 #include "broker_metrics.h"
+#include "cluster_mode/replication.h"
 #include "txmq/common/log.h"
 
 namespace txmq::broker {
@@ -52,6 +53,8 @@ service::service(asio::io_context& io, storage::store& store, service_settings s
   });
 }
 
+service::~service() = default;
+
 result<void> service::start() {
   TXMQ_TRY(access_->load());
   TXMQ_TRY(groups_->load());
@@ -72,6 +75,7 @@ void service::stop() {
   tx_->stop();
   webhooks_->stop();
   groups_->stop();
+  if (replication_) replication_->stop();
 }
 
 void service::close_all() {
@@ -169,6 +173,9 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
     case v1::Frame::kAclRevoke: return acl_change(c, corr, frame.acl_revoke().entry(), false);
     case v1::Frame::kAclList: return acl_list(c, corr, frame.acl_list());
     case v1::Frame::kMetadata: return metadata(c, corr, frame.metadata());
+    case v1::Frame::kReplicaFetch:
+      if (!replication_) return c->respond_error(corr, v1::NOT_LEADER, "this broker is not a node of a cluster");
+      return replication_->replica_fetch(c, corr, frame.replica_fetch());
     case v1::Frame::kHello:
       return c->respond_error(corr, v1::INVALID_ARGUMENT, "Hello was already received on this connection");
     default:
@@ -206,6 +213,7 @@ void service::wake(const std::vector<std::string>& topics, const std::vector<std
 void service::on_tick() {
   if (stopped_) return;
   if (cluster_ != nullptr) sync_local_topics();
+  if (replication_) replication_->tick();
   groups_->tick();
   tick_.expires_after(settings_.tick);
   tick_.async_wait([this](boost::system::error_code ec) {

@@ -33,6 +33,8 @@ namespace txmq::broker {
 struct broker_metrics;
 namespace cluster_mode {
 class cluster_node;
+class replication;
+struct replication_settings;
 }
 
 struct service_settings {
@@ -68,6 +70,7 @@ struct hello_refusal {
 class service {
  public:
   service(boost::asio::io_context& io, storage::store& store, service_settings settings, broker_metrics* metrics);
+  ~service();  // defined where cluster_mode::replication is complete
 
   // Loads every stored group and starts the timer that expires deadlines and long polls.
   [[nodiscard]] result<void> start();
@@ -101,6 +104,9 @@ class service {
   // `advertise` is the address Metadata names for this broker in single-node mode.
   void set_cluster(cluster_mode::cluster_node* node) noexcept { cluster_ = node; }
   void set_advertise(std::string address) { advertise_ = std::move(address); }
+  // Replication of partitions with replicas > 1 (cluster_mode/replication.h); cluster mode only:
+  // after set_cluster(), on the io thread before it serves.
+  void set_replication(const cluster_mode::replication_settings& s);
 
  private:
   void produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
@@ -116,6 +122,9 @@ class service {
   // Transactions are not served in a cluster yet (docs/cluster.md "Transactions"): Prepare is
   // refused with INVALID_ARGUMENT, never stored on whichever node received it.
   void refuse_prepare_in_cluster(responder& c, std::uint64_t corr);
+  // A Produce to a replicated topic: appended, then answered once the ISR fsynced it.
+  void append_replicated(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req,
+                         std::uint32_t partition_count, std::vector<std::uint32_t> partitions);
   // Creates in the store the topics of the cluster's state that have a partition led here.
   void sync_local_topics();
   void create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);
@@ -156,6 +165,7 @@ class service {
   std::map<std::string, std::uint32_t> keyless_round_robin_;  // per topic, cluster mode
   std::shared_ptr<const void> synced_state_;  // the cluster state sync_local_topics() last saw
   std::set<std::string> creating_locally_;
+  std::unique_ptr<cluster_mode::replication> replication_;
 };
 
 }  // namespace txmq::broker

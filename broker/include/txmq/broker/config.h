@@ -127,6 +127,10 @@ struct broker_config {
   std::uint32_t node_id = 0;           // this broker's id in the cluster (from 1), with cluster_etcd
   std::string advertise;               // HOST:PORT clients use for this broker; empty = listen
   duration node_lease_ttl = std::chrono::seconds(5);  // a lost node's leaderships move after this
+  // Replication: a write not fsynced by the whole ISR within this is answered NOT_ENOUGH_REPLICAS;
+  // a follower not caught up for replica_lag_max leaves the ISR.
+  duration replication_timeout = std::chrono::seconds(10);
+  duration replica_lag_max = std::chrono::seconds(10);
 
   // --- durability, security, logging
   durability_mode durability = durability_mode::sync;

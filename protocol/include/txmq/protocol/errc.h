@@ -34,6 +34,7 @@ enum class errc : int {
   store_full = 44,
   not_leader = 50,
   fenced = 51,
+  not_enough_replicas = 52,
   // Local-only framing conditions (not on the wire).
   frame_empty = 100,      // a length prefix of zero
   frame_truncated = 101,  // the stream ended inside a frame

@@ -34,6 +34,7 @@
 #include "txmq/protocol/message_id.h"
 #include "txmq/protocol/result.h"
 #include "txmq/storage/errc.h"
+#include "txmq/storage/replica.h"
 #include "txmq/v1/frame.pb.h"
 #include "txmq/v1/message.pb.h"
 
@@ -473,6 +474,33 @@ class store {
   virtual void put_acl(acl_entry entry, completion<bool> done) = 0;
   virtual void delete_acl(acl_entry entry, completion<bool> done) = 0;
   [[nodiscard]] virtual result<std::vector<acl_entry>> acls() const = 0;
+
+  // Replication (replica.h, docs/cluster.md). A leader records the epoch it starts leading a
+  // partition at (begin_epoch: epoch → the partition's next offset; an epoch not newer than
+  // the latest entry is a no-op); a follower appends the leader's batches at their offsets
+  // (replica_append, answering the partition's next offset) and truncates its log to an offset
+  // (truncate: messages >= offset, their dedupe ids and the epoch entries starting there go;
+  // answers the new next offset). leader_epochs() reads the entries as written.
+  // Default implementations refuse (errc::invalid_argument): only the RocksDB store replicates.
+  virtual void begin_epoch(std::string topic, std::uint32_t partition, std::uint32_t epoch,
+                           completion<std::uint64_t> done) {
+    (void)topic, (void)partition, (void)epoch;
+    done(make_error_code(errc::invalid_argument));
+  }
+  virtual void replica_append(replica_append_request request, completion<std::uint64_t> done) {
+    (void)request;
+    done(make_error_code(errc::invalid_argument));
+  }
+  virtual void truncate(std::string topic, std::uint32_t partition, std::uint64_t offset,
+                        completion<std::uint64_t> done) {
+    (void)topic, (void)partition, (void)offset;
+    done(make_error_code(errc::invalid_argument));
+  }
+  [[nodiscard]] virtual result<std::vector<epoch_entry>> leader_epochs(std::string_view topic,
+                                                                      std::uint32_t partition) const {
+    (void)topic, (void)partition;
+    return make_error_code(errc::invalid_argument);
+  }
 
   // Removes messages past their topic's retention (age, bytes) with range deletes, without
   // holding up other writes for more than one commit group.

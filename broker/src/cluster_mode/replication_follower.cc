@@ -1,0 +1,290 @@
+// Replication, the follower's side (replication.h): one coroutine per partition this node
+// follows, on the io thread, with its own connection to the partition's leader.
+
+#include <algorithm>
+#include <array>
+#include <span>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include "cluster_mode/cluster_node.h"
+#include "cluster_mode/replication.h"
+#include "cluster_mode/routing.h"
+#include "txmq/common/address.h"
+#include "txmq/common/log.h"
+#include "txmq/protocol/errc.h"
+#include "txmq/protocol/frame_codec.h"
+
+// GCC 12 warns that the coroutine frame of run_follower is freed by Asio's awaitable frame
+// operator delete after Asio's own aligned operator new allocated it: the two are a matched
+// pair inside Asio (thread_info_base recycling); GCC only sees one of them inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace txmq::broker::cluster_mode {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+struct replication::follower_task {
+  bool stop = false;
+  cluster::node_id leader = cluster::k_no_leader;
+  std::int64_t epoch = -1;
+  std::shared_ptr<tcp::socket> socket;
+};
+
+namespace {
+
+// A store call as an awaitable: its completion (on a store thread) resumes the coroutine on io.
+template <class T, class Start>
+asio::awaitable<result<T>> await_store(asio::io_context& io, Start start) {
+  auto slot = std::make_shared<std::optional<result<T>>>();
+  asio::steady_timer wake(io, asio::steady_timer::time_point::max());
+  start([&io, slot, &wake](result<T> r) {
+    asio::post(io, [slot, &wake, r = std::move(r)]() mutable {
+      slot->emplace(std::move(r));
+      wake.cancel();
+    });
+  });
+  boost::system::error_code ec;
+  co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  co_return std::move(**slot);
+}
+
+asio::awaitable<void> pause(asio::io_context& io, std::chrono::milliseconds d) {
+  asio::steady_timer t(io, d);
+  boost::system::error_code ec;
+  co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+// One request and its answer on the replication connection, bounded by `deadline` (the socket
+// is closed when it passes: a paused or dead leader cannot hold the follower).
+asio::awaitable<result<v1::Frame>> exchange(asio::io_context& io, const std::shared_ptr<tcp::socket>& s,
+                                            protocol::frame_reader& reader, const v1::Frame& request,
+                                            std::chrono::milliseconds deadline) {
+  std::string out;
+  if (auto r = protocol::encode_frame(request, out); !r) co_return r.error();
+  asio::steady_timer timer(io, deadline);
+  timer.async_wait([s](boost::system::error_code ec) {
+    if (!ec) s->close(ec);
+  });
+  boost::system::error_code ec;
+  co_await asio::async_write(*s, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
+  std::array<std::byte, 64 * 1024> buf{};
+  while (!ec) {
+    auto next = reader.next();
+    if (!next) {
+      timer.cancel();
+      co_return next.error();
+    }
+    if (next.value()) {
+      timer.cancel();
+      co_return std::move(*next.value());
+    }
+    const std::size_t n = co_await s->async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec) reader.feed(std::span<const std::byte>(buf.data(), n));
+  }
+  timer.cancel();
+  co_return error(protocol::errc::internal, "replication connection: " + ec.message());
+}
+
+}  // namespace
+
+void replication::follow_tick(const cluster::cluster_state& state) {
+  // The leader or its epoch changed (this node may lead now): drop the task's connection so
+  // that it starts over, or ends, at once instead of waiting on the old leader.
+  for (auto& [k, t] : following_) {
+    auto pe = state.partitions.find(k);
+    const bool changed = pe == state.partitions.end() || pe->second.state.leader != t->leader ||
+                         pe->second.state.leader_epoch != t->epoch;
+    if (changed && t->socket) {
+      boost::system::error_code ec;
+      t->socket->close(ec);
+    }
+  }
+  for (const auto& [k, e] : state.partitions) {
+    const auto& reps = e.state.replicas;
+    if (replicas_of(k.first) <= 1 || e.state.leader == node_.id() ||
+        std::find(reps.begin(), reps.end(), node_.id()) == reps.end()) {
+      continue;
+    }
+    if (following_.contains(k)) continue;
+    auto task = std::make_shared<follower_task>();
+    following_[k] = task;
+    asio::co_spawn(io_, run_follower(k, task), asio::detached);
+  }
+}
+
+asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_task> t) {
+  auto alive = alive_;
+  const std::string& topic = k.first;
+  const std::int32_t partition = k.second;
+  const auto p = static_cast<std::uint32_t>(partition);
+  bool need_truncate = true;
+  protocol::frame_reader reader;
+  std::uint64_t corr = 0;
+  const auto request_deadline = std::chrono::milliseconds(3000);
+  while (*alive && !t->stop) {
+    auto st = node_.snapshot();
+    if (!st) break;
+    auto pe = st->partitions.find(k);
+    if (pe == st->partitions.end()) break;
+    const auto& e = pe->second.state;
+    if (e.leader == node_.id() || std::find(e.replicas.begin(), e.replicas.end(), node_.id()) == e.replicas.end()) break;
+    if (e.leader == cluster::k_no_leader) {
+      co_await pause(io_, std::chrono::milliseconds(100));
+      continue;
+    }
+    if (e.leader != t->leader || e.leader_epoch != t->epoch || !t->socket || !t->socket->is_open()) {
+      if (t->socket) {
+        boost::system::error_code ec;
+        t->socket->close(ec);
+      }
+      t->socket.reset();
+      if (e.leader != t->leader || e.leader_epoch != t->epoch) need_truncate = true;
+      t->leader = e.leader;
+      t->epoch = e.leader_epoch;
+      const auto address = address_of(*st, e.leader);
+      auto hp = common::parse_host_port(address);
+      if (address.empty() || !hp) {
+        co_await pause(io_, std::chrono::milliseconds(100));
+        continue;
+      }
+      auto sock = std::make_shared<tcp::socket>(io_);
+      tcp::resolver resolver(io_);
+      boost::system::error_code ec;
+      auto eps = co_await resolver.async_resolve(hp.value().host, std::to_string(hp.value().port),
+                                                 asio::redirect_error(asio::use_awaitable, ec));
+      if (!ec) co_await asio::async_connect(*sock, eps, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        co_await pause(io_, std::chrono::milliseconds(200));
+        continue;
+      }
+      sock->set_option(tcp::no_delay(true), ec);
+      reader = protocol::frame_reader();
+      v1::Frame hello;
+      hello.set_correlation_id(++corr);
+      hello.mutable_hello()->set_protocol_version(1);
+      hello.mutable_hello()->set_client_id("txmq-replica-" + std::to_string(node_.id()));
+      auto ok = co_await exchange(io_, sock, reader, hello, request_deadline);
+      if (!ok || !ok.value().has_hello_ok()) {
+        common::log::warn("replication: node ", e.leader, " (", address, ") refused this follower's Hello",
+                          ok && ok.value().has_error() ? ": " + ok.value().error().message() : "");
+        co_await pause(io_, std::chrono::milliseconds(500));
+        continue;
+      }
+      t->socket = sock;
+    }
+    auto sock = t->socket;
+    const bool have_topic = store_.has_topic(topic);
+    if (need_truncate) {
+      std::vector<storage::epoch_entry> epochs;
+      if (have_topic) {
+        auto r = store_.leader_epochs(topic, p);
+        if (r) epochs = std::move(r).value();
+      }
+      v1::Frame q;
+      q.set_correlation_id(++corr);
+      auto* req = q.mutable_replica_fetch();
+      req->set_node_id(node_.id());
+      req->set_topic(topic);
+      req->set_partition(p);
+      req->set_leader_epoch(e.leader_epoch);
+      req->set_epoch_query(true);
+      req->set_last_epoch(epochs.empty() ? -1 : static_cast<std::int64_t>(epochs.back().epoch));
+      auto a = co_await exchange(io_, sock, reader, q, request_deadline);
+      if (!a || !a.value().has_replica_fetch_response()) {
+        if (!a) sock->close();
+        co_await pause(io_, std::chrono::milliseconds(100));
+        continue;
+      }
+      const auto& ans = a.value().replica_fetch_response();
+      if (have_topic) {
+        const std::uint64_t end = local_end(topic, partition);
+        std::uint64_t target = std::min(end, ans.epoch_end_offset());
+        if (ans.epoch_end_epoch() >= 0) {
+          // Where the epoch the leader answered ends in this log (KIP-279: it may be older
+          // than the follower's last one).
+          auto own = storage::end_offset_for_epoch(epochs, static_cast<std::uint32_t>(ans.epoch_end_epoch()), end);
+          target = std::min(target, own.end_offset);
+        }
+        if (target < end) {
+          common::log::info("partition ", topic, "/", partition, ": truncating from ", end, " to ", target,
+                            " (leader ", e.leader, ", epoch ", e.leader_epoch, ")");
+          auto r = co_await await_store<std::uint64_t>(io_, [&](auto done) { store_.truncate(topic, p, target, done); });
+          if (!r) {
+            common::log::error("partition ", topic, "/", partition, ": truncation failed: ", r.error().message);
+            co_await pause(io_, std::chrono::milliseconds(500));
+            continue;
+          }
+        }
+      }
+      need_truncate = false;
+    }
+    const std::uint64_t next = have_topic ? local_end(topic, partition) : 0;
+    v1::Frame f;
+    f.set_correlation_id(++corr);
+    auto* req = f.mutable_replica_fetch();
+    req->set_node_id(node_.id());
+    req->set_topic(topic);
+    req->set_partition(p);
+    req->set_fetch_offset(next);
+    req->set_leader_epoch(e.leader_epoch);
+    req->set_durable_offset(next);
+    auto a = co_await exchange(io_, sock, reader, f, request_deadline + settings_.fetch_wait);
+    if (!a) {
+      sock->close();
+      co_await pause(io_, std::chrono::milliseconds(100));
+      continue;
+    }
+    if (a.value().has_error()) {
+      // FENCED or NOT_LEADER: one of the two views of the partition is stale; the state read
+      // from etcd settles it.
+      co_await pause(io_, std::chrono::milliseconds(100));
+      continue;
+    }
+    const auto& ans = a.value().replica_fetch_response();
+    for (const auto& b : ans.batches()) {
+      storage::replica_append_request ra;
+      ra.topic = topic;
+      ra.partition = p;
+      ra.base_offset = b.base_offset();
+      ra.leader_epoch = static_cast<std::uint32_t>(b.leader_epoch());
+      ra.messages.assign(b.messages().begin(), b.messages().end());
+      if (ans.partitions() > 0) ra.auto_create_partitions = ans.partitions();
+      auto r = co_await await_store<std::uint64_t>(io_, [&](auto done) { store_.replica_append(std::move(ra), done); });
+      if (!r) {
+        common::log::warn("partition ", topic, "/", partition, ": replicated batch at ", b.base_offset(),
+                          " not appended: ", r.error().message);
+        need_truncate = true;
+        co_await pause(io_, std::chrono::milliseconds(100));
+        break;
+      }
+    }
+  }
+  if (auto it = following_.find(k); it != following_.end() && it->second == t) following_.erase(it);
+}
+
+void replication::stop() {
+  if (!*alive_) return;
+  *alive_ = false;
+  for (auto& [k, t] : following_) {
+    t->stop = true;
+    if (t->socket) {
+      boost::system::error_code ec;
+      t->socket->close(ec);
+    }
+  }
+  for (auto& w : waiters_) w.done(error(protocol::errc::shutting_down, "broker is shutting down"));
+  waiters_.clear();
+}
+
+}  // namespace txmq::broker::cluster_mode

@@ -1,0 +1,358 @@
+// Replication, the leader's side (replication.h): serving ReplicaFetch, the high watermark,
+// acknowledgements that wait for the ISR, and the leader's ISR changes in etcd.
+
+#include <algorithm>
+
+#include "cluster_mode/cluster_node.h"
+#include "cluster_mode/replication.h"
+#include "io_thread.h"
+#include "txmq/common/log.h"
+#include "txmq/protocol/errc.h"
+
+namespace txmq::broker::cluster_mode {
+
+namespace asio = boost::asio;
+
+replication::replication(asio::io_context& io, storage::store& store, cluster_node& node, replication_settings settings)
+    : io_(io), store_(store), node_(node), settings_(settings) {}
+
+replication::~replication() { stop(); }
+
+const cluster::partition_entry* replication::entry_of(const key& k) const {
+  if (!state_) return nullptr;
+  auto it = state_->partitions.find(k);
+  return it == state_->partitions.end() ? nullptr : &it->second;
+}
+
+std::int32_t replication::replicas_of(const std::string& topic) const {
+  if (!state_) return 1;
+  for (const auto& t : state_->topics) {
+    if (t.name == topic) return t.replicas;
+  }
+  return 1;
+}
+
+std::uint64_t replication::local_end(const std::string& topic, std::int32_t partition) const {
+  if (!store_.has_topic(topic)) return 0;
+  storage::read_request r;
+  r.topic = topic;
+  r.partition = static_cast<std::uint32_t>(partition);
+  r.max_messages = 0;
+  auto out = store_.read(r);
+  return out ? out.value().high_watermark : 0;
+}
+
+bool replication::ready_to_lead(const std::string& topic, std::int32_t partition) const {
+  const key k{topic, partition};
+  const auto* e = entry_of(k);
+  if (!e || e->state.leader != node_.id()) return false;
+  auto it = leading_.find(k);
+  return it != leading_.end() && it->second.epoch == e->state.leader_epoch && it->second.epoch_recorded;
+}
+
+std::optional<std::uint64_t> replication::high_watermark(const key& k) const {
+  const auto* e = entry_of(k);
+  if (!e || e->state.leader != node_.id()) return std::nullopt;
+  auto it = leading_.find(k);
+  if (it == leading_.end() || !it->second.epoch_recorded || it->second.epoch != e->state.leader_epoch) {
+    return std::nullopt;
+  }
+  const auto& lp = it->second;
+  std::uint64_t hw = local_end(k.first, k.second);
+  if (settings_.ack_before_replicas) return hw;  // the deliberately broken build (replication.h)
+  if (lp.newer_epoch_seen > lp.epoch) return std::nullopt;
+  const auto& isr = e->state.isr;
+  if (std::find(isr.begin(), isr.end(), node_.id()) == isr.end()) return std::nullopt;
+  if (isr.size() < min_insync(replicas_of(k.first))) return std::nullopt;
+  for (auto m : isr) {
+    if (m == node_.id()) continue;
+    auto f = lp.followers.find(m);
+    hw = std::min(hw, f == lp.followers.end() || !f->second.reported ? 0 : f->second.durable);
+  }
+  return hw;
+}
+
+void replication::await_replicas(const std::string& topic, std::vector<std::pair<std::int32_t, std::uint64_t>> need,
+                                 std::function<void(result<void>)> done) {
+  std::set<std::int32_t> parts;
+  for (auto& n : need) parts.insert(n.first);
+  waiters_.push_back({topic, std::move(need), clock::now() + settings_.replication_timeout, std::move(done)});
+  // The followers parked on these partitions take the new messages now.
+  for (auto p : parts) wake_parked({topic, p}, true);
+  settle_waiters();
+}
+
+void replication::settle_waiters() {
+  const auto now = clock::now();
+  std::map<key, std::optional<std::uint64_t>> hw;  // computed once per partition per call
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    bool covered = true;
+    for (auto& [p, offset] : it->need) {
+      const key k{it->topic, p};
+      auto h = hw.find(k);
+      if (h == hw.end()) h = hw.emplace(k, high_watermark(k)).first;
+      if (!h->second || *h->second < offset) covered = false;
+    }
+    if (covered) {
+      auto done = std::move(it->done);
+      it = waiters_.erase(it);
+      done(outcome::success());
+    } else if (now >= it->deadline) {
+      auto done = std::move(it->done);
+      std::string why = "not acknowledged: the in-sync replicas of '" + it->topic +
+                        "' did not all fsync it (or fewer than min_insync_replicas are in sync) within "
+                        "replication_timeout; retry with the same ids";
+      it = waiters_.erase(it);
+      done(error(protocol::errc::not_enough_replicas, std::move(why)));
+    } else {
+      ++it;
+    }
+  }
+}
+
+void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                                const v1::ReplicaFetchRequest& req) {
+  state_ = node_.snapshot();
+  const key k{req.topic(), static_cast<std::int32_t>(req.partition())};
+  const auto* e = entry_of(k);
+  if (!e || e->state.leader != node_.id()) {
+    return c->respond_error(corr, v1::NOT_LEADER, "node " + std::to_string(node_.id()) + " does not lead " +
+                                                      req.topic() + "/" + std::to_string(req.partition()));
+  }
+  if (req.leader_epoch() < e->state.leader_epoch) {
+    return c->respond_error(corr, v1::FENCED, "the follower's leader epoch " + std::to_string(req.leader_epoch()) +
+                                                  " is older than " + std::to_string(e->state.leader_epoch));
+  }
+  auto it = leading_.find(k);
+  if (req.leader_epoch() > e->state.leader_epoch) {
+    // A follower knows a newer epoch: another leader may exist. Stop acknowledging here until
+    // this node's own view moves on (it will read that it no longer leads).
+    if (it != leading_.end()) it->second.newer_epoch_seen = std::max(it->second.newer_epoch_seen, req.leader_epoch());
+    common::log::warn("partition ", req.topic(), "/", req.partition(), ": follower ", req.node_id(),
+                      " knows leader epoch ", req.leader_epoch(), ", newer than this leader's ",
+                      e->state.leader_epoch, ": acknowledgements stop");
+    return c->respond_error(corr, v1::FENCED, "this leader's epoch " + std::to_string(e->state.leader_epoch) +
+                                                  " is older than the follower's " +
+                                                  std::to_string(req.leader_epoch()));
+  }
+  if (it == leading_.end() || !it->second.epoch_recorded || it->second.epoch != e->state.leader_epoch) {
+    return c->respond_error(corr, v1::NOT_LEADER, "node " + std::to_string(node_.id()) +
+                                                      " is becoming the leader of this partition; retry");
+  }
+  auto& lp = it->second;
+  if (!req.epoch_query()) {
+    auto& f = lp.followers[req.node_id()];
+    const auto now = clock::now();
+    const bool first = !f.reported;
+    f.durable = req.durable_offset();
+    f.reported = true;
+    const std::uint64_t end = local_end(k.first, k.second);
+    if (req.durable_offset() >= end) {
+      f.caught_up_at = now;
+    } else if (!first && req.durable_offset() >= f.prev_fetch_end) {
+      f.caught_up_at = std::max(f.caught_up_at, f.prev_fetch_at);
+    }
+    f.prev_fetch_end = end;
+    f.prev_fetch_at = now;
+    const auto& isr = e->state.isr;
+    const auto& replicas = e->state.replicas;
+    // Kafka's rule for joining the ISR: the follower holds everything the ISR holds (its end
+    // reaches the minimum over the ISR), so the high watermark does not move back with it.
+    std::uint64_t isr_min = end;
+    for (auto m : isr) {
+      if (m == node_.id()) continue;
+      auto o = lp.followers.find(m);
+      isr_min = std::min(isr_min, o == lp.followers.end() || !o->second.reported ? 0 : o->second.durable);
+    }
+    if (req.durable_offset() >= isr_min && std::find(isr.begin(), isr.end(), req.node_id()) == isr.end() &&
+        std::find(replicas.begin(), replicas.end(), req.node_id()) != replicas.end()) {
+      auto bigger = isr;
+      bigger.push_back(req.node_id());
+      change_isr(k, std::move(bigger), "caught up");
+    }
+    settle_waiters();
+    if (req.fetch_offset() >= end) {
+      // Nothing new: hold the fetch until an append or fetch_wait (a long poll).
+      lp.parked.push_back({c, corr, req, clock::now() + settings_.fetch_wait});
+      return;
+    }
+  }
+  answer_fetch(c, corr, req);
+}
+
+void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                               const v1::ReplicaFetchRequest& req) {
+  const key k{req.topic(), static_cast<std::int32_t>(req.partition())};
+  auto epochs = store_.leader_epochs(req.topic(), req.partition());
+  if (!epochs) return c->respond_error(corr, v1::STORAGE_ERROR, epochs.error().message);
+  const std::uint64_t end = local_end(k.first, k.second);
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  auto* resp = out.mutable_replica_fetch_response();
+  const auto* e = entry_of(k);
+  resp->set_leader_epoch(e ? e->state.leader_epoch : -1);
+  resp->set_log_end(end);
+  resp->set_high_watermark(high_watermark(k).value_or(0));
+  if (auto t = store_.topic(req.topic())) resp->set_partitions(t->config.partitions);
+  if (req.epoch_query()) {
+    if (req.last_epoch() < 0) {
+      resp->set_epoch_end_epoch(-1);
+      resp->set_epoch_end_offset(0);
+    } else {
+      auto ee = storage::end_offset_for_epoch(epochs.value(), static_cast<std::uint32_t>(req.last_epoch()), end);
+      resp->set_epoch_end_epoch(ee.epoch ? static_cast<std::int64_t>(*ee.epoch) : -1);
+      resp->set_epoch_end_offset(ee.end_offset);
+    }
+    return c->respond(std::move(out));
+  }
+  storage::read_request r;
+  r.topic = req.topic();
+  r.partition = req.partition();
+  r.from_offset = req.fetch_offset();
+  r.max_messages = req.max_messages() ? std::min(req.max_messages(), settings_.max_fetch_messages)
+                                      : settings_.max_fetch_messages;
+  r.max_bytes = 4u << 20;
+  auto read = store_.read(r);
+  if (!read) return c->respond_error(corr, v1::STORAGE_ERROR, read.error().message);
+  if (!read.value().messages.empty() && read.value().messages.front().offset() != req.fetch_offset()) {
+    // Retention removed what the follower needs next: it cannot copy this log (not built:
+    // restarting the follower from the leader's start offset).
+    return c->respond_error(corr, v1::INVALID_ARGUMENT, "offset " + std::to_string(req.fetch_offset()) +
+                                                            " is below the leader's start offset");
+  }
+  v1::ReplicaBatch* batch = nullptr;
+  std::uint32_t batch_epoch = 0;
+  for (auto& m : read.value().messages) {
+    const std::uint32_t epoch = storage::epoch_at(epochs.value(), m.offset());
+    if (!batch || epoch != batch_epoch) {
+      batch = resp->add_batches();
+      batch->set_leader_epoch(epoch);
+      batch->set_base_offset(m.offset());
+      batch_epoch = epoch;
+    }
+    m.clear_topic();
+    m.clear_partition();
+    m.clear_offset();
+    *batch->add_messages() = std::move(m);
+  }
+  c->respond(std::move(out));
+}
+
+void replication::wake_parked(const key& k, bool all) {
+  auto it = leading_.find(k);
+  if (it == leading_.end() || it->second.parked.empty()) return;
+  const auto now = clock::now();
+  auto parked = std::move(it->second.parked);
+  it->second.parked.clear();
+  for (auto& f : parked) {
+    if (!all && now < f.until) {
+      it->second.parked.push_back(std::move(f));
+      continue;
+    }
+    if (auto c = f.c.lock()) answer_fetch(c, f.corr, f.req);
+  }
+}
+
+void replication::change_isr(const key& k, std::vector<cluster::node_id> isr, const char* why) {
+  auto it = leading_.find(k);
+  const auto* e = entry_of(k);
+  if (it == leading_.end() || !e || it->second.isr_write_pending) return;
+  it->second.isr_write_pending = true;
+  auto state = e->state;
+  const auto old_isr = state.isr;
+  state.isr = std::move(isr);
+  common::log::info("partition ", k.first, "/", k.second, ": ISR change (", why, ") written to etcd at revision ",
+                    e->mod_revision);
+  std::weak_ptr<bool> alive = alive_;
+  node_.write_isr(k.first, k.second, state, e->mod_revision,
+                  [this, alive, k, epoch = state.leader_epoch](result<void> r) {  // on the cluster thread
+    asio::post(io_, [this, alive, k, epoch, r = std::move(r)] {
+      if (alive.expired() || !*alive.lock()) return;
+      auto it = leading_.find(k);
+      if (it != leading_.end() && it->second.epoch == epoch) it->second.isr_write_pending = false;
+      if (!r) common::log::info("partition ", k.first, "/", k.second, ": ISR change not written: ", r.error().message);
+    });
+  });
+}
+
+void replication::lead_tick(const cluster::cluster_state& state) {
+  const auto now = clock::now();
+  std::set<key> led;
+  for (const auto& [k, e] : state.partitions) {
+    if (e.state.leader != node_.id() || replicas_of(k.first) <= 1) continue;
+    led.insert(k);
+    auto& lp = leading_[k];
+    if (lp.epoch != e.state.leader_epoch) {
+      auto parked = std::move(lp.parked);
+      lp = leader_part{};
+      lp.epoch = e.state.leader_epoch;
+      lp.since = now;
+      for (auto& f : parked) {
+        if (auto c = f.c.lock()) c->respond_error(f.corr, v1::FENCED, "the partition's leader epoch changed");
+      }
+    }
+    // Record the epoch in the log before appending under it; not while the follower task of
+    // the previous epoch may still append (it ends itself on the next state it reads).
+    if (!lp.epoch_recorded && !lp.recording && !following_.contains(k) && store_.has_topic(k.first)) {
+      lp.recording = true;
+      std::weak_ptr<bool> alive = alive_;
+      store_.begin_epoch(k.first, static_cast<std::uint32_t>(k.second), static_cast<std::uint32_t>(lp.epoch),
+                         on_io<std::uint64_t>(io_, [this, alive, k, epoch = lp.epoch](result<std::uint64_t> r) {
+        if (alive.expired() || !*alive.lock()) return;
+        auto it = leading_.find(k);
+        if (it == leading_.end() || it->second.epoch != epoch) return;
+        it->second.recording = false;
+        if (!r) {
+          common::log::error("partition ", k.first, "/", k.second, ": cannot record leader epoch ", epoch, ": ",
+                             r.error().message);
+          return;
+        }
+        it->second.epoch_recorded = true;
+        common::log::info("partition ", k.first, "/", k.second, ": leading at epoch ", epoch, " from offset ",
+                          r.value());
+      }));
+    }
+    if (!lp.epoch_recorded || lp.isr_write_pending) continue;
+    // A follower that has not caught up for replica_lag_max leaves the ISR (in etcd first).
+    for (auto m : e.state.isr) {
+      if (m == node_.id()) continue;
+      auto f = lp.followers.find(m);
+      const auto caught = std::max(lp.since, f == lp.followers.end() ? lp.since : f->second.caught_up_at);
+      if (now - caught > settings_.replica_lag_max) {
+        std::vector<cluster::node_id> smaller;
+        for (auto x : e.state.isr) {
+          if (x != m) smaller.push_back(x);
+        }
+        common::log::warn("partition ", k.first, "/", k.second, ": follower ", m, " has not caught up for ",
+                          std::chrono::duration_cast<std::chrono::milliseconds>(now - caught).count(),
+                          " ms: removing it from the ISR");
+        change_isr(k, std::move(smaller), "follower lagging");
+        break;
+      }
+    }
+  }
+  for (auto it = leading_.begin(); it != leading_.end();) {
+    if (led.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    for (auto& f : it->second.parked) {
+      if (auto c = f.c.lock()) c->respond_error(f.corr, v1::NOT_LEADER, "this node no longer leads the partition");
+    }
+    it = leading_.erase(it);
+  }
+}
+
+void replication::tick() {
+  state_ = node_.snapshot();
+  if (!state_) return;
+  lead_tick(*state_);
+  follow_tick(*state_);
+  settle_waiters();
+  for (auto& [k, lp] : leading_) {
+    (void)lp;
+    wake_parked(k, false);
+  }
+}
+
+}  // namespace txmq::broker::cluster_mode

@@ -1,0 +1,67 @@
+// A Produce to a replicated partition (cluster mode, replicas > 1; docs/cluster.md
+// "Replication"): the leader appends and fsyncs as for any Produce, then answers only once
+// every in-sync replica has fsynced the messages (cluster_mode::replication), or
+// NOT_ENOUGH_REPLICAS after replication_timeout. Single-node mode never comes here.
+
+#include <map>
+
+#include "cluster_mode/replication.h"
+#include "io_thread.h"
+#include "request_checks.h"
+#include "service/service.h"
+
+namespace txmq::broker {
+
+void service::append_replicated(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req,
+                                std::uint32_t partition_count, std::vector<std::uint32_t> partitions) {
+  storage::append_request ar;
+  ar.topic = req.topic();
+  ar.sync = true;  // a follower's report is of fsynced offsets: so is the leader's own
+  ar.auto_create_partitions = partition_count;
+  ar.partitions = std::move(partitions);
+  ar.messages.reserve(static_cast<std::size_t>(req.messages_size()));
+  for (auto& m : *req.mutable_messages()) {
+    m.set_publish_time_ms(0);
+    ar.messages.push_back(std::move(m));
+  }
+  std::weak_ptr<responder> weak = c;
+  std::string topic = ar.topic;
+  store_.append(std::move(ar), on_io<storage::append_result>(io_, [this, weak, corr, topic](result<storage::append_result> r) {
+    if (!r) {
+      if (auto c = weak.lock()) {
+        c->respond_error(corr, wire_code(r.error()), "produce to '" + topic + "' failed: " + r.error().message);
+      }
+      return;
+    }
+    // Every message (a duplicate too: its original may not be replicated yet) must be below the HW.
+    std::map<std::int32_t, std::uint64_t> need;
+    for (auto& p : r.value().positions) {
+      auto& n = need[static_cast<std::int32_t>(p.partition)];
+      n = std::max(n, p.offset + 1);
+    }
+    if (!replication_) return;
+    replication_->await_replicas(
+        topic, {need.begin(), need.end()},
+        [this, weak, corr, topic, positions = std::move(r.value().positions)](result<void> done) {
+          if (done) {
+            webhooks_->wake(topic);
+            groups_->wake_topic(topic);
+          }
+          auto c = weak.lock();
+          if (!c) return;
+          if (!done) return c->respond_error(corr, v1::NOT_ENOUGH_REPLICAS, std::move(done.error().message));
+          v1::Frame out;
+          out.set_correlation_id(corr);
+          auto* resp = out.mutable_produce_response();
+          for (auto& p : positions) {
+            auto* pos = resp->add_positions();
+            pos->set_partition(p.partition);
+            pos->set_offset(p.offset);
+            pos->set_duplicate(p.duplicate);
+          }
+          c->respond(std::move(out));
+        });
+  }));
+}
+
+}  // namespace txmq::broker

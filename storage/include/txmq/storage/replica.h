@@ -1,0 +1,60 @@
+#pragma once
+
+// What the store offers replication (cluster mode, DESIGN §8, docs/cluster.md): leader-epoch
+// records per partition, appends of a leader's batch at the leader's offsets on a follower,
+// truncation of a partition's log to an offset. Declared apart from store.h so the replication
+// layer's types stay in one place; the calls themselves are members of txmq::storage::store.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "txmq/v1/message.pb.h"
+
+namespace txmq::storage {
+
+// A leader epoch began at start_offset: the first offset written under that epoch. A
+// partition's entries are kept in increasing epoch and non-decreasing start order (persisted
+// under the partition; truncate() drops those that start at or past its offset).
+struct epoch_entry {
+  std::uint32_t epoch = 0;
+  std::uint64_t start_offset = 0;
+  friend bool operator==(const epoch_entry&, const epoch_entry&) = default;
+};
+
+// A follower's append: a leader's messages at the leader's offsets. base_offset must be the
+// partition's next offset (otherwise errc::invalid_argument and nothing is written: the
+// follower truncates or fetches again); leader_epoch must not be older than the partition's
+// latest epoch entry (errc::invalid_argument), and a newer one is recorded as starting at
+// base_offset. Messages keep their publish time; their ids enter the dedupe index (without a
+// duplicate check: the leader decided). The messages' topic/partition/offset fields are ignored.
+struct replica_append_request {
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t base_offset = 0;
+  std::uint32_t leader_epoch = 0;
+  std::vector<v1::Message> messages;
+  // The topic is created with this many partitions when missing (a follower learns topics
+  // from the leader); without it a missing topic fails with errc::unknown_topic.
+  std::optional<std::uint32_t> auto_create_partitions;
+  bool sync = true;
+};
+
+// Kafka's OffsetsForLeaderEpoch answer (KIP-101/279): for a follower whose last epoch is
+// `epoch`, the greatest epoch <= `epoch` this log knows and the offset where that epoch ended
+// here (the next epoch's start, or the log end for the latest). A follower truncates to
+// min(its own end of that epoch, end_offset). No entry <= epoch: {nullopt, the first entry's
+// start (or log_end when there is none)}: the follower keeps nothing past that.
+struct epoch_end {
+  std::optional<std::uint32_t> epoch;
+  std::uint64_t end_offset = 0;
+  friend bool operator==(const epoch_end&, const epoch_end&) = default;
+};
+[[nodiscard]] epoch_end end_offset_for_epoch(const std::vector<epoch_entry>& epochs, std::uint32_t epoch,
+                                             std::uint64_t log_end);
+
+// The epoch of the message at `offset`: the greatest entry starting at or before it (0 when none).
+[[nodiscard]] std::uint32_t epoch_at(const std::vector<epoch_entry>& epochs, std::uint64_t offset);
+
+}  // namespace txmq::storage

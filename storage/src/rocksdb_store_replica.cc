@@ -1,0 +1,231 @@
+// Replication's part of the store (replica.h): leader-epoch entries, follower appends at the
+// leader's offsets, truncation of a partition's log. Kept apart from the produce path so
+// single-node mode runs none of it.
+//
+// Epoch entries: CF default, "e/" topic_id:4 partition:4 epoch:4 → start_offset:8.
+
+#include "rocksdb_store.h"
+
+namespace txmq::storage {
+
+epoch_end end_offset_for_epoch(const std::vector<epoch_entry>& epochs, std::uint32_t epoch, std::uint64_t log_end) {
+  std::optional<std::size_t> at;
+  for (std::size_t i = 0; i < epochs.size(); ++i) {
+    if (epochs[i].epoch <= epoch) at = i;
+  }
+  if (!at) return {std::nullopt, epochs.empty() ? log_end : std::min(log_end, epochs.front().start_offset)};
+  const std::uint64_t end = *at + 1 < epochs.size() ? epochs[*at + 1].start_offset : log_end;
+  return {epochs[*at].epoch, std::min(end, log_end)};
+}
+
+std::uint32_t epoch_at(const std::vector<epoch_entry>& epochs, std::uint64_t offset) {
+  std::uint32_t e = 0;
+  for (const auto& x : epochs) {
+    if (x.start_offset <= offset) e = x.epoch;
+  }
+  return e;
+}
+
+namespace detail {
+namespace {
+
+std::string epoch_prefix(std::uint32_t tid, std::uint32_t p) {
+  std::string k = "e/";
+  put_u32(k, tid);
+  put_u32(k, p);
+  return k;
+}
+std::string epoch_key(std::uint32_t tid, std::uint32_t p, std::uint32_t epoch) {
+  std::string k = epoch_prefix(tid, p);
+  put_u32(k, epoch);
+  return k;
+}
+std::string u64_value(std::uint64_t v) {
+  std::string s;
+  put_u64(s, v);
+  return s;
+}
+
+}  // namespace
+
+result<std::vector<epoch_entry>> rocksdb_store::load_epochs(std::uint32_t tid, std::uint32_t p) const {
+  std::vector<epoch_entry> out;
+  const std::string prefix = epoch_prefix(tid, p);
+  TXMQ_TRY(scan(cf_default, prefix, prefix_end(prefix), [&](std::string_view k, std::string_view v) -> result<bool> {
+    if (k.size() != prefix.size() + 4 || v.size() != 8) return make_error_code(errc::corruption);
+    out.push_back({get_u32(k.data() + prefix.size()), get_u64(v.data())});
+    return true;
+  }));
+  return out;
+}
+
+std::vector<epoch_entry>& rocksdb_store::writer_epochs(std::uint32_t tid, std::uint32_t p) {
+  auto [it, inserted] = epochs_.try_emplace({tid, p});
+  if (inserted) {
+    auto loaded = load_epochs(tid, p);
+    if (!loaded) {
+      epochs_.erase(it);
+      throw std::runtime_error("reading the leader epochs failed: " + loaded.error().message);
+    }
+    it->second = std::move(loaded).value();
+  }
+  return it->second;
+}
+
+result<std::vector<epoch_entry>> rocksdb_store::leader_epochs(std::string_view topic, std::uint32_t partition) const {
+  auto t = find_topic(topic);
+  if (!t) return make_error_code(errc::unknown_topic);
+  if (partition >= t->partitions.size()) return make_error_code(errc::unknown_partition);
+  return load_epochs(t->record.id(), partition);
+}
+
+void rocksdb_store::begin_epoch(std::string topic, std::uint32_t partition, std::uint32_t epoch,
+                                completion<std::uint64_t> done) {
+  submit<std::uint64_t>(true, 64, std::move(done),
+                        [this, topic = std::move(topic), partition, epoch](group_ctx& ctx) -> result<std::uint64_t> {
+    auto t = writer_topic(ctx, topic);
+    if (!t) return make_error_code(errc::unknown_topic);
+    if (partition >= t->record.partitions()) return make_error_code(errc::unknown_partition);
+    auto& ps = *t->partitions[partition];
+    auto& epochs = writer_epochs(t->record.id(), partition);
+    if (!epochs.empty() && epochs.back().epoch >= epoch) return ps.next;
+    ctx.put(cf_default, epoch_key(t->record.id(), partition, epoch), u64_value(ps.next));
+    epochs.push_back({epoch, ps.next});
+    return ps.next;
+  });
+}
+
+void rocksdb_store::replica_append(replica_append_request request, completion<std::uint64_t> done) {
+  if (!valid_messages(request.messages)) return done(make_error_code(errc::invalid_argument));
+  std::vector<encoded_message> messages;
+  messages.reserve(request.messages.size());
+  std::size_t bytes = 64;
+  const std::int64_t received_ms = now();
+  for (auto& m : request.messages) {
+    messages.push_back(encode_message(std::move(m), received_ms));
+    bytes += messages.back().bytes.size();
+  }
+  submit<std::uint64_t>(request.sync, bytes, std::move(done),
+                        [this, topic = std::move(request.topic), partition = request.partition,
+                         base = request.base_offset, epoch = request.leader_epoch,
+                         create = request.auto_create_partitions,
+                         messages = std::move(messages)](group_ctx& ctx) -> result<std::uint64_t> {
+    if (full_ && !failed_) return full_refusal();
+    TXMQ_TRY(auto t, writer_topic_or_create(ctx, topic, create));
+    if (partition >= t->record.partitions()) return make_error_code(errc::unknown_partition);
+    auto& ps = *t->partitions[partition];
+    const std::uint32_t tid = t->record.id();
+    if (ps.next != base) {
+      return error(errc::invalid_argument, "a replicated batch at offset " + std::to_string(base) + " of '" + topic +
+                                               "'/" + std::to_string(partition) + ", whose next offset is " +
+                                               std::to_string(ps.next));
+    }
+    auto& epochs = writer_epochs(tid, partition);
+    if (!epochs.empty() && epochs.back().epoch > epoch) {
+      return error(errc::invalid_argument, "a replicated batch of leader epoch " + std::to_string(epoch) +
+                                               ", older than this partition's epoch " +
+                                               std::to_string(epochs.back().epoch));
+    }
+    if (epochs.empty() || epochs.back().epoch < epoch) {
+      ctx.put(cf_default, epoch_key(tid, partition, epoch), u64_value(base));
+      epochs.push_back({epoch, base});
+    }
+    for (const auto& msg : messages) {
+      const std::uint64_t offset = ps.next++;
+      auto [it, inserted] = ctx.logs.try_emplace({tid, partition});
+      auto& log = it->second;
+      if (inserted) {
+        log.topic_id = tid;
+        log.partition = partition;
+        log.state = &ps;
+        log.start(offset);
+        ctx.touched.push_back(&ps);
+      }
+      log.add(msg);
+      ctx.messages += 1;
+      ctx.bytes += msg.body_bytes;
+      const dedupe_entry entry{tid, partition, offset, ctx.now_ms};
+      ctx.batch.Put(handles_[cf_dedupe], rocksdb::Slice(msg.id.raw().data(), msg.id.raw().size()), encode(entry));
+      ctx.dedupe.insert_or_assign(msg.id, entry);
+      max_stored_id_ = std::max(max_stored_id_, msg.id);
+    }
+    return ps.next;
+  });
+}
+
+void rocksdb_store::truncate(std::string topic, std::uint32_t partition, std::uint64_t offset,
+                             completion<std::uint64_t> done) {
+  submit<std::uint64_t>(true, 64, std::move(done),
+                        [this, topic = std::move(topic), partition, offset](group_ctx& ctx) -> result<std::uint64_t> {
+    auto t = writer_topic(ctx, topic);
+    if (!t) return make_error_code(errc::unknown_topic);
+    if (partition >= t->record.partitions()) return make_error_code(errc::unknown_partition);
+    auto& ps = *t->partitions[partition];
+    const std::uint32_t tid = t->record.id();
+    if (ctx.logs.contains({tid, partition})) {
+      // The same commit group appended to the partition: its batch is not in the DB yet.
+      return error(errc::invalid_argument, "truncating a partition appended to in the same commit group; retry");
+    }
+    // Epoch entries starting at or past the offset go even when the log holds nothing there.
+    auto& epochs = writer_epochs(tid, partition);
+    while (!epochs.empty() && epochs.back().start_offset >= offset) {
+      ctx.del(cf_default, epoch_key(tid, partition, epochs.back().epoch));
+      epochs.pop_back();
+    }
+    if (offset >= ps.next) return ps.next;
+    const std::string prefix = log_prefix(tid, partition);
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[cf_log]));
+    it->SeekForPrev(log_key(tid, partition, offset));
+    if (!it->Valid() || !it->key().starts_with(prefix)) it->Seek(prefix);
+    for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      const std::uint64_t base = get_u64(it->key().data() + 8);
+      std::string_view value(it->value().data(), it->value().size());
+      batch_header h;
+      v1::MessageBatch batch;
+      if (!decode(value, h) ||
+          !batch.ParseFromArray(value.data() + batch_header_bytes, static_cast<int>(value.size() - batch_header_bytes))) {
+        return make_error_code(errc::corruption);
+      }
+      if (base + static_cast<std::uint64_t>(batch.messages_size()) <= offset) continue;
+      const int keep = base >= offset ? 0 : static_cast<int>(offset - base);
+      for (int i = keep; i < batch.messages_size(); ++i) {
+        const auto& id = batch.messages(i).id();
+        const std::uint64_t at = base + static_cast<std::uint64_t>(i);
+        std::string existing;
+        auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_dedupe], id, &existing);
+        dedupe_entry e;
+        // Only the entry that points here: an id stored again elsewhere keeps its entry.
+        if (s.ok() && decode(existing, e) && e.topic_id == tid && e.partition == partition && e.offset == at) {
+          ctx.batch.Delete(handles_[cf_dedupe], id);
+        } else if (!s.ok() && !s.IsNotFound()) {
+          return status_error(s, "reading a dedupe entry while truncating");
+        }
+        if (auto u = protocol::uuid::from_bytes(id)) ctx.dedupe.erase(u.value());
+      }
+      const std::string key(it->key().data(), it->key().size());
+      ps.meta.bytes -= std::min<std::uint64_t>(ps.meta.bytes, value.size());
+      if (keep == 0) {
+        ctx.batch.Delete(handles_[cf_log], key);
+        continue;
+      }
+      batch.mutable_messages()->DeleteSubrange(keep, batch.messages_size() - keep);
+      std::int64_t max_publish = 0;
+      for (const auto& m : batch.messages()) max_publish = std::max(max_publish, m.publish_time_ms());
+      std::string out;
+      encode(batch_header{h.version, static_cast<std::uint32_t>(keep), max_publish}, out);
+      batch.AppendToString(&out);
+      ps.meta.bytes += out.size();
+      ctx.batch.Put(handles_[cf_log], key, out);
+    }
+    if (!it->status().ok()) return status_error(it->status(), "truncating '" + topic + "'");
+    ps.next = offset;
+    ps.meta.next_offset = offset;
+    ps.meta.start_offset = std::min(ps.meta.start_offset, offset);
+    ctx.put(cf_default, partition_meta_key(tid, partition), encode(ps.meta));
+    ctx.touched.push_back(&ps);
+    return ps.next;
+  });
+}
+
+}  // namespace detail
+}  // namespace txmq::storage
