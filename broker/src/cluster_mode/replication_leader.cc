@@ -297,7 +297,7 @@ void replication::lead_tick(const cluster::cluster_state& state) {
       lp.recording = true;
       std::weak_ptr<bool> alive = alive_;
       store_.begin_epoch(k.first, static_cast<std::uint32_t>(k.second), static_cast<std::uint32_t>(lp.epoch),
-                         on_io<std::uint64_t>(io_, [this, alive, k, epoch = lp.epoch](result<std::uint64_t> r) {
+                         on_io<std::uint64_t>(io_, [this, alive, k = k, epoch = lp.epoch](result<std::uint64_t> r) {
         if (alive.expired() || !*alive.lock()) return;
         auto it = leading_.find(k);
         if (it == leading_.end() || it->second.epoch != epoch) return;
