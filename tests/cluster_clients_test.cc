@@ -178,7 +178,10 @@ TEST_F(cluster_clients_test, a_group_reads_every_leader_through_a_bootstrap_list
   auto c1 = connect_to(address(1));
   wait_three_nodes(*c1);
   client::admin admin(c1);
-  ASSERT_TRUE(admin.create_topic({.name = "feed", .partitions = 6}));
+  // replicas 1: this test is about clients following leaders; a broker's Fetch still serves the
+  // partitions it follows (docs/cluster.md "What is not replicated yet"), so replicated topics
+  // would hand a consumer follower copies too.
+  ASSERT_TRUE(admin.create_topic({.name = "feed", .partitions = 6, .replicas = 1}));
   const auto before = wait_led(*c1, 3, "feed");
   std::set<std::int64_t> leaders;
   for (const auto& p : find_topic(before, "feed")->partition_info()) leaders.insert(p.leader());
@@ -319,7 +322,7 @@ TEST_F(cluster_clients_test, prepare_is_refused_and_topic_describe_shows_leaders
   auto c1 = connect_to(address(1));
   wait_three_nodes(*c1);
   client::admin admin(c1);
-  ASSERT_TRUE(admin.create_topic({.name = "ledger", .partitions = 3}));
+  ASSERT_TRUE(admin.create_topic({.name = "ledger", .partitions = 3, .replicas = 1}));
   const auto m = wait_led(*c1, 3, "ledger");
   const auto ids = publish("ledger", "entry", 30);
   ASSERT_EQ(ids.size(), 30u);

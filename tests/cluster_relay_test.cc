@@ -54,7 +54,7 @@ TEST(cluster_relay, outbox_rows_reach_a_three_broker_cluster_through_a_bootstrap
     auto r = conn.value()->request(std::move(f));
     return r && r.value().metadata_response().nodes_size() == 3;
   }, 20s)) << logs();
-  ASSERT_TRUE(admin.create_topic({.name = "outbox-feed", .partitions = 6}));
+  ASSERT_TRUE(admin.create_topic({.name = "outbox-feed", .partitions = 6, .replicas = 1}));
   // Every partition led before the relay starts (it would follow them anyway, after a retry).
   std::set<std::string> leader_addresses;
   ASSERT_TRUE(eventually([&] {
