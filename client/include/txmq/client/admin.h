@@ -21,7 +21,7 @@ struct topic_spec {
   std::uint32_t partitions = 0;          // 0 = broker default (4)
   std::chrono::milliseconds retention{0};  // 0 = broker default
   std::uint64_t retention_bytes = 0;     // 0 = unlimited
-  std::uint32_t replicas = 0;            // cluster mode; 0 = default (1); more is refused for now
+  std::uint32_t replicas = 0;            // cluster mode; 0 = the broker default, min(3, live nodes)
 };
 
 class admin {
