@@ -20,18 +20,6 @@ struct partition_row {
   bool under_replicated() const { return p->leader() < 0 || p->isr_size() < p->replicas_size(); }
 };
 
-std::string ids(const google::protobuf::RepeatedField<std::int64_t>& list) {
-  std::string out;
-  for (auto id : list) out += (out.empty() ? "" : ",") + std::to_string(id);
-  return out.empty() ? "-" : out;
-}
-
-json::array id_array(const google::protobuf::RepeatedField<std::int64_t>& list) {
-  json::array out;
-  for (auto id : list) out.push_back(id);
-  return out;
-}
-
 }  // namespace
 
 int cluster_status(session& s) {
@@ -90,7 +78,7 @@ int cluster_status(session& s) {
     const auto* p = row.p;
     parts.add({row.topic, std::to_string(p->partition()), p->leader() < 0 ? "none" : std::to_string(p->leader()),
                p->leader_address().empty() ? "-" : p->leader_address(), std::to_string(p->leader_epoch()),
-               ids(p->replicas()), ids(p->isr()),
+               id_list(p->replicas()), id_list(p->isr()),
                p->leader() < 0 ? "no leader" : (row.under_replicated() ? "under-replicated" : "ok")});
   }
   parts.print(out);

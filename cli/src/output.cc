@@ -59,4 +59,16 @@ std::string join(const google::protobuf::RepeatedPtrField<std::string>& items) {
   return out.empty() ? "-" : out;
 }
 
+std::string id_list(const google::protobuf::RepeatedField<std::int64_t>& list) {
+  std::string out;
+  for (auto id : list) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out.empty() ? "-" : out;
+}
+
+boost::json::array id_array(const google::protobuf::RepeatedField<std::int64_t>& list) {
+  boost::json::array out;
+  for (auto id : list) out.push_back(id);
+  return out;
+}
+
 }  // namespace txmq::cli::detail

@@ -33,6 +33,11 @@ void put_bytes(boost::json::object& o, const std::string& name, const std::strin
 [[nodiscard]] std::map<std::string, std::string> headers_of(const v1::Message& m);
 [[nodiscard]] boost::json::object headers_json(const v1::Message& m);
 
+// Node ids (a partition's replicas or ISR) as one table cell, "1,2,3" ("-" when none), and as
+// a JSON array.
+[[nodiscard]] std::string id_list(const google::protobuf::RepeatedField<std::int64_t>& list);
+[[nodiscard]] boost::json::array id_array(const google::protobuf::RepeatedField<std::int64_t>& list);
+
 // The key's table cell: "-" when the message has none, "" when it is empty.
 [[nodiscard]] std::string key_cell(const v1::Message& m);
 // Sets `key` (null when the message has none) or `key_base64` on o.

@@ -65,18 +65,6 @@ json::object topic_json(const v1::TopicInfo& t, bool with_partitions) {
   return o;
 }
 
-std::string id_list(const google::protobuf::RepeatedField<std::int64_t>& list) {
-  std::string out;
-  for (auto id : list) out += (out.empty() ? "" : ",") + std::to_string(id);
-  return out.empty() ? "-" : out;
-}
-
-json::array id_array(const google::protobuf::RepeatedField<std::int64_t>& list) {
-  json::array out;
-  for (auto id : list) out.push_back(id);
-  return out;
-}
-
 // In a cluster each partition's offsets live on its leader: one DescribeTopic per leader node
 // (its own partitions' figures), joined with the Metadata's leader, epoch, replicas and ISR.
 int topic_describe_in_cluster(session& s, client::leader_router& router, const v1::MetadataResponse& m,
