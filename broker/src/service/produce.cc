@@ -57,17 +57,21 @@ void service::append(const std::shared_ptr<responder>& c, std::uint64_t corr, v1
     if (!r) {
       return c->respond_error(corr, wire_code(r.error()), "produce to '" + topic + "' failed: " + r.error().message);
     }
-    v1::Frame out;
-    out.set_correlation_id(corr);
-    auto* resp = out.mutable_produce_response();
-    for (auto& p : r.value().positions) {
-      auto* pos = resp->add_positions();
-      pos->set_partition(p.partition);
-      pos->set_offset(p.offset);
-      pos->set_duplicate(p.duplicate);
-    }
-    c->respond(std::move(out));
+    c->respond(produce_answer(corr, r.value().positions));
   }));
+}
+
+v1::Frame service::produce_answer(std::uint64_t corr, const std::vector<storage::position>& positions) {
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  auto* resp = out.mutable_produce_response();
+  for (const auto& p : positions) {
+    auto* pos = resp->add_positions();
+    pos->set_partition(p.partition);
+    pos->set_offset(p.offset);
+    pos->set_duplicate(p.duplicate);
+  }
+  return out;
 }
 
 }  // namespace txmq::broker

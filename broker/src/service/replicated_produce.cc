@@ -50,16 +50,7 @@ void service::append_replicated(const std::shared_ptr<responder>& c, std::uint64
           auto c = weak.lock();
           if (!c) return;
           if (!done) return c->respond_error(corr, v1::NOT_ENOUGH_REPLICAS, std::move(done.error().message));
-          v1::Frame out;
-          out.set_correlation_id(corr);
-          auto* resp = out.mutable_produce_response();
-          for (auto& p : positions) {
-            auto* pos = resp->add_positions();
-            pos->set_partition(p.partition);
-            pos->set_offset(p.offset);
-            pos->set_duplicate(p.duplicate);
-          }
-          c->respond(std::move(out));
+          c->respond(produce_answer(corr, positions));
         });
   }));
 }
