@@ -49,7 +49,7 @@ class group_tracker_test : public ::testing::Test {
     auto st = storage::call_sync<storage::group_state>(
         [&](auto d) { store_->ensure_group(info, storage::group_start::earliest, d); });
     EXPECT_TRUE(st);
-    auto t = std::make_unique<group_tracker>("g", settings_, *store_);
+    auto t = std::make_unique<group_tracker>("g", settings_, *store_, &visible_);
     EXPECT_TRUE(t->load(st.value(), now_));
     return t;
   }
@@ -75,6 +75,7 @@ class group_tracker_test : public ::testing::Test {
   delivery_settings settings_;
   std::int64_t now_ = 1'000'000;
   std::vector<delivered> last_;
+  visible_end_fn visible_;  // unset: the log end (single-node mode)
 };
 
 TEST_F(group_tracker_test, delivers_in_offset_order_with_attempt_and_deadline) {
@@ -307,6 +308,53 @@ TEST_F(group_tracker_test, acked_elsewhere_also_settles_a_message_waiting_for_it
   auto s = t->summary();
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].acked, 2u);
+}
+
+}  // namespace
+}  // namespace txmq::broker
+
+namespace txmq::broker {
+namespace {
+
+// Cluster mode's bound (docs/cluster.md "Consumers"): nothing at or above the visible end is
+// handed out, retries of a partition no longer led here neither, and the lag counts up to it.
+TEST_F(group_tracker_test, delivers_nothing_at_or_above_the_visible_end) {
+  std::uint64_t end = 2;
+  visible_ = [&](const std::string& topic, std::uint32_t partition, std::uint64_t log_end) {
+    EXPECT_EQ(topic, "t");
+    EXPECT_EQ(partition, 0u);
+    EXPECT_EQ(log_end, 5u);
+    return end;
+  };
+  produce({std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt});
+  auto t = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 1)) << "offsets 2-4 are above the high watermark";
+  EXPECT_FALSE(t->has_deliverable(now_));
+  EXPECT_TRUE(fetch_offsets(*t).empty());
+  EXPECT_EQ(t->lag(read_end_offsets(*store_, &visible_)), 2u);
+  EXPECT_EQ(t->summary().at(0).end_offset, std::optional<std::uint64_t>(2));
+  end = 4;
+  EXPECT_TRUE(t->has_deliverable(now_)) << "the high watermark moved";
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(2, 3));
+  // Nacked: a retry, but this node no longer leads the partition (visible end 0).
+  auto n = t->nack({ref(0)}, 1ms, now_);
+  persist(n.update);
+  now_ += 10;
+  persist(t->expire(now_));
+  end = 0;
+  EXPECT_FALSE(t->has_deliverable(now_));
+  EXPECT_TRUE(fetch_offsets(*t).empty()) << "a retry of a partition led elsewhere is not handed out";
+  EXPECT_EQ(t->lag(read_end_offsets(*store_, &visible_)), 0u) << "a follower reports no lag for it";
+  end = 5;
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 4)) << "leading again: the retry first, then the rest";
+}
+
+TEST_F(group_tracker_test, an_unset_visible_end_is_the_log_end) {
+  produce({std::nullopt, std::nullopt});
+  auto t = make_tracker();
+  EXPECT_TRUE(t->has_deliverable(now_));
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0, 1));
+  EXPECT_EQ(t->summary().at(0).end_offset, std::nullopt);
 }
 
 }  // namespace

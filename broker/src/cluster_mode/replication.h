@@ -76,6 +76,17 @@ class replication {
 
   void replica_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::ReplicaFetchRequest& req);
 
+  // How far consumers may read the partition from this node (groups/group_tracker.h
+  // visible_end_fn), from the state last read from etcd: 0 unless this node leads it; the log
+  // end for a topic with one replica; for a replicated topic the highest high watermark reached
+  // under the current epoch while acknowledgements were possible (never above what every ISR
+  // member fsynced: what a failover keeps). 0 until the followers report under a new epoch.
+  [[nodiscard]] std::uint64_t visible_end(const std::string& topic, std::uint32_t partition,
+                                          std::uint64_t log_end) const;
+  // Runs (on the io thread) with the topic when a led partition's visible end moves up, so that
+  // parked consumer fetches take the new messages. Set once, before the io thread serves.
+  void set_on_visible(std::function<void(const std::string& topic)> fn) { on_visible_ = std::move(fn); }
+
   // Every service tick: follows the cluster's state (starts/stops followers, records epochs,
   // changes ISRs), answers timed-out waits and long polls.
   void tick();
@@ -113,6 +124,7 @@ class replication {
     std::vector<parked_fetch> parked;
     bool isr_write_pending = false;
     clock::time_point since{};
+    std::uint64_t visible = 0;  // visible_end(), monotonic within the epoch
   };
   struct follower_task;
 
@@ -124,6 +136,9 @@ class replication {
   // nullopt when acknowledgements must wait (ISR below min_insync, a newer epoch seen).
   [[nodiscard]] std::optional<std::uint64_t> high_watermark(const key& k) const;
   void settle_waiters();
+  // Moves the partition's visible end up to its high watermark (if acknowledgements are
+  // possible now) and calls on_visible_ when it moved.
+  void advance_visible(const key& k);
   void answer_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::ReplicaFetchRequest& req);
   void wake_parked(const key& k, bool all);
   void lead_tick(const cluster::cluster_state& state);
@@ -139,6 +154,7 @@ class replication {
   std::map<key, leader_part> leading_;
   std::deque<waiter> waiters_;
   std::map<key, std::shared_ptr<follower_task>> following_;
+  std::function<void(const std::string& topic)> on_visible_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -72,6 +72,25 @@ std::optional<std::uint64_t> replication::high_watermark(const key& k) const {
   return hw;
 }
 
+std::uint64_t replication::visible_end(const std::string& topic, std::uint32_t partition, std::uint64_t log_end) const {
+  const key k{topic, static_cast<std::int32_t>(partition)};
+  const auto* e = entry_of(k);
+  if (!e || e->state.leader != node_.id()) return 0;
+  if (replicas_of(topic) <= 1) return log_end;
+  auto it = leading_.find(k);
+  if (it == leading_.end() || it->second.epoch != e->state.leader_epoch) return 0;
+  return std::min(log_end, it->second.visible);
+}
+
+void replication::advance_visible(const key& k) {
+  auto it = leading_.find(k);
+  if (it == leading_.end()) return;
+  const auto hw = high_watermark(k);
+  if (!hw || *hw <= it->second.visible) return;
+  it->second.visible = *hw;
+  if (on_visible_) on_visible_(k.first);
+}
+
 void replication::await_replicas(const std::string& topic, std::vector<std::pair<std::int32_t, std::uint64_t>> need,
                                  std::function<void(result<void>)> done) {
   std::set<std::int32_t> parts;
@@ -79,6 +98,8 @@ void replication::await_replicas(const std::string& topic, std::vector<std::pair
   waiters_.push_back({topic, std::move(need), clock::now() + settings_.replication_timeout, std::move(done)});
   // The followers parked on these partitions take the new messages now.
   for (auto p : parts) wake_parked({topic, p}, true);
+  // With an ISR of the leader alone (min_insync_replicas 1) its own fsync moves the HW.
+  for (auto p : parts) advance_visible({topic, p});
   settle_waiters();
 }
 
@@ -170,6 +191,7 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
       bigger.push_back(req.node_id());
       change_isr(k, std::move(bigger), "caught up");
     }
+    advance_visible(k);
     settle_waiters();
     if (req.fetch_offset() >= end) {
       // Nothing new: hold the fetch until an append or fetch_wait (a long poll).
@@ -348,6 +370,11 @@ void replication::tick() {
   if (!state_) return;
   lead_tick(*state_);
   follow_tick(*state_);
+  // An ISR change read from etcd (a follower out) can move the HW without any report.
+  for (auto& [k, lp] : leading_) {
+    (void)lp;
+    advance_visible(k);
+  }
   settle_waiters();
   for (auto& [k, lp] : leading_) {
     (void)lp;

@@ -47,7 +47,7 @@ result<void> consumer_groups::load() {
     auto state = store_.load_group(info.name);
     if (!state) return state.error();
     auto& g = groups_[info.name];
-    g.tracker = std::make_unique<group_tracker>(info.name, settings_.delivery, store_);
+    g.tracker = std::make_unique<group_tracker>(info.name, settings_.delivery, store_, &visible_end_);
     TXMQ_TRY(g.tracker->load(state.value(), now_ms()));
   }
   return outcome::success();
@@ -102,7 +102,7 @@ void consumer_groups::register_group_metrics() {
   // partitions). (One callback per group, each reading the store's topic once per partition and
   // walking the group's deliveries, made 1,000 groups cost milliseconds of the io thread.)
   metrics_->registry.add_gauge_collector("txmq_group_lag", "Messages of the group's topics not yet acknowledged", [this] {
-    const auto ends = read_end_offsets(store_);
+    const auto ends = read_end_offsets(store_, &visible_end_);
     common::metrics_registry::collected_series out;
     out.reserve(groups_.size());
     for (auto& [name, g] : groups_) out.push_back({{{"group", name}}, static_cast<double>(g.tracker->lag(ends))});
@@ -135,7 +135,7 @@ void consumer_groups::with_group(const std::string& name, const std::vector<std:
     if (!r) return fn(r.error());
     auto& g = groups_[name];
     if (!g.tracker) {
-      g.tracker = std::make_unique<group_tracker>(name, settings_.delivery, store_);
+      g.tracker = std::make_unique<group_tracker>(name, settings_.delivery, store_, &visible_end_);
     }
     if (auto l = g.tracker->load(r.value(), now_ms()); !l) return fn(l.error());
     fn(&g);

@@ -62,6 +62,9 @@ class consumer_groups {
   void wake(const std::vector<std::string>& topics, const std::vector<std::string>& groups);
   // Serves the long polls of the groups that read `topic` (new messages were stored).
   void wake_topic(const std::string& topic);
+  // Bounds what every group delivers and reports as lag (group_tracker.h visible_end_fn).
+  // Before load(); unset in single-node mode.
+  void set_visible_end(visible_end_fn fn) { visible_end_ = std::move(fn); }
   // The tracker of a loaded group, or nullptr.
   [[nodiscard]] group_tracker* find(const std::string& name);
 
@@ -127,6 +130,7 @@ class consumer_groups {
   consumer_group_settings settings_;
   broker_metrics* metrics_;
   std::map<std::string, group_entry> groups_;
+  visible_end_fn visible_end_;  // every tracker holds its address
 };
 
 }  // namespace txmq::broker

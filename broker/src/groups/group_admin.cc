@@ -35,8 +35,12 @@ result<v1::GroupInfo> consumer_groups::describe(const storage::store& store, con
     p->set_partition(s.partition);
     p->set_acked(s.acked);
     p->set_dispatched(s.dispatched);
-    std::uint64_t end = 0;
-    if (auto t = store.topic(s.topic); t && s.partition < t->partitions.size()) end = t->partitions[s.partition].next_offset;
+    // In cluster mode the tracker gave the deliverable end (0 for a partition led elsewhere: its
+    // lag is its leader's to report).
+    std::uint64_t end = s.end_offset.value_or(0);
+    if (!s.end_offset) {
+      if (auto t = store.topic(s.topic); t && s.partition < t->partitions.size()) end = t->partitions[s.partition].next_offset;
+    }
     p->set_end_offset(end);
     p->set_lag(end > s.acked ? end - s.acked : 0);
     p->set_in_flight(s.in_flight);

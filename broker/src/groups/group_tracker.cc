@@ -1,13 +1,15 @@
 #include "groups/group_tracker.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace txmq::broker {
 
 using protocol::errc;
 
-group_tracker::group_tracker(std::string name, delivery_settings settings, const storage::store& store)
-    : name_(std::move(name)), settings_(std::move(settings)), store_(store) {
+group_tracker::group_tracker(std::string name, delivery_settings settings, const storage::store& store,
+                             const visible_end_fn* visible)
+    : name_(std::move(name)), settings_(std::move(settings)), store_(store), visible_(visible) {
   if (settings_.retry_schedule.empty()) settings_.retry_schedule.push_back(std::chrono::seconds(10));
 }
 
@@ -30,6 +32,16 @@ std::optional<std::size_t> group_tracker::find_partition(const std::string& topi
   auto it = index_.find({topic, p});
   if (it == index_.end()) return std::nullopt;
   return it->second;
+}
+
+std::uint64_t group_tracker::deliverable_end(const partition& part, std::uint64_t log_end) const {
+  return bounded() ? std::min(log_end, (*visible_)(part.topic, part.id, log_end)) : log_end;
+}
+
+std::uint64_t group_tracker::deliverable_end(const partition& part) const {
+  auto info = store_.topic(part.topic);
+  if (!info || part.id >= info->partitions.size()) return 0;
+  return deliverable_end(part, info->partitions[part.id].next_offset);
 }
 
 std::chrono::milliseconds group_tracker::retry_delay(std::uint32_t attempt) const {
@@ -217,10 +229,13 @@ result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, c
   }
   rotate_ = partitions_.empty() ? 0 : (rotate_ + 1) % partitions_.size();
 
-  // Retries and messages held back by their key first: they are older.
+  // Retries and messages held back by their key first: they are older. With a visible_end hook
+  // (cluster mode) not on a partition this node no longer leads, nor above the high watermark.
   for (std::size_t pidx : order) {
     auto& part = partitions_[pidx];
-    while (out.messages.size() < max && !part.deliverable.empty()) {
+    if (part.deliverable.empty()) continue;
+    const std::uint64_t limit = bounded() ? deliverable_end(part) : std::numeric_limits<std::uint64_t>::max();
+    while (out.messages.size() < max && !part.deliverable.empty() && *part.deliverable.begin() < limit) {
       const std::uint64_t offset = *part.deliverable.begin();
       auto& e = part.pending.at(offset);
       TXMQ_TRY(auto msg, read_one(part, offset));
@@ -251,18 +266,21 @@ result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, c
       if (part.pending.empty()) part.floor = part.next;
     }
     const std::uint64_t start_next = part.next;
-    while (out.messages.size() < max && !full && part.next < pinfo.next_offset &&
+    const std::uint64_t end = deliverable_end(part, pinfo.next_offset);
+    while (out.messages.size() < max && !full && part.next < end &&
            part.pending.size() < settings_.max_unacked_per_partition) {
       storage::read_request rr;
       rr.topic = part.topic;
       rr.partition = part.id;
       rr.from_offset = part.next;
       rr.max_messages = std::min<std::size_t>(
-          {std::max<std::size_t>(max - out.messages.size(), 16), settings_.max_unacked_per_partition - part.pending.size(), 1000});
+          {std::max<std::size_t>(max - out.messages.size(), 16), settings_.max_unacked_per_partition - part.pending.size(), 1000,
+           static_cast<std::size_t>(end - part.next)});
       TXMQ_TRY(auto r, store_.read(rr));
       if (r.messages.empty()) break;
       for (auto& m : r.messages) {
         const std::uint64_t offset = m.offset();
+        if (offset >= end) break;
         part.next = offset + 1;
         entry e;
         if (m.has_key()) e.key = m.key();
@@ -440,10 +458,16 @@ void group_tracker::acked_elsewhere(const std::vector<storage::message_ref>& ref
 bool group_tracker::has_deliverable(std::int64_t now_ms) const {
   if (!timeline_.empty() && timeline_.begin()->first <= now_ms) return true;
   for (auto& part : partitions_) {
-    if (!part.deliverable.empty()) return true;
-    if (part.pending.size() >= settings_.max_unacked_per_partition) continue;
-    auto info = store_.topic(part.topic);
-    if (info && part.id < info->partitions.size() && part.next < info->partitions[part.id].next_offset) return true;
+    if (!bounded()) {
+      if (!part.deliverable.empty()) return true;
+      if (part.pending.size() >= settings_.max_unacked_per_partition) continue;
+      auto info = store_.topic(part.topic);
+      if (info && part.id < info->partitions.size() && part.next < info->partitions[part.id].next_offset) return true;
+      continue;
+    }
+    const std::uint64_t end = deliverable_end(part);
+    if (!part.deliverable.empty() && *part.deliverable.begin() < end) return true;
+    if (part.pending.size() < settings_.max_unacked_per_partition && part.next < end) return true;
   }
   return false;
 }
@@ -453,12 +477,16 @@ std::optional<std::int64_t> group_tracker::next_event_ms() const {
   return timeline_.begin()->first;
 }
 
-topic_end_offsets read_end_offsets(const storage::store& store) {
+topic_end_offsets read_end_offsets(const storage::store& store, const visible_end_fn* visible) {
+  const bool bounded = visible != nullptr && *visible;
   topic_end_offsets out;
   for (auto& t : store.topics()) {
     auto& ends = out[t.config.name];
     ends.reserve(t.partitions.size());
-    for (auto& p : t.partitions) ends.push_back(p.next_offset);
+    for (std::uint32_t p = 0; p < t.partitions.size(); ++p) {
+      const std::uint64_t log_end = t.partitions[p].next_offset;
+      ends.push_back(bounded ? std::min(log_end, (*visible)(t.config.name, p, log_end)) : log_end);
+    }
   }
   return out;
 }
@@ -482,6 +510,7 @@ std::vector<partition_summary> group_tracker::summary() const {
     s.partition = part.id;
     s.acked = part.floor;
     s.dispatched = part.next;
+    if (bounded()) s.end_offset = deliverable_end(part);
     for (auto& [o, e] : part.pending) {
       if (e.st == state::in_flight) ++s.in_flight;
       if (e.st == state::waiting) ++s.waiting;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,10 +53,19 @@ struct delivery_ref {
   return u.dispatched.empty() && u.deliveries.empty() && u.acks.empty() && u.dead.empty() && u.redrive.empty();
 }
 
-// Each topic's partitions' next offsets (high watermarks), by topic name: what the lag of many
-// groups needs, read from the store once (read_end_offsets) instead of once per group.
+// How far (exclusive) a partition's messages may be handed to consumers by this broker, given
+// its local log's end (docs/cluster.md "Consumers"). Unset (single-node mode): the log end, at
+// no cost. In cluster mode the service sets it: 0 for a partition this node does not lead (a
+// follower's copy is never delivered), the high watermark for a replicated partition it leads
+// (a message a failover may truncate is never delivered). Called on the owner thread.
+using visible_end_fn = std::function<std::uint64_t(const std::string& topic, std::uint32_t partition,
+                                                   std::uint64_t log_end)>;
+
+// Each topic's partitions' deliverable ends (the log end, or what `visible` says), by topic
+// name: what the lag of many groups needs, read from the store once (read_end_offsets) instead
+// of once per group.
 using topic_end_offsets = std::unordered_map<std::string, std::vector<std::uint64_t>>;
-[[nodiscard]] topic_end_offsets read_end_offsets(const storage::store& store);
+[[nodiscard]] topic_end_offsets read_end_offsets(const storage::store& store, const visible_end_fn* visible = nullptr);
 
 struct partition_summary {
   std::string topic;
@@ -64,6 +74,9 @@ struct partition_summary {
   std::uint64_t dispatched = 0;
   std::uint32_t in_flight = 0;
   std::uint32_t waiting = 0;
+  // The deliverable end when the visible_end hook is set (cluster mode), read on the owner
+  // thread; unset: the reader takes the log end.
+  std::optional<std::uint64_t> end_offset;
 };
 
 // An upper bound of what `m` of `topic` takes encoded as one Delivery of a FetchResponse, with
@@ -72,7 +85,9 @@ struct partition_summary {
 
 class group_tracker {
  public:
-  group_tracker(std::string name, delivery_settings settings, const storage::store& store);
+  // `visible` (may be null or empty: the log end) bounds what is delivered; it outlives the tracker.
+  group_tracker(std::string name, delivery_settings settings, const storage::store& store,
+                const visible_end_fn* visible = nullptr);
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   [[nodiscard]] const std::vector<std::string>& topics() const noexcept { return topics_; }
@@ -124,7 +139,7 @@ class group_tracker {
   void acked_elsewhere(const std::vector<storage::message_ref>& refs);
 
   // Whether a fetch at now_ms could hand out something (for waking long polls): a due retry, a
-  // ready message, or a cursor behind its partition's end.
+  // ready message below the deliverable end, or a cursor behind its partition's deliverable end.
   [[nodiscard]] bool has_deliverable(std::int64_t now_ms) const;
   // The earliest deadline or retry time, if any.
   [[nodiscard]] std::optional<std::int64_t> next_event_ms() const;
@@ -180,10 +195,16 @@ class group_tracker {
   storage::delivery_record record_of(const partition& part, std::uint64_t offset, const entry& e) const;
   result<std::optional<v1::Message>> read_one(const partition& part, std::uint64_t offset) const;
   std::chrono::milliseconds retry_delay(std::uint32_t attempt) const;
+  [[nodiscard]] bool bounded() const noexcept { return visible_ != nullptr && *visible_; }
+  // Below which offset `part` may be delivered: the hook's answer (capped at the log end), or
+  // the log end; 0 when the topic or partition is gone.
+  [[nodiscard]] std::uint64_t deliverable_end(const partition& part) const;
+  [[nodiscard]] std::uint64_t deliverable_end(const partition& part, std::uint64_t log_end) const;
 
   std::string name_;
   delivery_settings settings_;
   const storage::store& store_;
+  const visible_end_fn* visible_;
   std::vector<std::string> topics_;
   std::vector<partition> partitions_;
   std::map<std::pair<std::string, std::uint32_t>, std::size_t> index_;

@@ -95,6 +95,32 @@ void service::produce_in_cluster(const std::shared_ptr<responder>& c, std::uint6
   append(c, corr, req, route.partition_count, std::move(route.partitions));
 }
 
+void service::fetch_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::FetchRequest& req) {
+  const auto state = cluster_->snapshot();
+  if (!state || req.topics().empty()) return groups_->fetch(c, corr, req);
+  std::optional<cluster_mode::not_leader> refused;
+  for (const auto& topic : req.topics()) {
+    const auto t = std::find_if(state->topics.begin(), state->topics.end(), [&](const auto& x) { return x.name == topic; });
+    // A topic the cluster does not know: the groups answer UNKNOWN_TOPIC as on one node.
+    if (t == state->topics.end()) return groups_->fetch(c, corr, req);
+    for (std::int32_t p = 0; p < t->partitions; ++p) {
+      auto e = state->partitions.find({topic, p});
+      if (e == state->partitions.end()) continue;
+      if (e->second.state.leader == cluster_->id()) return groups_->fetch(c, corr, req);
+      if (!refused && e->second.state.leader != cluster::k_no_leader) {
+        refused = cluster_mode::not_leader{.topic = topic,
+                                           .leader = e->second.state.leader,
+                                           .leader_address = cluster_mode::address_of(*state, e->second.state.leader)};
+      }
+    }
+    if (!refused) refused = cluster_mode::not_leader{.topic = topic};
+  }
+  refused->text = "node " + std::to_string(cluster_->id()) + " leads no partition of the fetched topic(s) '" +
+                  refused->topic + "'" + (req.topics_size() > 1 ? " ..." : "") +
+                  ": consumers read each partition from its leader; refresh metadata and fetch from the leaders";
+  respond_not_leader(*c, corr, *refused);
+}
+
 void service::refuse_prepare_in_cluster(responder& c, std::uint64_t corr) {
   // A transaction's half messages, outcome and check-backs live in one node's store, and its
   // COMMIT writes the messages into that store's partitions: in a cluster those may be led
@@ -108,7 +134,14 @@ void service::refuse_prepare_in_cluster(responder& c, std::uint64_t corr) {
 }
 
 void service::set_replication(const cluster_mode::replication_settings& s) {
-  if (cluster_ != nullptr) replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, s);
+  if (cluster_ == nullptr) return;
+  replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, s);
+  // Consumers read only partitions led here, only below the high watermark (docs/cluster.md
+  // "Consumers"); parked fetches wake when it moves.
+  groups_->set_visible_end([this](const std::string& topic, std::uint32_t partition, std::uint64_t log_end) {
+    return replication_->visible_end(topic, partition, log_end);
+  });
+  replication_->set_on_visible([this](const std::string& topic) { groups_->wake_topic(topic); });
 }
 
 void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,

@@ -136,7 +136,9 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
   if (!authorized(c, frame)) return;
   switch (frame.body_case()) {
     case v1::Frame::kProduce: return produce(c, corr, *frame.mutable_produce());
-    case v1::Frame::kFetch: return groups_->fetch(c, corr, frame.fetch());
+    case v1::Frame::kFetch:
+      if (cluster_ != nullptr) return fetch_in_cluster(c, corr, frame.fetch());
+      return groups_->fetch(c, corr, frame.fetch());
     case v1::Frame::kAck: return groups_->settle(c, corr, settle_kind::ack, frame.ack().group(), frame.ack().refs(), 0);
     case v1::Frame::kNack:
       return groups_->settle(c, corr, settle_kind::nack, frame.nack().group(), frame.nack().refs(),

@@ -119,6 +119,9 @@ class service {
   void create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                const v1::CreateTopicRequest& req);
   void metadata(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::MetadataRequest& req);
+  // A Fetch naming only topics of which this node leads no partition is answered NOT_LEADER
+  // (the consumer's metadata is stale); otherwise the groups serve it, from led partitions only.
+  void fetch_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::FetchRequest& req);
   // Transactions are not served in a cluster yet (docs/cluster.md "Transactions"): Prepare is
   // refused with INVALID_ARGUMENT, never stored on whichever node received it.
   void refuse_prepare_in_cluster(responder& c, std::uint64_t corr);
