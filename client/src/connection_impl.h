@@ -176,6 +176,8 @@ class connection::impl {
   std::optional<error> disconnect_reason_;
   std::optional<error> broker_notice_;
   std::optional<error> refusal_;
+  // fail_while_unreachable: the last connect attempt failed (why), and no session since.
+  std::optional<error> unreachable_;
   std::optional<error> last_error_io_;
   // +-20% jitter, so that clients cut off together do not reconnect together.
   common::backoff reconnect_delay_{options_.reconnect_backoff_initial, options_.reconnect_backoff_max, 0.2};

@@ -20,6 +20,7 @@ void connection::impl::enqueue_request(std::uint64_t id, std::string bytes, resp
                                                          "); retry when the broker has caught up"));
   }
   if (!connected_now_ && refusal_) return invoke(cb, *refusal_);
+  if (!connected_now_ && unreachable_) return invoke(cb, *unreachable_);
   auto timer = std::make_unique<asio::steady_timer>(io_);
   timer->expires_after(wait);
   timer->async_wait([this, id, wait](boost::system::error_code ec) {

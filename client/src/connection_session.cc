@@ -75,6 +75,11 @@ awaitable<void> connection::impl::run() {
         }
         cv_.notify_all();
         fail_unsent(attempt.error());
+      } else if (options_.fail_while_unreachable) {
+        unreachable_ = error(errc::not_connected, "cannot reach " + options_.address + " (" +
+                                                      attempt.error().to_string() +
+                                                      "); a cluster client re-reads Metadata and tries its leader");
+        fail_unsent(*unreachable_);
       }
     }
     backoff_timer_.expires_after(reconnect_delay_.next());
@@ -87,6 +92,7 @@ void connection::impl::on_connected() {
   connected_now_ = true;
   last_received_ = std::chrono::steady_clock::now();
   refusal_.reset();
+  unreachable_.reset();
   ++generation_;
   connects_.fetch_add(1);
   connected_flag_.store(true);

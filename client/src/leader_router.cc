@@ -82,6 +82,10 @@ std::shared_ptr<connection> leader_router::connection_for(const std::string& add
   if (!c) {
     auto options = bootstrap_->options();
     options.address = address;
+    // A leader that cannot be reached (killed, stopped) is answered at once: the producer and
+    // the consumer read Metadata again and move to the new leader as soon as there is one,
+    // instead of waiting out a request timeout on the dead node's reconnects.
+    options.fail_while_unreachable = true;
     c = std::make_shared<connection>(std::move(options));
   }
   return c;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <future>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -437,6 +438,67 @@ TEST(admin, wrong_response_type_is_an_error) {
   auto r = a.describe_group("g");
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error().is(errc::unexpected_response));
+}
+
+}  // namespace
+}  // namespace txmq::client
+
+namespace txmq::client {
+namespace {
+
+// Cluster mode's connections to one node (leader_router): a node that went away answers a
+// request at once with a retriable not_connected, so the caller moves to the new leader instead
+// of waiting out its request timeout on reconnects; back, it serves again.
+TEST(connection, fail_while_unreachable_answers_at_once_when_the_node_is_gone) {
+  auto broker = std::make_unique<fake_broker>();
+  broker->set_handler(echo_topics);
+  const auto port = broker->port();
+  auto o = options_for(*broker);
+  o.fail_while_unreachable = true;
+  o.request_timeout = 20s;
+  o.reconnect_backoff_initial = 50ms;
+  o.reconnect_backoff_max = 200ms;
+  auto c = connection::connect(o).value();
+  ASSERT_TRUE(c->request(describe("a")));
+  broker.reset();  // the node dies: its port refuses connections
+  const auto start = std::chrono::steady_clock::now();
+  auto r = c->request(describe("b"));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::not_connected) || r.error().is(errc::connection_lost)) << r.error();
+  EXPECT_TRUE(r.error().retriable());
+  EXPECT_LT(took, 5s) << "waited for the dead node instead of answering";
+  // Later requests, while the node is down, fail at once too.
+  const auto again = std::chrono::steady_clock::now();
+  auto r2 = c->request(describe("c"));
+  ASSERT_FALSE(r2);
+  EXPECT_TRUE(r2.error().is(errc::not_connected)) << r2.error();
+  EXPECT_LT(std::chrono::steady_clock::now() - again, 1s);
+  // The node comes back on the same port: the connection serves again.
+  fake_broker back(port);
+  back.set_handler(echo_topics);
+  bool served = false;
+  for (int i = 0; i < 100 && !served; ++i) {
+    served = c->request(describe("d")).has_value();
+    if (!served) std::this_thread::sleep_for(50ms);  // between two looks, as tests/support/eventually.h
+  }
+  EXPECT_TRUE(served);
+}
+
+TEST(connection, by_default_a_request_waits_for_the_node_to_come_back) {
+  std::uint16_t port;
+  {
+    fake_broker gone;
+    port = gone.port();
+  }
+  connection_options o;
+  o.address = "127.0.0.1:" + std::to_string(port);
+  o.reconnect_backoff_initial = 10ms;
+  o.reconnect_backoff_max = 50ms;
+  connection c(o);
+  auto r = c.request(describe("a"), 500ms);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::timeout)) << r.error();
 }
 
 }  // namespace

@@ -126,7 +126,8 @@ class fake_broker {
 
   using handler = std::function<void(const std::shared_ptr<session>&, const v1::Frame&)>;
 
-  fake_broker() : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
+  // On `port` (0: any free one); a broker back on the port of one that went away.
+  explicit fake_broker(std::uint16_t port = 0) : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), port}) {
     hello_ok_.set_protocol_version(1);
     hello_ok_.set_broker_id("fake");
     hello_ok_.set_max_frame_bytes(protocol::default_max_frame_bytes);

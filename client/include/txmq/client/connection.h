@@ -69,6 +69,13 @@ struct connection_options {
   // Encoded request bytes waiting to be written (including while disconnected). A request that
   // would pass it fails with errc::write_queue_full; a lone request is always accepted.
   std::size_t max_write_queue_bytes = 64u << 20;
+  // Cluster mode's connections to one node (leader_router): while the connection is down after a
+  // failed connect attempt, a request fails at once with errc::not_connected (retriable), and
+  // the requests waiting for a reconnect fail when an attempt fails, so that the caller reads
+  // Metadata again and sends them to the partition's new leader instead of waiting its request
+  // timeout for a dead node. Off (the default): a request waits for the broker to come back
+  // within its timeout.
+  bool fail_while_unreachable = false;
   // Our own cap on frames we receive, on top of HelloOk.max_frame_bytes (0 = just the broker's).
   std::uint32_t max_frame_bytes = 0;
   // Threads that run the request handler (set_request_handler), so that one slow answer (a
