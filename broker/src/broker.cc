@@ -39,6 +39,10 @@ using asio::ip::tcp;
 
 namespace {
 
+// How long a SIGTERM in cluster mode waits for the in-sync followers to catch up and for the
+// leadership hand-over writes in etcd (docs/cluster.md "Draining a broker").
+constexpr std::chrono::seconds k_drain_wait{5};
+
 // The data directory holds tokens' hashes, webhook secrets and every message: created 0700; an
 // existing one that others may read is used, with a warning (the operator may have reasons).
 result<void> prepare_data_dir(const std::string& dir) {
@@ -476,6 +480,19 @@ void broker::stop() {
     std::lock_guard lk(m.mu);
     if (m.stopping) return;
     m.stopping = true;
+  }
+  // Step 0, cluster mode: hand the replicated partitions led here over to in-sync replicas while
+  // still serving (docs/cluster.md "Draining a broker"): producers get NOT_LEADER and move
+  // before this node leaves, instead of after the controller notices it gone.
+  if (m.cluster) {
+    auto drained = std::make_shared<std::promise<void>>();
+    auto finished = drained->get_future();
+    asio::post(m.io, [&m, drained] { m.svc->drain(k_drain_wait, [drained] { drained->set_value(); }); });
+    // drain() ends itself at k_drain_wait; the margin covers an io thread busy with a request.
+    if (finished.wait_for(k_drain_wait + std::chrono::seconds(2)) != std::future_status::ready) {
+      common::log::warn("draining did not finish within ", (k_drain_wait + std::chrono::seconds(2)).count(),
+                        " s; leaving the cluster anyway");
+    }
   }
   // Step 1: stop accepting and answer parked long polls, on the io thread.
   std::promise<void> accepted_stopped;

@@ -87,6 +87,18 @@ class replication {
   // parked consumer fetches take the new messages. Set once, before the io thread serves.
   void set_on_visible(std::function<void(const std::string& topic)> fn) { on_visible_ = std::move(fn); }
 
+  // SIGTERM drain (docs/cluster.md "Draining a broker"): stops taking writes on the replicated
+  // partitions led here (Produce answered NOT_LEADER), waits until their in-sync followers have
+  // fsynced the whole log, then hands each one over: one etcd transaction per partition,
+  // compared on the partition key's mod_revision, naming the most caught-up live ISR member
+  // leader with epoch + 1 and the ISR without this node. Partitions with no other live ISR
+  // member are left as they are (they lose their leader when the node leaves). `done` runs
+  // once, on the io thread, when every write is answered or `wait` is over; produce waits still
+  // open then are answered NOT_LEADER (retriable: the producer resends the same ids to the new
+  // leader, whose dedupe answers the ones it already holds). Starts no follower afterwards.
+  void drain(std::chrono::milliseconds wait, std::function<void()> done);
+  [[nodiscard]] bool draining() const noexcept { return drain_ != nullptr; }
+
   // Every service tick: follows the cluster's state (starts/stops followers, records epochs,
   // changes ISRs), answers timed-out waits and long polls.
   void tick();
@@ -127,6 +139,12 @@ class replication {
     std::uint64_t visible = 0;  // visible_end(), monotonic within the epoch
   };
   struct follower_task;
+  struct drain_state {
+    clock::time_point deadline;
+    std::function<void()> done;
+    std::set<key> handled;  // written, refused, or left as they are
+    std::size_t writes_pending = 0;
+  };
 
   // The partition's entry in the last state read from etcd, nullptr when unknown.
   [[nodiscard]] const cluster::partition_entry* entry_of(const key& k) const;
@@ -145,6 +163,9 @@ class replication {
   void follow_tick(const cluster::cluster_state& state);
   void change_isr(const key& k, std::vector<cluster::node_id> isr, const char* why);
   boost::asio::awaitable<void> run_follower(key k, std::shared_ptr<follower_task> t);
+  // replication_drain.cc: hands over what is ready (or everything at the deadline); finishes.
+  void drain_step();
+  void hand_over(const key& k);
 
   boost::asio::io_context& io_;
   storage::store& store_;
@@ -155,6 +176,7 @@ class replication {
   std::deque<waiter> waiters_;
   std::map<key, std::shared_ptr<follower_task>> following_;
   std::function<void(const std::string& topic)> on_visible_;
+  std::unique_ptr<drain_state> drain_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -116,7 +116,9 @@ void replication::follow_tick(const cluster::cluster_state& state) {
         std::find(reps.begin(), reps.end(), node_.id()) == reps.end()) {
       continue;
     }
-    if (following_.contains(k)) continue;
+    // A draining node is about to leave: it follows nothing new (a partition it handed over
+    // would otherwise be followed, and the new leader would put it back into the ISR).
+    if (following_.contains(k) || drain_) continue;
     auto task = std::make_shared<follower_task>();
     following_[k] = task;
     asio::co_spawn(io_, run_follower(k, task), asio::detached);

@@ -43,6 +43,7 @@ std::uint64_t replication::local_end(const std::string& topic, std::int32_t part
 }
 
 bool replication::ready_to_lead(const std::string& topic, std::int32_t partition) const {
+  if (drain_) return false;  // handing its leaderships over: no new writes
   const key k{topic, partition};
   const auto* e = entry_of(k);
   if (!e || e->state.leader != node_.id()) return false;
@@ -380,6 +381,7 @@ void replication::tick() {
     (void)lp;
     wake_parked(k, false);
   }
+  if (drain_) drain_step();
 }
 
 }  // namespace txmq::broker::cluster_mode

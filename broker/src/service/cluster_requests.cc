@@ -84,10 +84,14 @@ void service::produce_in_cluster(const std::shared_ptr<responder>& c, std::uint6
   if (replication_ && topic_replicas(*state, req.topic()) > 1) {
     for (auto p : route.partitions) {
       if (!replication_->ready_to_lead(req.topic(), static_cast<std::int32_t>(p))) {
-        return respond_not_leader(*c, corr, {.topic = req.topic(), .partition = static_cast<std::int32_t>(p),
-                                             .text = "node " + std::to_string(cluster_->id()) +
-                                                     " is not (yet) the leader of this partition at its current "
-                                                     "epoch; refresh metadata and retry"});
+        return respond_not_leader(
+            *c, corr,
+            {.topic = req.topic(), .partition = static_cast<std::int32_t>(p),
+             .text = "node " + std::to_string(cluster_->id()) +
+                     (replication_->draining()
+                          ? " is shutting down and hands its leaderships over; refresh metadata and retry"
+                          : " is not (yet) the leader of this partition at its current epoch; refresh metadata and "
+                            "retry")});
       }
     }
     return append_replicated(c, corr, req, route.partition_count, std::move(route.partitions));
@@ -131,6 +135,11 @@ void service::refuse_prepare_in_cluster(responder& c, std::uint64_t corr) {
                       " of cluster '" + cluster_->cluster_name() +
                       "'): Prepare is refused so that no transaction is half-stored on one node; use a single "
                       "broker for transactions, or the outbox relay (docs/cluster.md \"Transactions\")");
+}
+
+void service::drain(std::chrono::milliseconds wait, std::function<void()> done) {
+  if (!replication_ || stopped_) return done();
+  replication_->drain(wait, std::move(done));
 }
 
 void service::set_replication(const cluster_mode::replication_settings& s) {

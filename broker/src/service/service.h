@@ -74,6 +74,10 @@ class service {
 
   // Loads every stored group and starts the timer that expires deadlines and long polls.
   [[nodiscard]] result<void> start();
+  // Cluster mode, before stop(): hands the leaderships of replicated partitions over to in-sync
+  // replicas (cluster_mode::replication::drain), at most `wait`; `done` runs once on the io
+  // thread. Single node: `done` at once. Call on the io thread.
+  void drain(std::chrono::milliseconds wait, std::function<void()> done);
   // Stops the timer and answers parked long polls with what they have (nothing).
   void stop();
   // Closes every connection once its queued answers are written.
