@@ -178,9 +178,9 @@ TEST_F(cluster_clients_test, a_group_reads_every_leader_through_a_bootstrap_list
   auto c1 = connect_to(address(1));
   wait_three_nodes(*c1);
   client::admin admin(c1);
-  // replicas 1: this test is about clients following leaders; a broker's Fetch still serves the
-  // partitions it follows (docs/cluster.md "What is not replicated yet"), so replicated topics
-  // would hand a consumer follower copies too.
+  // replicas 1: the victim's partitions must stay leaderless while it is down (with more
+  // replicas they would move: cluster_replication_test); a group over a replicated topic is
+  // cluster_fetch_test's.
   ASSERT_TRUE(admin.create_topic({.name = "feed", .partitions = 6, .replicas = 1}));
   const auto before = wait_led(*c1, 3, "feed");
   std::set<std::int64_t> leaders;

@@ -54,7 +54,8 @@ TEST(cluster_relay, outbox_rows_reach_a_three_broker_cluster_through_a_bootstrap
     auto r = conn.value()->request(std::move(f));
     return r && r.value().metadata_response().nodes_size() == 3;
   }, 20s)) << logs();
-  ASSERT_TRUE(admin.create_topic({.name = "outbox-feed", .partitions = 6, .replicas = 1}));
+  // Replicated (3 copies): each row is read once, from its partition's leader only.
+  ASSERT_TRUE(admin.create_topic({.name = "outbox-feed", .partitions = 6, .replicas = 3}));
   // Every partition led before the relay starts (it would follow them anyway, after a retry).
   std::set<std::string> leader_addresses;
   ASSERT_TRUE(eventually([&] {
