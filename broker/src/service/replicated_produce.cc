@@ -43,10 +43,9 @@ void service::append_replicated(const std::shared_ptr<responder>& c, std::uint64
     replication_->await_replicas(
         topic, {need.begin(), need.end()},
         [this, weak, corr, topic, positions = std::move(r.value().positions)](result<void> done) {
-          if (done) {
-            webhooks_->wake(topic);
-            groups_->wake_topic(topic);
-          }
+          // Consumer groups were woken when the high watermark moved over these messages
+          // (replication::set_on_visible, before any waiter is settled); webhooks are not.
+          if (done) webhooks_->wake(topic);
           auto c = weak.lock();
           if (!c) return;
           if (!done) return c->respond_error(corr, v1::NOT_ENOUGH_REPLICAS, std::move(done.error().message));
