@@ -58,8 +58,8 @@ class cluster_node {
   // Writes topics/<name> unless it exists (an existing one is success: the caller reads the
   // state for its config). Errors: etcd's (unavailable, ...), invalid_argument.
   void create_topic(cluster::topic_config topic, std::function<void(result<void>)> done);
-  // A partition leader's ISR change (cluster::write_isr): written only if the partition key is
-  // still at `mod_revision`. `done` runs on the cluster thread.
+  // A partition leader's ISR change, or its hand-over when it drains (cluster::write_isr):
+  // written only if the partition key is still at `mod_revision`. `done` runs on the cluster thread.
   void write_isr(std::string topic, std::int32_t partition, cluster::partition_state state,
                  std::int64_t mod_revision, std::function<void(result<void>)> done);
 

@@ -143,8 +143,9 @@ boost::asio::awaitable<result<std::int64_t>> write_partition_state(etcd_client& 
                                                                    std::int64_t expected_mod_revision,
                                                                    std::int64_t controller_create_revision);
 
-// A partition leader's write of a changed ISR (isr_write.cc): `state` is the partition's state
-// as read at `expected_mod_revision` with only the ISR changed. Errors: compare_failed when the
+// A partition leader's own write of its partition's state (isr_write.cc): `state` is the state
+// as read at `expected_mod_revision` with the ISR changed, or, when the leader drains before
+// it stops, with the leadership handed to another ISR member (epoch + 1, itself out of the ISR). Errors: compare_failed when the
 // partition key changed since (a new leader or epoch: the writer is stale), etcd's.
 boost::asio::awaitable<result<std::int64_t>> write_isr(etcd_client& etcd, const key_layout& keys,
                                                        std::string_view topic, std::int32_t partition,
