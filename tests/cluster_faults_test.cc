@@ -21,7 +21,11 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "etcd_process.h"
 #include "eventually.h"
@@ -197,6 +201,153 @@ TEST_F(cluster_faults_test, a_live_lagging_follower_leaves_the_isr_and_rejoins_a
   ASSERT_TRUE(c.consume_all(leader, k_topic, 0, h, "check")) << c.logs();
   const auto verdict = h.check();
   std::cout << "lagging follower: " << verdict.summary() << "\n";
+  expect_clean(verdict);
+}
+
+
+// Every broker's Metadata sampled every 100 ms on a thread: which node each broker names as a
+// partition's leader under which epoch. Two nodes named for one (partition, epoch) would be two
+// leaders that could both acknowledge.
+class epoch_sampler {
+ public:
+  epoch_sampler(replicated_cluster& c, std::int32_t partitions) : c_(c), partitions_(partitions) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        for (int id = 1; id <= 3; ++id) {
+          for (std::int32_t p = 0; p < partitions_; ++p) {
+            auto v = c_.view(k_topic, p, id);
+            if (!v || v->leader <= 0) continue;
+            std::lock_guard lk(mu_);
+            leaders_[{p, v->epoch}].insert(v->leader);
+            ++samples_;
+          }
+        }
+        std::this_thread::sleep_for(100ms);  // the sampling period, not a synchronization
+      }
+    });
+  }
+  ~epoch_sampler() { stop(); }
+  void stop() {
+    if (stop_.exchange(true)) return;
+    thread_.join();
+  }
+  // "partition P epoch E led by A and B" for every (partition, epoch) with two leaders.
+  std::vector<std::string> conflicts() const {
+    std::lock_guard lk(mu_);
+    std::vector<std::string> out;
+    for (const auto& [pe, ids] : leaders_) {
+      if (ids.size() < 2) continue;
+      std::string s = "partition " + std::to_string(pe.first) + " epoch " + std::to_string(pe.second) + " led by";
+      for (auto id : ids) s += " " + std::to_string(id);
+      out.push_back(s);
+    }
+    return out;
+  }
+  std::map<std::int32_t, std::int64_t> max_epochs() const {
+    std::lock_guard lk(mu_);
+    std::map<std::int32_t, std::int64_t> out;
+    for (const auto& [pe, ids] : leaders_) out[pe.first] = std::max(out[pe.first], pe.second);
+    return out;
+  }
+  std::size_t samples() const {
+    std::lock_guard lk(mu_);
+    return samples_;
+  }
+
+ private:
+  replicated_cluster& c_;
+  std::int32_t partitions_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::map<std::pair<std::int32_t, std::int64_t>, std::set<std::int64_t>> leaders_;
+  std::size_t samples_ = 0;
+};
+
+// etcd away for 8 s, longer than the 3 s lease: every node's session ends (it cannot renew) and
+// starts again when etcd is back (docs/cluster.md "etcd unavailable").
+TEST_F(cluster_faults_test, etcd_sigkilled_and_restarted_under_a_keyed_stream_loses_nothing_and_every_partition_serves_again_within_10s) {
+  constexpr std::int32_t partitions = 3;
+  constexpr auto outage = 8000ms;
+  start({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "10s"});
+  auto& c = *cluster_;
+  std::string why;
+  ASSERT_TRUE(c.create_topic(k_topic, partitions, 3, &why)) << why << "\n" << c.logs();
+  // Four keys of every partition.
+  keyed_stream::options o;
+  for (std::uint32_t p = 0; p < static_cast<std::uint32_t>(partitions); ++p) {
+    for (int i = 0; i < 4; ++i) o.keys.push_back(key_for_partition("p" + std::to_string(p) + "k" + std::to_string(i) + "-", p, partitions));
+  }
+  history h;
+  epoch_sampler sampler(c, partitions);
+  keyed_stream s(c.bootstrap(), h, o);
+  ASSERT_TRUE(eventually([&] { return s.acks() >= 600; }, 30s)) << c.logs();
+  std::map<std::int32_t, partition_view> before;
+  for (std::int32_t p = 0; p < partitions; ++p) {
+    auto v = c.view(k_topic, p);
+    ASSERT_TRUE(v);
+    before[p] = *v;
+  }
+
+  etcd_.kill();
+  const auto killed = steady_clock::now();
+  // Sessions end within the lease TTL (each node's watchdog, ttl − ttl/5 after its last renewal).
+  ASSERT_TRUE(eventually([&] { return steady_clock::now() - killed >= outage; }, outage + 1s));
+  const auto restarting = steady_clock::now();
+  // While etcd was away: the leaders kept acknowledging (whole ISRs, nothing to write to etcd).
+  std::map<std::uint32_t, std::uint64_t> acked_while_away;
+  for (std::uint32_t p = 0; p < static_cast<std::uint32_t>(partitions); ++p) {
+    acked_while_away[p] = s.longest_gap(killed + 4000ms, restarting, p) < 2000ms ? 1 : 0;
+  }
+  const auto acks_away = s.acks_between(killed, restarting);
+  etcd_.start();
+  const auto back = steady_clock::now();
+  std::map<std::uint32_t, double> serving_ms;
+  for (std::uint32_t p = 0; p < static_cast<std::uint32_t>(partitions); ++p) {
+    std::optional<steady_clock::time_point> t;
+    EXPECT_TRUE(eventually([&] { return (t = s.first_ack_after(back, p)).has_value(); }, 15s))
+        << "partition " << p << " took no write in 15 s after etcd's return\n" << c.logs();
+    if (t) serving_ms[p] = ms_between(back, *t);
+  }
+  // Let the control plane settle (new sessions, a controller, possibly new leaders), then look
+  // at the longest pause of every partition from etcd's return on.
+  ASSERT_TRUE(eventually([&] {
+    for (std::int32_t p = 0; p < partitions; ++p) {
+      auto v = c.view(k_topic, p);
+      if (!v || v->leader <= 0 || v->isr.size() != 3) return false;
+    }
+    return true;
+  }, 30s)) << "the partitions did not get a leader and a whole ISR back\n" << c.logs();
+  const auto settled_acks = s.acks();
+  ASSERT_TRUE(eventually([&] { return s.acks() >= settled_acks + 600; }, 30s)) << c.logs();
+  const auto until = steady_clock::now();
+  std::ostringstream fig;
+  fig << "CLUSTER-FIGURES etcd_outage outage_ms=" << ms_between(killed, restarting)
+      << " acks_while_etcd_away=" << acks_away;
+  for (std::uint32_t p = 0; p < static_cast<std::uint32_t>(partitions); ++p) {
+    const auto gap = s.longest_gap(back, until, p);
+    fig << " p" << p << "_first_ack_after_return_ms=" << serving_ms[p] << " p" << p
+        << "_longest_pause_after_return_ms=" << gap.count() << " p" << p << "_epoch=" << before[static_cast<std::int32_t>(p)].epoch
+        << "->" << c.view(k_topic, static_cast<std::int32_t>(p))->epoch;
+    EXPECT_LT(gap, 10000ms) << "partition " << p << " did not serve within 10 s of etcd's return";
+    EXPECT_EQ(acked_while_away[p], 1u) << "partition " << p
+                                       << " stopped acknowledging while etcd was away (docs/cluster.md says its "
+                                          "leader keeps acknowledging while its ISR is whole)";
+  }
+  std::cout << fig.str() << "\n";
+  s.stop();
+  sampler.stop();
+  const auto conflicts = sampler.conflicts();
+  EXPECT_TRUE(conflicts.empty()) << conflicts.front();
+  EXPECT_GT(sampler.samples(), 100u);
+
+  history_verdict verdict;
+  for (std::int32_t p = 0; p < partitions; ++p) {
+    const auto leader = static_cast<int>(c.view(k_topic, p)->leader);
+    ASSERT_TRUE(c.consume_all(leader, k_topic, p, h, "check-" + std::to_string(p))) << c.logs();
+  }
+  verdict = h.check();
+  std::cout << "etcd outage: " << verdict.summary() << "\n";
   expect_clean(verdict);
 }
 
