@@ -23,6 +23,13 @@ std::string hex_tail(const std::string& id) {
 }
 }  // namespace
 
+history::history(const history& other) {
+  std::lock_guard lk(other.mu_);
+  attempts_ = other.attempts_;
+  reads_ = other.reads_;
+  ack_positions_ = other.ack_positions_;
+}
+
 void history::attempt(const std::string& id, const std::string& key, const std::string& body, std::uint64_t seq) {
   std::lock_guard lk(mu_);
   auto& a = attempts_[id];

@@ -45,6 +45,11 @@ struct history_verdict {
 
 class history {
  public:
+  history() = default;
+  // A copy taken under the other's lock (e.g. the attempts, to judge a second log against).
+  history(const history& other);
+  history& operator=(const history&) = delete;
+
   // A produce attempt of message `id` with `key` and `body`; `seq` orders the attempts of
   // one key (the producer's own order). Outcome unknown until resolved.
   void attempt(const std::string& id, const std::string& key, const std::string& body, std::uint64_t seq);

@@ -3,6 +3,7 @@
 #include "replicated_cluster.h"
 
 #include <algorithm>
+#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -170,7 +171,13 @@ bool replicated_cluster::consume_all(int id, const std::string& topic, std::int3
       if (ack.ack().refs_size() > 0) (void)c->request(std::move(ack), milliseconds(5000));
     }
     return seen.size() >= end;
-  }, 60s);
+  }, 120s) || (std::cerr << "consume_all: read " << seen.size() << " distinct offsets of " << end << " from broker " << id
+                        << " (missing from " << [&] {
+                             std::uint64_t o = 0;
+                             while (seen.contains(o)) ++o;
+                             return o;
+                           }() << ")\n",
+              false);
 }
 
 std::vector<std::int64_t> replicated_cluster::nodes(int from) {
@@ -209,7 +216,9 @@ std::optional<double> replicated_cluster::metric(int id, const std::string& name
 
 keyed_stream::keyed_stream(const std::string& bootstrap, history& h, options o) : h_(h), o_(std::move(o)) {
   if (o_.keys.empty()) {
-    for (int i = 0; i < 8; ++i) o_.keys.push_back("k" + std::to_string(i));
+    // 32 keys: a group hands out one message per key at a time, so reading the log back takes
+    // (messages / keys) fetches.
+    for (int i = 0; i < 32; ++i) o_.keys.push_back("k" + std::to_string(i));
   }
   producer::producer_options po;
   po.connection.address = bootstrap;

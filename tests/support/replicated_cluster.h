@@ -63,7 +63,7 @@ class replicated_cluster {
   std::uint64_t end_offset(int id, const std::string& topic, std::int32_t partition);
   // Reads partition `partition` of broker `id`'s own store into `h` through consumer group
   // `group` (acking each delivery), until it has read end_offset() distinct offsets; false
-  // when it does not within 60 s.
+  // when it does not within 120 s (and says how far it got on stderr).
   bool consume_all(int id, const std::string& topic, std::int32_t partition, history& h, const std::string& group);
   // The nodes Metadata lists (registered in etcd), as broker `from` sees them.
   std::vector<std::int64_t> nodes(int from);
@@ -83,7 +83,7 @@ class keyed_stream {
  public:
   struct options {
     std::string topic = "stream";
-    // Round-robin over these; empty: "k0".."k7".
+    // Round-robin over these; empty: "k0".."k31".
     std::vector<std::string> keys;
     std::chrono::milliseconds request_timeout{3000};
     std::chrono::milliseconds delivery_timeout{40000};
