@@ -6,7 +6,8 @@
 //  - a live follower SIGSTOPped past replica_lag_max: acknowledgements pause for about
 //    replica_lag_max, the leader (not the controller: the follower's lease is still alive)
 //    commits the smaller ISR in etcd and acknowledgements resume; SIGCONT: it catches up and
-//    rejoins (txmq_isr_shrinks_total, txmq_isr_expands_total on the leader's /metrics);
+//    rejoins (txmq_isr_shrinks_total, txmq_isr_expands_total on the leader's /metrics), and
+//    txmq_replica_lag_messages shows the stopped follower's lag, then 0 for both once quiet;
 //  - both followers SIGSTOPped: a write is answered NOT_ENOUGH_REPLICAS after
 //    replication_timeout and nothing is acknowledged meanwhile;
 //  - etcd SIGKILLed and restarted under a keyed stream over 3 partitions: leaders keep
@@ -156,6 +157,23 @@ TEST_F(cluster_faults_test, a_live_lagging_follower_leaves_the_isr_and_rejoins_a
   EXPECT_TRUE(eventually([&] { return c.metric(r.leader, "txmq_isr_shrinks_total").value_or(0) > shrinks_before; }, 5s))
       << "txmq_isr_shrinks_total did not count the shrink";
 
+  // The leader's replica lag of the stopped follower grows with the stream (DESIGN §8 "replica
+  // lag per partition"), the other follower's stays small.
+  const auto lag_of = [&](int node) {
+    // Labels as the registry renders them, sorted by name.
+    return c.metric(r.leader, "txmq_replica_lag_messages{node=\"" + std::to_string(node) +
+                                  "\",partition=\"0\",topic=\"" + k_topic + "\"}");
+  };
+  const auto acks_at_shrink = s.acks();
+  ASSERT_TRUE(eventually([&] { return s.acks() >= acks_at_shrink + 300; }, 20s)) << c.logs();
+  std::optional<double> lag_stopped;
+  EXPECT_TRUE(eventually([&] { return (lag_stopped = lag_of(lagging)).value_or(0) >= 300; }, 5s))
+      << "txmq_replica_lag_messages of the stopped follower: " << lag_stopped.value_or(-1) << "\n"
+      << http_get_from(c.broker(r.leader).address().substr(0, c.broker(r.leader).address().rfind(':')),
+                       c.broker(r.leader).http_port(), "/metrics");
+  std::cout << "CLUSTER-FIGURES lagging_follower replica_lag_messages stopped=" << lag_stopped.value_or(-1)
+            << " other=" << lag_of(r.followers[1]).value_or(-1) << "\n";
+
   one.thaw();
   const auto thawed = steady_clock::now();
   ASSERT_TRUE(eventually([&] {
@@ -198,6 +216,11 @@ TEST_F(cluster_faults_test, a_live_lagging_follower_leaves_the_isr_and_rejoins_a
   ASSERT_TRUE(eventually([&] { return s.acks() >= acks_after + 200; }, 30s)) << c.logs();
   s.stop();
 
+  // Quiet, caught up: no follower lags.
+  for (int f : r.followers) {
+    EXPECT_TRUE(eventually([&] { return lag_of(f) == 0.0; }, 10s))
+        << "txmq_replica_lag_messages of node " << f << " is " << lag_of(f).value_or(-1) << " with nothing to copy";
+  }
   const auto leader = static_cast<int>(c.view(k_topic, 0)->leader);
   ASSERT_TRUE(c.consume_all(leader, k_topic, 0, h, "check")) << c.logs();
   const auto verdict = h.check();

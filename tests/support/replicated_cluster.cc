@@ -289,7 +289,16 @@ milliseconds keyed_stream::longest_gap(steady_clock::time_point from, steady_clo
 void keyed_stream::run() {
   std::map<std::string, std::uint64_t> seq;
   std::uint64_t n = 0;
+  const auto started = steady_clock::now();
   while (!stopping_) {
+    if (o_.per_second > 0) {
+      // A rate limit, not a synchronization: attempt n is due n / per_second after the start.
+      const auto due = started + milliseconds(n * 1000 / static_cast<std::uint64_t>(o_.per_second));
+      if (due > steady_clock::now()) {
+        std::this_thread::sleep_until(std::min(due, steady_clock::now() + 50ms));
+        continue;
+      }
+    }
     const std::string& key = o_.keys[n % o_.keys.size()];
     const auto s = seq[key]++;
     producer::outgoing_message m;

@@ -87,6 +87,9 @@ class keyed_stream {
     std::vector<std::string> keys;
     std::chrono::milliseconds request_timeout{3000};
     std::chrono::milliseconds delivery_timeout{40000};
+    // At most this many attempts per second (0: as fast as the producer takes them), which
+    // bounds how long reading the log back takes.
+    int per_second = 2000;
   };
   keyed_stream(const std::string& bootstrap, history& h, options o);
   ~keyed_stream();

@@ -129,6 +129,8 @@ class replication {
   void lead_tick(const cluster::cluster_state& state);
   void follow_tick(const cluster::cluster_state& state);
   void change_isr(const key& k, std::vector<cluster::node_id> isr, const char* why);
+  // Every 500 ms: each follower's lag on the partitions led here, for the metrics.
+  void publish_lag(const cluster::cluster_state& state);
   boost::asio::awaitable<void> run_follower(key k, std::shared_ptr<follower_task> t);
 
   boost::asio::io_context& io_;
@@ -140,6 +142,7 @@ class replication {
   std::deque<waiter> waiters_;
   std::map<key, std::shared_ptr<follower_task>> following_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  clock::time_point lag_published_{};
 };
 
 }  // namespace txmq::broker::cluster_mode
