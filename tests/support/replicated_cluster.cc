@@ -145,7 +145,7 @@ bool replicated_cluster::consume_all(int id, const std::string& topic, std::int3
   if (!c) return false;
   const std::uint64_t end = end_offset(id, topic, partition);
   std::set<std::uint64_t> seen;
-  return eventually([&] {
+  const bool all = eventually([&] {
     v1::Frame f;
     auto* fetch = f.mutable_fetch();
     fetch->set_group(group);
@@ -171,13 +171,14 @@ bool replicated_cluster::consume_all(int id, const std::string& topic, std::int3
       if (ack.ack().refs_size() > 0) (void)c->request(std::move(ack), milliseconds(5000));
     }
     return seen.size() >= end;
-  }, 120s) || (std::cerr << "consume_all: read " << seen.size() << " distinct offsets of " << end << " from broker " << id
-                        << " (missing from " << [&] {
-                             std::uint64_t o = 0;
-                             while (seen.contains(o)) ++o;
-                             return o;
-                           }() << ")\n",
-              false);
+  }, 120s);
+  if (!all) {
+    std::uint64_t first_missing = 0;
+    while (seen.contains(first_missing)) ++first_missing;
+    std::cerr << "consume_all: read " << seen.size() << " distinct offsets of " << end << " from broker " << id
+              << " (the first missing: " << first_missing << ")\n";
+  }
+  return all;
 }
 
 std::vector<std::int64_t> replicated_cluster::nodes(int from) {
@@ -271,6 +272,14 @@ std::uint64_t keyed_stream::acks_between(steady_clock::time_point from, steady_c
       std::count_if(acks_at_.begin(), acks_at_.end(), [&](const ack& a) { return a.at >= from && a.at < to; }));
 }
 
+std::uint64_t keyed_stream::acks_of_attempts(steady_clock::time_point from, steady_clock::time_point to,
+                                             std::optional<std::uint32_t> partition) const {
+  std::lock_guard lk(mu_);
+  return static_cast<std::uint64_t>(std::count_if(acks_at_.begin(), acks_at_.end(), [&](const ack& a) {
+    return a.attempted >= from && a.at < to && (!partition || a.partition == *partition);
+  }));
+}
+
 milliseconds keyed_stream::longest_gap(steady_clock::time_point from, steady_clock::time_point to,
                                        std::optional<std::uint32_t> partition) const {
   std::lock_guard lk(mu_);
@@ -308,12 +317,13 @@ void keyed_stream::run() {
     m.id = protocol::uuid::make_v7();
     const std::string id(m.id->raw());
     h_.attempt(id, key, m.body, s);
-    p_->async_send(std::move(m), [this, id](client::result<producer::send_result> r) {
+    const auto attempted = steady_clock::now();
+    p_->async_send(std::move(m), [this, id, attempted](client::result<producer::send_result> r) {
       if (r) {
         h_.acknowledged_at(id, r.value().partition, r.value().offset);
         h_.resolve(id, attempt_outcome::acknowledged);
         std::lock_guard lk(mu_);
-        acks_at_.push_back({steady_clock::now(), r.value().partition});
+        acks_at_.push_back({steady_clock::now(), r.value().partition, attempted});
         acks_.fetch_add(1);
       } else {
         // A delivery timeout or an error after retries: the write may or may not be kept.

@@ -107,6 +107,13 @@ class keyed_stream {
   [[nodiscard]] std::chrono::milliseconds longest_gap(std::chrono::steady_clock::time_point from,
                                                       std::chrono::steady_clock::time_point to,
                                                       std::optional<std::uint32_t> partition = std::nullopt) const;
+  // Acknowledgements received before `to` of attempts made at or after `from` (of one
+  // partition when given): writes sent after a fault began and acknowledged while it lasted.
+  // (Counting by receive time alone would also count an answer sent before the fault and
+  // delivered late on a loaded machine.)
+  [[nodiscard]] std::uint64_t acks_of_attempts(std::chrono::steady_clock::time_point from,
+                                               std::chrono::steady_clock::time_point to,
+                                               std::optional<std::uint32_t> partition = std::nullopt) const;
   // Acknowledgements of a partition after `t`.
   [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> first_ack_after(
       std::chrono::steady_clock::time_point t, std::uint32_t partition) const;
@@ -124,6 +131,7 @@ class keyed_stream {
   struct ack {
     std::chrono::steady_clock::time_point at;
     std::uint32_t partition;
+    std::chrono::steady_clock::time_point attempted;
   };
   std::vector<ack> acks_at_;  // in the order the callbacks ran
 };
