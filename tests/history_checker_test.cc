@@ -94,5 +94,34 @@ TEST(history_checker, an_acknowledgement_wins_over_an_earlier_failure_of_the_sam
   EXPECT_TRUE(h.check().ok()) << h.check().summary();
 }
 
+TEST(history_checker, finds_two_acknowledgements_of_one_position_and_an_acknowledged_position_that_moved) {
+  {
+    history h;
+    fill_clean(h);
+    for (int s = 0; s < 4; ++s) h.acknowledged_at("id-0-" + std::to_string(s), 0, static_cast<std::uint64_t>(s));
+    EXPECT_TRUE(h.check().ok()) << h.check().summary();
+    // A second leader acknowledged another message at 0@3 (its log was later truncated).
+    h.attempt("other", "k9", "o", 0);
+    h.resolve("other", attempt_outcome::acknowledged);
+    h.acknowledged_at("other", 0, 3);
+    const auto v = h.check();
+    EXPECT_EQ(v.misplaced.size(), 1u) << v.summary();
+  }
+  {
+    history h;
+    fill_clean(h);
+    h.acknowledged_at("id-1-1", 1, 7);  // acknowledged at 1@7, stored at 1@1
+    const auto v = h.check();
+    ASSERT_EQ(v.misplaced.size(), 1u) << v.summary();
+    EXPECT_FALSE(v.ok());
+  }
+  {
+    history h;
+    fill_clean(h);
+    h.acknowledged_at("id-1-1", 1, 2);  // acknowledged where the log holds id-1-2
+    EXPECT_EQ(h.check().misplaced.size(), 1u) << h.check().summary();
+  }
+}
+
 }  // namespace
 }  // namespace txmq::test

@@ -61,10 +61,12 @@ void broker_process::start(std::chrono::milliseconds deadline) {
   if (proc_) throw std::runtime_error("broker already running");
   const fs::path log_path = dir_ / ("broker-" + std::to_string(run_++) + ".log");
   std::vector<std::string> argv = prefix_;
+  const std::string listen = listen_host_.empty() ? host_ : listen_host_;
   argv.insert(argv.end(), {binary_path("txmq-broker"),
                            "--data-dir", data_.string(),
-                           "--listen", host_ + ":" + std::to_string(port_),
-                           "--http", host_ + ":" + std::to_string(http_port_)});
+                           "--listen", listen + ":" + std::to_string(port_),
+                           "--http", listen + ":" + std::to_string(http_port_)});
+  if (!listen_host_.empty()) argv.insert(argv.end(), {"--advertise", address()});
   argv.insert(argv.end(), args_.begin(), args_.end());
   proc_ = std::make_unique<child_process>(argv, log_path);
   // Ready = it accepts connections. Poll with a deadline (the broker logs before accepting).

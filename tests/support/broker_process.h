@@ -25,9 +25,13 @@ class broker_process {
 
   // Runs the broker through `prefix` (e.g. {"ip", "netns", "exec", NS}) listening on `host`
   // (an IPv4 address in that namespace) instead of 127.0.0.1. Before start().
-  void set_launch(std::vector<std::string> prefix, std::string host) {
+  // With `listen_host` (e.g. "0.0.0.0": every address of its namespace) it listens there and
+  // advertises host:port (--advertise, for cluster mode), `host` staying the address the test
+  // connects to.
+  void set_launch(std::vector<std::string> prefix, std::string host, std::string listen_host = "") {
     prefix_ = std::move(prefix);
     host_ = std::move(host);
+    listen_host_ = std::move(listen_host);
   }
 
   // Starts the broker (again, on the same data directory and port after a stop or kill) and
@@ -54,6 +58,7 @@ class broker_process {
   std::vector<std::string> args_;
   std::vector<std::string> prefix_;
   std::string host_ = "127.0.0.1";
+  std::string listen_host_;  // empty: host_
   std::filesystem::path dir_;
   std::filesystem::path data_;
   std::unique_ptr<child_process> proc_;

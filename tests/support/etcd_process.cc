@@ -24,7 +24,7 @@ constexpr const char* k_etcd = "/usr/bin/etcd";
 
 bool etcd_process::available() { return fs::exists(k_etcd); }
 
-etcd_process::etcd_process() {
+etcd_process::etcd_process(std::string extra_host) : extra_host_(std::move(extra_host)) {
   static std::atomic<int> counter{0};
   dir_ = fs::temp_directory_path() / ("txmq-etcd-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   fs::remove_all(dir_);
@@ -39,7 +39,9 @@ etcd_process::~etcd_process() {
   fs::remove_all(dir_, ec);
 }
 
-std::string etcd_process::url() const { return "http://127.0.0.1:" + std::to_string(client_port_); }
+std::string etcd_process::url() const {
+  return "http://" + (extra_host_.empty() ? std::string("127.0.0.1") : extra_host_) + ":" + std::to_string(client_port_);
+}
 
 std::string etcd_process::log() const {
   std::ostringstream out;
@@ -51,10 +53,15 @@ std::string etcd_process::log() const {
 }
 
 std::string http_get(std::uint16_t port, const std::string& path, std::chrono::milliseconds timeout) {
+  return http_get_from("127.0.0.1", port, path, timeout);
+}
+
+std::string http_get_from(const std::string& host, std::uint16_t port, const std::string& path,
+                          std::chrono::milliseconds timeout) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
   addr.sin_port = htons(port);
   std::string answer;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
@@ -79,11 +86,13 @@ std::string http_get(std::uint16_t port, const std::string& path, std::chrono::m
 void etcd_process::start(std::chrono::milliseconds deadline) {
   if (proc_) throw std::runtime_error("etcd already running");
   const auto log_path = dir_ / ("etcd-" + std::to_string(run_++) + ".log");
-  const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  const std::string advertise = url();
+  if (!extra_host_.empty()) client += "," + advertise;
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
   proc_ = std::make_unique<child_process>(
       std::vector<std::string>{k_etcd, "--name", "test", "--data-dir", (dir_ / "data").string(),
-                               "--listen-client-urls", client, "--advertise-client-urls", client,
+                               "--listen-client-urls", client, "--advertise-client-urls", advertise,
                                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                                "--initial-cluster", "test=" + peer, "--initial-cluster-state", "new",
                                "--logger", "zap", "--log-level", "warn"},

@@ -17,7 +17,9 @@ namespace txmq::test {
 
 class etcd_process {
  public:
-  etcd_process();
+  // Listens on 127.0.0.1; with `extra_host` (an IPv4 address of this namespace, e.g. a bridge's)
+  // on that address too, and advertises it (url() names it), for brokers in other namespaces.
+  explicit etcd_process(std::string extra_host = "");
   ~etcd_process();
   etcd_process(const etcd_process&) = delete;
   etcd_process& operator=(const etcd_process&) = delete;
@@ -43,6 +45,7 @@ class etcd_process {
 
  private:
   std::filesystem::path dir_;
+  std::string extra_host_;
   std::unique_ptr<child_process> proc_;
   std::uint16_t client_port_ = 0;
   std::uint16_t peer_port_ = 0;
@@ -53,5 +56,8 @@ class etcd_process {
 // nothing answered within `timeout`.
 std::string http_get(std::uint16_t port, const std::string& path,
                      std::chrono::milliseconds timeout = std::chrono::seconds(2));
+// The same to HOST (an IPv4 address).
+std::string http_get_from(const std::string& host, std::uint16_t port, const std::string& path,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
 }  // namespace txmq::test

@@ -23,6 +23,13 @@ std::string hex_tail(const std::string& id) {
 }
 }  // namespace
 
+history::history(const history& other) {
+  std::lock_guard lk(other.mu_);
+  attempts_ = other.attempts_;
+  reads_ = other.reads_;
+  ack_positions_ = other.ack_positions_;
+}
+
 void history::attempt(const std::string& id, const std::string& key, const std::string& body, std::uint64_t seq) {
   std::lock_guard lk(mu_);
   auto& a = attempts_[id];
@@ -37,6 +44,12 @@ void history::resolve(const std::string& id, attempt_outcome outcome) {
   if (a.outcome == attempt_outcome::acknowledged) return;
   if (outcome == attempt_outcome::unknown && a.outcome == attempt_outcome::failed) return;
   a.outcome = outcome;
+}
+
+void history::acknowledged_at(const std::string& id, std::uint32_t partition, std::uint64_t offset) {
+  std::lock_guard lk(mu_);
+  auto& ids = ack_positions_[{partition, offset}];
+  if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
 }
 
 void history::consumed(const std::string& id, const std::string& key, const std::string& body,
@@ -85,6 +98,24 @@ history_verdict history::check() const {
       v.lost.push_back(hex_tail(id) + " (key " + a.key + ", seq " + std::to_string(a.seq) + ")");
     }
   }
+  // Acknowledged positions: one id each, and that id read there.
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::string> stored;  // position → id read there
+  for (auto& r : reads_) stored.emplace(std::pair{r.partition, r.offset}, r.id);
+  for (auto& [pos, ids] : ack_positions_) {
+    const std::string where = std::to_string(pos.first) + "@" + std::to_string(pos.second);
+    if (ids.size() > 1) {
+      std::string s = where + " acknowledged for " + std::to_string(ids.size()) + " ids:";
+      for (auto& id : ids) s += " " + hex_tail(id);
+      v.misplaced.push_back(s);
+      continue;
+    }
+    auto it = stored.find(pos);
+    if (it != stored.end() && it->second != ids.front()) {
+      v.misplaced.push_back(hex_tail(ids.front()) + " acknowledged at " + where + ", which holds " + hex_tail(it->second));
+    } else if (it == stored.end() && positions.contains(ids.front())) {
+      v.misplaced.push_back(hex_tail(ids.front()) + " acknowledged at " + where + ", read elsewhere");
+    }
+  }
   // Per key: acknowledged messages by their first stored position must have increasing seq.
   std::map<std::string, std::vector<std::pair<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t>>> by_key;
   for (auto& [id, at] : positions) {
@@ -115,7 +146,7 @@ std::string history_verdict::summary() const {
   s << "HISTORY attempts=" << attempts << " acknowledged=" << acknowledged << " failed=" << failed
     << " unknown=" << unknown << " consumed=" << consumed << " distinct=" << distinct_consumed
     << " lost=" << lost.size() << " invented=" << invented.size() << " duplicated=" << duplicated.size()
-    << " order_broken=" << order.size();
+    << " order_broken=" << order.size() << " misplaced=" << misplaced.size();
   auto examples = [&](const char* what, const std::vector<std::string>& list) {
     for (std::size_t i = 0; i < list.size() && i < 5; ++i) s << "\n  " << what << ": " << list[i];
   };
@@ -123,6 +154,7 @@ std::string history_verdict::summary() const {
   examples("invented", invented);
   examples("duplicated", duplicated);
   examples("order", order);
+  examples("misplaced", misplaced);
   return s.str();
 }
 

@@ -11,6 +11,10 @@
 //   again is a redelivery and allowed;
 // - order: per key, acknowledged messages stored in another order than they were produced
 //   (attempts carry a per-key sequence; a key's messages compared by stored position).
+// - misplaced: with acknowledged_at() recorded, an id acknowledged at a position (partition,
+//   offset) that the consumed log holds for another id, or read at another position than
+//   acknowledged: two writers acknowledged one position (two leaders of one partition), or an
+//   acknowledgement from a log that was later truncated.
 // Unknown attempts may or may not appear. Thread-safe: producers and consumers record from
 // their own threads. Reusable: nothing here knows about brokers.
 
@@ -29,21 +33,31 @@ struct history_verdict {
   std::vector<std::string> invented;    // ids, with why
   std::vector<std::string> duplicated;  // ids, with the positions
   std::vector<std::string> order;       // keys, with the sequences out of order
+  std::vector<std::string> misplaced;   // ids, with the acknowledged and the read positions
   std::size_t attempts = 0, acknowledged = 0, failed = 0, unknown = 0, consumed = 0, distinct_consumed = 0;
 
-  [[nodiscard]] bool ok() const { return lost.empty() && invented.empty() && duplicated.empty() && order.empty(); }
+  [[nodiscard]] bool ok() const {
+    return lost.empty() && invented.empty() && duplicated.empty() && order.empty() && misplaced.empty();
+  }
   // One line of counts, then up to 5 examples of each fault.
   [[nodiscard]] std::string summary() const;
 };
 
 class history {
  public:
+  history() = default;
+  // A copy taken under the other's lock (e.g. the attempts, to judge a second log against).
+  history(const history& other);
+  history& operator=(const history&) = delete;
+
   // A produce attempt of message `id` with `key` and `body`; `seq` orders the attempts of
   // one key (the producer's own order). Outcome unknown until resolved.
   void attempt(const std::string& id, const std::string& key, const std::string& body, std::uint64_t seq);
   // What the producer learned; a later `acknowledged` wins over any other outcome (a retry
   // of the same id that succeeded), a `failed` never overrides an acknowledgement.
   void resolve(const std::string& id, attempt_outcome outcome);
+  // The position the acknowledgement named (a producer's send_result), for `misplaced`.
+  void acknowledged_at(const std::string& id, std::uint32_t partition, std::uint64_t offset);
   void consumed(const std::string& id, const std::string& key, const std::string& body, std::uint32_t partition,
                 std::uint64_t offset);
 
@@ -65,6 +79,7 @@ class history {
   mutable std::mutex mu_;
   std::map<std::string, attempt_rec> attempts_;
   std::vector<read_rec> reads_;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::string>> ack_positions_;
 };
 
 }  // namespace txmq::test

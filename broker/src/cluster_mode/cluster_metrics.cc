@@ -47,6 +47,17 @@ cluster_metrics::cluster_metrics(common::metrics_registry& registry, const clust
   registry.add_counter_callback("txmq_leader_elections_total",
                                 "Partition leader changes this node wrote as controller (to a new leader or to none)",
                                 {}, [this] { return static_cast<double>(node_.leader_elections()); });
+  registry.add_gauge_collector(
+      "txmq_replica_lag_messages",
+      "Messages a follower has not yet reported fsynced, per partition led by this node and follower node",
+      [this] {
+        common::metrics_registry::collected_series out;
+        for (const auto& l : node_.replica_lag()) {
+          out.push_back({{{"topic", l.topic}, {"partition", std::to_string(l.partition)}, {"node", std::to_string(l.node)}},
+                         static_cast<double>(l.messages)});
+        }
+        return out;
+      });
 }
 
 void cluster_metrics::observe() {

@@ -9,6 +9,9 @@
 //   txmq_isr_expands_total            ISR changes that added members, of partitions led here
 //   txmq_leader_elections_total       leader changes this node wrote as controller (to a new
 //                                     leader or to none)
+//   txmq_replica_lag_messages         gauge {topic,partition,node}: per follower of a partition
+//                                     led here, the leader's log end minus what the follower last
+//                                     reported fsynced (replication.h, every 500 ms)
 // The ISR counters compare successive states this node read (sampled by cluster_node every
 // 100 ms: a shrink and expand of one partition within one sample count nothing).
 //
@@ -39,7 +42,7 @@ struct isr_changes {
 
 class cluster_metrics {
  public:
-  // Registers the four families; `node` must outlive the registry's scrapes of them.
+  // Registers the five families; `node` must outlive the registry's scrapes of them.
   cluster_metrics(common::metrics_registry& registry, const cluster_node& node);
   // Counts the ISR changes since the state seen last time.
   void observe();

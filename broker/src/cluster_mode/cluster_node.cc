@@ -32,6 +32,16 @@ void cluster_node::enable_metrics(common::metrics_registry& registry) {
   metrics_ = std::make_unique<cluster_metrics>(registry, *this);
 }
 
+void cluster_node::set_replica_lag(std::vector<replica_lag_sample> lag) {
+  std::lock_guard lk(lag_mu_);
+  lag_ = std::move(lag);
+}
+
+std::vector<replica_lag_sample> cluster_node::replica_lag() const {
+  std::lock_guard lk(lag_mu_);
+  return lag_;
+}
+
 void cluster_node::start() {
   if (started_) return;
   started_ = true;

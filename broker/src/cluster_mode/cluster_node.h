@@ -12,8 +12,10 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -24,6 +26,15 @@
 namespace txmq::broker::cluster_mode {
 
 class cluster_metrics;
+
+// How far one follower of a partition led here is behind (replication publishes these, the
+// metrics read them: txmq_replica_lag_messages).
+struct replica_lag_sample {
+  std::string topic;
+  std::int32_t partition = 0;
+  cluster::node_id node = 0;
+  std::uint64_t messages = 0;  // the leader's log end minus the follower's reported fsynced end
+};
 
 struct node_settings {
   std::vector<common::host_port> etcd;
@@ -63,6 +74,11 @@ class cluster_node {
   void write_isr(std::string topic, std::int32_t partition, cluster::partition_state state,
                  std::int64_t mod_revision, std::function<void(result<void>)> done);
 
+  // The replica lag of every follower of the partitions led here, replaced whole by the
+  // replication (io thread) and read at scrape time (HTTP thread): any thread.
+  void set_replica_lag(std::vector<replica_lag_sample> lag);
+  [[nodiscard]] std::vector<replica_lag_sample> replica_lag() const;
+
  private:
   node_settings settings_;
   boost::asio::io_context io_;
@@ -72,6 +88,8 @@ class cluster_node {
   std::thread thread_;
   bool started_ = false;
   bool stopped_ = false;
+  mutable std::mutex lag_mu_;
+  std::vector<replica_lag_sample> lag_;
 };
 
 }  // namespace txmq::broker::cluster_mode

@@ -162,6 +162,8 @@ class replication {
   void lead_tick(const cluster::cluster_state& state);
   void follow_tick(const cluster::cluster_state& state);
   void change_isr(const key& k, std::vector<cluster::node_id> isr, const char* why);
+  // Every 500 ms: each follower's lag on the partitions led here, for the metrics.
+  void publish_lag(const cluster::cluster_state& state);
   boost::asio::awaitable<void> run_follower(key k, std::shared_ptr<follower_task> t);
   // replication_drain.cc: hands over what is ready (or everything at the deadline); finishes.
   void drain_step();
@@ -178,6 +180,7 @@ class replication {
   std::function<void(const std::string& topic)> on_visible_;
   std::unique_ptr<drain_state> drain_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  clock::time_point lag_published_{};
 };
 
 }  // namespace txmq::broker::cluster_mode

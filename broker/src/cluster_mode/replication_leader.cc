@@ -366,10 +366,32 @@ void replication::lead_tick(const cluster::cluster_state& state) {
   }
 }
 
+void replication::publish_lag(const cluster::cluster_state& state) {
+  const auto now = clock::now();
+  if (now - lag_published_ < std::chrono::milliseconds(500)) return;
+  lag_published_ = now;
+  std::vector<replica_lag_sample> lag;
+  for (const auto& [k, lp] : leading_) {
+    auto e = state.partitions.find(k);
+    if (e == state.partitions.end() || e->second.state.leader != node_.id() || !lp.epoch_recorded) continue;
+    const std::uint64_t end = local_end(k.first, k.second);
+    for (auto m : e->second.state.replicas) {
+      if (m == node_.id()) continue;
+      // A follower that has not reported under this epoch (dead, or not fetching yet) lags by
+      // the whole log.
+      auto f = lp.followers.find(m);
+      const std::uint64_t durable = f == lp.followers.end() || !f->second.reported ? 0 : f->second.durable;
+      lag.push_back({k.first, k.second, m, end > durable ? end - durable : 0});
+    }
+  }
+  node_.set_replica_lag(std::move(lag));
+}
+
 void replication::tick() {
   state_ = node_.snapshot();
   if (!state_) return;
   lead_tick(*state_);
+  publish_lag(*state_);
   follow_tick(*state_);
   // An ISR change read from etcd (a follower out) can move the HW without any report.
   for (auto& [k, lp] : leading_) {
