@@ -32,10 +32,10 @@
 #include "etcd_process.h"
 #include "eventually.h"
 #include "history_checker.h"
+#include "store_reader.h"
 #include "txmq/client/admin.h"
 #include "txmq/client/connection.h"
 #include "txmq/producer/producer.h"
-#include "txmq/storage/store.h"
 
 namespace txmq::test {
 namespace {
@@ -193,25 +193,11 @@ class cluster_replication_test : public ::testing::Test {
     }, 60s)) << "read " << seen.size() << " of " << end << " from broker " << id;
   }
 
-  // A follower's own copy, read from its store once it is stopped: since a broker's Fetch serves
-  // only the partitions it leads, below the high watermark (docs/cluster.md "Consumers"), a
-  // consumer cannot read a follower's log.
+  // A follower's own copy, read from its store once it is stopped (tests/support/store_reader.h).
   void read_stopped_log(int id, history& h) {
     ASSERT_FALSE(brokers_[id]->running());
-    storage::store_options o;
-    o.dir = brokers_[id]->data_dir();
-    auto st = storage::open_store(o);
-    ASSERT_TRUE(st) << st.error().message;
-    storage::read_request rr;
-    rr.topic = k_topic;
-    rr.max_messages = 1000;
-    for (;;) {
-      auto r = st.value()->read(rr);
-      ASSERT_TRUE(r) << r.error().message;
-      for (const auto& m : r.value().messages) h.consumed(m.id(), m.key(), m.body(), m.partition(), m.offset());
-      if (r.value().messages.empty()) break;
-      rr.from_offset = r.value().next_offset;
-    }
+    const auto why = test::read_stopped_log(brokers_[id]->data_dir(), k_topic, 0, h);
+    ASSERT_TRUE(why.empty()) << why;
   }
 
   etcd_process etcd_;
