@@ -16,7 +16,10 @@
 // Follower side (replication_follower.cc): one coroutine per partition this node follows; it
 // asks the leader where its last epoch ended (KIP-101), truncates to it, then pulls, appends
 // at the leader's offsets (storage::store::replica_append, fsynced through the store's group
-// commit) and reports with its next fetch.
+// commit) and reports its fsynced end with its next fetch. The follower is pipelined: it fetches
+// the next messages while its previous appends are still being fsynced, and a leader answers
+// at once (never holds) a fetch whose durable_offset is below its fetch_offset, so the follower
+// learns "nothing new", waits for its fsyncs and reports them in the next (held) fetch.
 
 #include <chrono>
 #include <cstdint>
@@ -113,6 +116,11 @@ class replication {
     std::vector<parked_fetch> parked;
     bool isr_write_pending = false;
     clock::time_point since{};
+    // The partition's leader epochs, read from the store once per leadership: while this node
+    // leads under a recorded epoch nothing else changes them (only a follower truncates or
+    // appends a newer epoch), and reading them for every ReplicaFetch cost 1.5 % of a
+    // replicated publish's CPU (docs/BENCHMARKS.md "Cluster").
+    std::optional<std::vector<storage::epoch_entry>> epochs;
   };
   struct follower_task;
 

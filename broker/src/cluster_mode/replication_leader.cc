@@ -171,8 +171,11 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
       change_isr(k, std::move(bigger), "caught up");
     }
     settle_waiters();
-    if (req.fetch_offset() >= end) {
-      // Nothing new: hold the fetch until an append or fetch_wait (a long poll).
+    if (req.fetch_offset() >= end && req.durable_offset() >= req.fetch_offset()) {
+      // Nothing new: hold the fetch until an append or fetch_wait (a long poll). Not a fetch
+      // from a follower that is still fsyncing what it fetched before (durable below fetch
+      // offset, the pipelined follower): it is answered "nothing new" at once, so that it
+      // reports its fsync in its next fetch instead of after this one's wait.
       lp.parked.push_back({c, corr, req, clock::now() + settings_.fetch_wait});
       return;
     }
@@ -183,8 +186,14 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
 void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                const v1::ReplicaFetchRequest& req) {
   const key k{req.topic(), static_cast<std::int32_t>(req.partition())};
-  auto epochs = store_.leader_epochs(req.topic(), req.partition());
-  if (!epochs) return c->respond_error(corr, v1::STORAGE_ERROR, epochs.error().message);
+  auto lp = leading_.find(k);
+  if (lp == leading_.end()) return c->respond_error(corr, v1::NOT_LEADER, "this node no longer leads the partition");
+  if (!lp->second.epochs) {
+    auto loaded = store_.leader_epochs(req.topic(), req.partition());
+    if (!loaded) return c->respond_error(corr, v1::STORAGE_ERROR, loaded.error().message);
+    lp->second.epochs = std::move(loaded).value();
+  }
+  const auto& epochs = *lp->second.epochs;
   const std::uint64_t end = local_end(k.first, k.second);
   v1::Frame out;
   out.set_correlation_id(corr);
@@ -199,7 +208,7 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
       resp->set_epoch_end_epoch(-1);
       resp->set_epoch_end_offset(0);
     } else {
-      auto ee = storage::end_offset_for_epoch(epochs.value(), static_cast<std::uint32_t>(req.last_epoch()), end);
+      auto ee = storage::end_offset_for_epoch(epochs, static_cast<std::uint32_t>(req.last_epoch()), end);
       resp->set_epoch_end_epoch(ee.epoch ? static_cast<std::int64_t>(*ee.epoch) : -1);
       resp->set_epoch_end_offset(ee.end_offset);
     }
@@ -223,7 +232,7 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
   v1::ReplicaBatch* batch = nullptr;
   std::uint32_t batch_epoch = 0;
   for (auto& m : read.value().messages) {
-    const std::uint32_t epoch = storage::epoch_at(epochs.value(), m.offset());
+    const std::uint32_t epoch = storage::epoch_at(epochs, m.offset());
     if (!batch || epoch != batch_epoch) {
       batch = resp->add_batches();
       batch->set_leader_epoch(epoch);
