@@ -14,17 +14,25 @@
 #
 # Usage: scripts/bench-cluster.sh [ROUNDS] [SECONDS]
 # Environment: BUILD_DIR (default build); REPLICAS (default 3); SYSTEMS (default
-# "rabbitmq-quorum txmq-cluster txmq-single"); COMPARE_BUILD=DIR adds "txmq-cluster-B": a second
-# 3-broker cluster (its own etcd, ports 7981-7983) from DIR's binaries, for A/B in the same run.
+# "rabbitmq-quorum txmq-cluster txmq-single"); COMPARE_BUILD="DIR [DIR2]" adds "txmq-cluster-B"
+# (and "-C"): another 3-broker cluster (its own etcd; brokers on ports 7981-7983, then 8081-8083)
+# from DIR's binaries, for A/B in the same run, with the same txmq-bench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 seconds=${2:-5}
 build=${BUILD_DIR:-build}
 replicas=${REPLICAS:-3}
-compare=${COMPARE_BUILD:-}
+read -r -a compare <<< "${COMPARE_BUILD:-}"
 systems=${SYSTEMS:-rabbitmq-quorum txmq-cluster txmq-single}
-[[ -n $compare ]] && systems+=" txmq-cluster-B"
+letters=(B C)
+(( ${#compare[@]} <= 2 )) || { echo "bench-cluster: COMPARE_BUILD takes at most two build dirs" >&2; exit 1; }
+for i in "${!compare[@]}"; do systems+=" txmq-cluster-${letters[$i]}"; done
+# The compared cluster i (0, 1): its environment for scripts/cluster.sh.
+compare_env() {
+  echo "BUILD_DIR=${compare[$1]} DATA_DIR=$dir/txmq-cluster-${letters[$1]} ETCD_PORT=$((23890 + 100 * $1))" \
+       "BROKER_PORT=$((7980 + 100 * $1)) HTTP_PORT=$((8980 + 100 * $1))"
+}
 
 bin=$build/bin
 dir=$(mktemp -d /var/tmp/txmq-bench-cluster.XXXXXX)
@@ -37,8 +45,7 @@ cleanup() {
   set +e
   DIR=$dir/rabbitmq bash scripts/rabbitmq-cluster.sh down
   BUILD_DIR=$build DATA_DIR=$dir/txmq-cluster bash scripts/cluster.sh down
-  [[ -n $compare ]] && BUILD_DIR=$compare DATA_DIR=$dir/txmq-cluster-b ETCD_PORT=23890 BROKER_PORT=7980 HTTP_PORT=8980 \
-    bash scripts/cluster.sh down
+  for i in "${!compare[@]}"; do env $(compare_env "$i") bash scripts/cluster.sh down; done
   if [[ -n $single_pid ]]; then kill "$single_pid" 2>/dev/null; wait "$single_pid" 2>/dev/null; fi
   rm -rf "$dir"
 }
@@ -52,10 +59,10 @@ if [[ " $systems " == *" rabbitmq-quorum "* ]]; then
 fi
 BUILD_DIR=$build DATA_DIR=$dir/txmq-cluster bash scripts/cluster.sh up >&2
 txmq_cluster=127.0.0.1:7881,127.0.0.1:7882,127.0.0.1:7883
-if [[ -n $compare ]]; then
-  BUILD_DIR=$compare DATA_DIR=$dir/txmq-cluster-b ETCD_PORT=23890 BROKER_PORT=7980 HTTP_PORT=8980 \
-    bash scripts/cluster.sh up >&2
-fi
+for i in "${!compare[@]}"; do
+  # shellcheck disable=SC2046 # compare_env is a list of VAR=value words
+  env $(compare_env "$i") bash scripts/cluster.sh up >&2
+done
 # The PIDs whose CPU time is counted for each system (comma-separated, for --broker-pid).
 pids_of() {
   local f out=""
@@ -76,8 +83,9 @@ for round in $(seq "$rounds"); do
                              --broker-pid "$(pids_of "$dir"/rabbitmq/node-{1,2,3}/server.pid)") ;;
       txmq-cluster) args=(--system txmq --broker "$txmq_cluster" --batch 100 --replicas "$replicas"
                           --broker-pid "$(pids_of "$dir"/txmq-cluster/broker-{1,2,3}.pid)") ;;
-      txmq-cluster-B) args=(--system txmq --broker 127.0.0.1:7981,127.0.0.1:7982,127.0.0.1:7983 --batch 100
-                            --replicas "$replicas" --broker-pid "$(pids_of "$dir"/txmq-cluster-b/broker-{1,2,3}.pid)") ;;
+      txmq-cluster-[BC]) i=$([[ $s == *B ]] && echo 0 || echo 1); base=$((7980 + 100 * i))
+                         args=(--system txmq --broker 127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3)) --batch 100
+                               --replicas "$replicas" --broker-pid "$(pids_of "$dir/txmq-cluster-${letters[$i]}"/broker-{1,2,3}.pid)") ;;
       txmq-single) args=(--system txmq --broker 127.0.0.1:7890 --batch 100 --broker-pid "$single_pid") ;;
       *) say "unknown system $s"; exit 1 ;;
     esac

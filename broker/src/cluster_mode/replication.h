@@ -52,6 +52,10 @@ struct replication_settings {
   // How long a leader holds a ReplicaFetch that found nothing new (a long poll).
   std::chrono::milliseconds fetch_wait{200};
   std::uint32_t max_fetch_messages = 4000;
+  // Appends a follower keeps in flight per partition (replica_fetch_pipeline): 1 = fetch, append,
+  // wait for the fsync, fetch again (reporting it); more = fetch the next messages while the
+  // previous are fsynced (each in-flight append is one fetch's messages: bounds the memory).
+  std::uint32_t fetch_pipeline = 1;
   // A deliberately broken build for the checker's own test (tests/cluster_replication_test):
   // acknowledge once the leader fsynced, without waiting for the followers. Honoured only
   // when the broker is built with tests (TXMQ_FAULT_HOOKS) and TXMQ_TEST_ACK_BEFORE_REPLICAS=1.
@@ -121,6 +125,15 @@ class replication {
     // appends a newer epoch), and reading them for every ReplicaFetch cost 1.5 % of a
     // replicated publish's CPU (docs/BENCHMARKS.md "Cluster").
     std::optional<std::vector<storage::epoch_entry>> epochs;
+    // The last answer that carried messages, and the fetch it answered: both followers of a
+    // partition are usually woken by the same append and fetch the same offset, and the second
+    // is answered with this frame (its correlation id, log end and high watermark updated)
+    // instead of reading and encoding the messages again (the store read was ~10 % of a
+    // replicated publish's CPU, docs/BENCHMARKS.md "Cluster"). Valid for the leadership: the
+    // log below its end does not change while this node leads.
+    std::unique_ptr<v1::Frame> last_answer;
+    std::uint64_t last_answer_from = 0;
+    std::uint32_t last_answer_max = 0;
   };
   struct follower_task;
 

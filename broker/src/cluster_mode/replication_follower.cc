@@ -56,10 +56,6 @@ struct append_pipeline {
   asio::steady_timer* waiting = nullptr;
 };
 
-// How many appends a follower keeps in flight at most (each is one fetch's messages, up to
-// max_fetch_messages): bounds the memory held for one partition.
-constexpr std::size_t k_max_pending_appends = 4;
-
 // Waits until fewer than `limit` appends of `p` are pending (0: all completed).
 asio::awaitable<void> drain_appends(asio::io_context& io, const std::shared_ptr<append_pipeline>& p, std::size_t limit) {
   while (p->pending > limit) {
@@ -272,8 +268,8 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       need_truncate = false;
       pipe->durable = pipe->appended = store_.has_topic(topic) ? local_end(topic, partition) : 0;
     }
-    // At most k_max_pending_appends in flight; with none, what the store holds is the truth.
-    co_await drain_appends(io_, pipe, k_max_pending_appends - 1);
+    // At most fetch_pipeline appends in flight; with none, what the store holds is the truth.
+    co_await drain_appends(io_, pipe, std::max<std::size_t>(settings_.fetch_pipeline, 1) - 1);
     if (pipe->failed) continue;
     if (pipe->pending == 0) pipe->durable = pipe->appended = store_.has_topic(topic) ? local_end(topic, partition) : 0;
     v1::Frame f;

@@ -195,6 +195,15 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
   }
   const auto& epochs = *lp->second.epochs;
   const std::uint64_t end = local_end(k.first, k.second);
+  auto& last = lp->second.last_answer;
+  if (!req.epoch_query() && last && lp->second.last_answer_from == req.fetch_offset() &&
+      lp->second.last_answer_max == req.max_messages()) {
+    last->set_correlation_id(corr);
+    auto* resp = last->mutable_replica_fetch_response();
+    resp->set_log_end(end);
+    resp->set_high_watermark(high_watermark(k).value_or(0));
+    return c->respond_with(*last);
+  }
   v1::Frame out;
   out.set_correlation_id(corr);
   auto* resp = out.mutable_replica_fetch_response();
@@ -244,7 +253,11 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
     m.clear_offset();
     *batch->add_messages() = std::move(m);
   }
-  c->respond(std::move(out));
+  if (resp->batches_size() == 0) return c->respond(std::move(out));
+  last = std::make_unique<v1::Frame>(std::move(out));
+  lp->second.last_answer_from = req.fetch_offset();
+  lp->second.last_answer_max = req.max_messages();
+  c->respond_with(*last);
 }
 
 void replication::wake_parked(const key& k, bool all) {
