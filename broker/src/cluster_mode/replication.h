@@ -21,6 +21,7 @@
 // at once (never holds) a fetch whose durable_offset is below its fetch_offset, so the follower
 // learns "nothing new", waits for its fsyncs and reports them in the next (held) fetch.
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -125,15 +126,19 @@ class replication {
     // appends a newer epoch), and reading them for every ReplicaFetch cost 1.5 % of a
     // replicated publish's CPU (docs/BENCHMARKS.md "Cluster").
     std::optional<std::vector<storage::epoch_entry>> epochs;
-    // The last answer that carried messages, and the fetch it answered: both followers of a
-    // partition are usually woken by the same append and fetch the same offset, and the second
-    // is answered with this frame (its correlation id, log end and high watermark updated)
-    // instead of reading and encoding the messages again (the store read was ~10 % of a
-    // replicated publish's CPU, docs/BENCHMARKS.md "Cluster"). Valid for the leadership: the
+    // The last answers that carried messages, and the fetches they answered: the followers of
+    // a partition fetch the same offsets, one after the other, and a later one is answered with
+    // the frame made for an earlier one (its correlation id, log end and high watermark
+    // updated) instead of reading and encoding the messages again (the store read was ~10 % of
+    // a replicated publish's CPU, docs/BENCHMARKS.md "Cluster"). Valid for the leadership: the
     // log below its end does not change while this node leads.
-    std::unique_ptr<v1::Frame> last_answer;
-    std::uint64_t last_answer_from = 0;
-    std::uint32_t last_answer_max = 0;
+    struct cached_answer {
+      std::unique_ptr<v1::Frame> frame;
+      std::uint64_t from = 0;
+      std::uint32_t max_messages = 0;
+    };
+    std::array<cached_answer, 4> answers;
+    std::size_t next_answer = 0;  // the slot replaced next (the oldest)
   };
   struct follower_task;
 

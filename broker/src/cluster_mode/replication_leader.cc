@@ -195,14 +195,15 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
   }
   const auto& epochs = *lp->second.epochs;
   const std::uint64_t end = local_end(k.first, k.second);
-  auto& last = lp->second.last_answer;
-  if (!req.epoch_query() && last && lp->second.last_answer_from == req.fetch_offset() &&
-      lp->second.last_answer_max == req.max_messages()) {
-    last->set_correlation_id(corr);
-    auto* resp = last->mutable_replica_fetch_response();
-    resp->set_log_end(end);
-    resp->set_high_watermark(high_watermark(k).value_or(0));
-    return c->respond_with(*last);
+  if (!req.epoch_query()) {
+    for (auto& a : lp->second.answers) {
+      if (!a.frame || a.from != req.fetch_offset() || a.max_messages != req.max_messages()) continue;
+      a.frame->set_correlation_id(corr);
+      auto* resp = a.frame->mutable_replica_fetch_response();
+      resp->set_log_end(end);
+      resp->set_high_watermark(high_watermark(k).value_or(0));
+      return c->respond_with(*a.frame);
+    }
   }
   v1::Frame out;
   out.set_correlation_id(corr);
@@ -254,10 +255,12 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
     *batch->add_messages() = std::move(m);
   }
   if (resp->batches_size() == 0) return c->respond(std::move(out));
-  last = std::make_unique<v1::Frame>(std::move(out));
-  lp->second.last_answer_from = req.fetch_offset();
-  lp->second.last_answer_max = req.max_messages();
-  c->respond_with(*last);
+  auto& slot = lp->second.answers[lp->second.next_answer];
+  lp->second.next_answer = (lp->second.next_answer + 1) % lp->second.answers.size();
+  slot.frame = std::make_unique<v1::Frame>(std::move(out));
+  slot.from = req.fetch_offset();
+  slot.max_messages = req.max_messages();
+  c->respond_with(*slot.frame);
 }
 
 void replication::wake_parked(const key& k, bool all) {
