@@ -1,5 +1,7 @@
 // txmq-bench: load generator for txmq. `txmq-bench storage --help` for the storage workload.
 
+#include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <sstream>
 
@@ -58,7 +60,7 @@ int storage_command(int argc, char** argv) {
 int broker_command(const std::string& workload, int argc, char** argv) {
   txmq::bench::broker_bench_options o;
   o.workload = workload;
-  std::string seconds = "5", warmup = "1", systems;
+  std::string seconds = "5", warmup = "1", systems, pids;
   for (const auto& n : txmq::bench::known_systems()) systems += (systems.empty() ? "" : ", ") + n;
   po::options_description desc("txmq-bench " + workload + " [options]");
   desc.add_options()("help,h", "this help")
@@ -76,7 +78,10 @@ int broker_command(const std::string& workload, int argc, char** argv) {
     ("seconds", po::value(&seconds)->default_value(seconds), "measured time per run")
     ("warmup", po::value(&warmup)->default_value(warmup), "unmeasured time before each run")
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
-    ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's (and its children's) memory and CPU time")
+    ("replicas", po::value(&o.replicas)->default_value(o.replicas),
+     "txmq cluster: replicas of each run's topic (0: the broker's default, min(3, live nodes))")
+    ("broker-pid", po::value(&pids),
+     "PID[,PID...]: report these processes' (and their children's) memory and CPU time, summed (every broker of a cluster)")
     ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
   txmq::client::add_tls_flags(desc);
   txmq::bench::add_token_options(desc);
@@ -86,6 +91,17 @@ int broker_command(const std::string& workload, int argc, char** argv) {
   o.seconds = std::chrono::duration<double>(txmq::bench::parse_seconds(seconds)).count();
   o.warmup = std::chrono::duration<double>(txmq::bench::parse_seconds(warmup)).count();
   o.auth_token = txmq::bench::token_option(vm);
+  for (std::size_t at = 0; at < pids.size();) {
+    const auto comma = std::min(pids.find(',', at), pids.size());
+    const auto one = pids.substr(at, comma - at);
+    try {
+      if (!one.empty()) o.broker_pids.push_back(std::stoi(one));
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "txmq-bench: --broker-pid: '%s' is not a process id\n", one.c_str());
+      return 2;
+    }
+    at = comma + 1;
+  }
   return txmq::bench::run_broker_bench(o);
 }
 

@@ -394,6 +394,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     cluster_mode::replication_settings rs;
     rs.replication_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.replication_timeout);
     rs.replica_lag_max = std::chrono::duration_cast<std::chrono::milliseconds>(config.replica_lag_max);
+    rs.fetch_pipeline = config.replica_fetch_pipeline;
 #ifdef TXMQ_FAULT_HOOKS
     // The deliberately broken build of the history checker's own test (replication.h).
     if (const char* v = std::getenv("TXMQ_TEST_ACK_BEFORE_REPLICAS"); v && std::string_view(v) == "1") {

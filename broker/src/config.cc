@@ -157,6 +157,8 @@ const setting k_settings[] = {
      "cluster: a write not fsynced by every in-sync replica within this is refused NOT_ENOUGH_REPLICAS"},
     {"replica_lag_max", kind::duration, &broker_config::replica_lag_max,
      "cluster: a follower not caught up with its leader for this long leaves the ISR"},
+    {"replica_fetch_pipeline", kind::count, &broker_config::replica_fetch_pipeline,
+     "cluster: appends a follower keeps in flight per partition (1: fetch again after the fsync)"},
     {"durability", kind::durability, &broker_config::durability,
      "sync: ack after fsync; async: ack before (may lose acked writes on power loss)"},
     {"auth", kind::boolean, &broker_config::auth, "require principals' tokens (docs/security.md)"},

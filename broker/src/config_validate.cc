@@ -126,6 +126,7 @@ result<void> validate(const broker_config& c) {
       !check_positive("ack_deadline", c.ack_deadline) ||
       !check_schedule("retry_schedule", c.retry_schedule) ||
       !check_at_least_one("max_attempts", c.max_attempts) ||
+      !check_at_least_one("replica_fetch_pipeline", c.replica_fetch_pipeline) ||
       !check_positive("dedupe_window", c.dedupe_window) ||
       !check_at_least_one("max_message_bytes", c.max_message_bytes) ||
       !check_at_least_one("max_connections", c.max_connections) ||

@@ -68,12 +68,17 @@ TEST(cluster_routing, a_partition_without_leader_is_refused_without_address) {
   EXPECT_NE(r.refused->text.find("no leader"), std::string::npos) << r.refused->text;
 }
 
-TEST(cluster_routing, keyless_messages_spread_over_the_partitions_led_here_only) {
+TEST(cluster_routing, keyless_requests_spread_over_the_partitions_led_here_only) {
   const auto s = sample();
   std::uint32_t rr = 0;
+  // One partition per request (its keyless messages together), the next one for the next request.
   auto r = route_produce(s, 1, "t", {nullptr, nullptr, nullptr, nullptr}, rr);
   ASSERT_FALSE(r.refused);
-  EXPECT_EQ(r.partitions, (std::vector<std::uint32_t>{0, 2, 0, 2}));
+  EXPECT_EQ(r.partitions, (std::vector<std::uint32_t>{0, 0, 0, 0}));
+  auto second = route_produce(s, 1, "t", {nullptr, nullptr}, rr);
+  EXPECT_EQ(second.partitions, (std::vector<std::uint32_t>{2, 2}));
+  auto third = route_produce(s, 1, "t", {nullptr}, rr);
+  EXPECT_EQ(third.partitions, (std::vector<std::uint32_t>{0}));
   // Node 3 leads nothing of t: refused, pointing at a node that leads a partition.
   auto none = route_produce(s, 3, "t", {nullptr}, rr);
   ASSERT_TRUE(none.refused);

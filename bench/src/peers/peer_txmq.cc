@@ -270,6 +270,7 @@ class txmq_system final : public system_under_test {
     v1::Frame f;
     f.mutable_create_topic()->set_name(topic_);
     f.mutable_create_topic()->set_partitions(o.partitions);
+    f.mutable_create_topic()->set_replicas(o.replicas);
     const auto r = call(io, *c, std::move(f));
     if (r.has_error()) throw std::runtime_error("txmq: create topic " + topic_ + ": " + r.error().message());
     nodes_ = node_addresses(address_, leaders(io, *c, o.partitions));
@@ -279,7 +280,13 @@ class txmq_system final : public system_under_test {
     return std::make_unique<txmq_publisher>(nodes_, topic_);
   }
   std::unique_ptr<consumer> make_consumer() override { return std::make_unique<txmq_consumer>(nodes_, topic_); }
+  replication_shape replication() const override { return shape_; }
   std::string durability() const override {
+    if (shape_.replicas > 1) {
+      return "produce answered after the WAL fsync of every in-sync replica (" + std::to_string(shape_.replicas) +
+             " replicas, smallest ISR " + std::to_string(shape_.min_isr_size) + "); " +
+             std::to_string(nodes_.size()) + " leader nodes, following leaders";
+    }
     if (nodes_.size() > 1) {
       return "produce answered after the leader's WAL fsync (group commit); a cluster of " +
              std::to_string(nodes_.size()) + " leader nodes, following leaders";
@@ -302,6 +309,12 @@ class txmq_system final : public system_under_test {
       std::uint32_t led = 0;
       for (const auto& t : r.metadata_response().topics()) {
         if (t.name() != topic_) continue;
+        shape_.replicas = t.replicas();
+        shape_.min_isr_size = 0;
+        for (const auto& p : t.partition_info()) {
+          const auto isr = static_cast<std::uint32_t>(p.isr_size());
+          if (shape_.min_isr_size == 0 || isr < shape_.min_isr_size) shape_.min_isr_size = isr;
+        }
         for (const auto& p : t.partition_info()) {
           if (p.leader_address().empty()) continue;
           ++led;
@@ -320,6 +333,7 @@ class txmq_system final : public system_under_test {
   address address_;
   std::string topic_;
   std::vector<address> nodes_;
+  replication_shape shape_;
 };
 
 }  // namespace

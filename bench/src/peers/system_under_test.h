@@ -30,6 +30,7 @@ struct system_options {
   // the system can remove it, so that every run starts empty.
   std::string name = "bench";
   std::uint32_t partitions = 4;  // txmq only
+  std::uint32_t replicas = 0;    // txmq cluster only: the topic's replicas (0: the broker default)
   client::tls_options tls;       // txmq only: --tls, --tls-ca, --tls-cert, --tls-key
   std::string auth_token;        // txmq only: a principal's token for a broker with auth
 };
@@ -72,6 +73,13 @@ class system_under_test {
   [[nodiscard]] virtual std::unique_ptr<consumer> make_consumer() = 0;
   // One line on what "acknowledged" means for this system, printed with the figures.
   [[nodiscard]] virtual std::string durability() const = 0;
+  // txmq in a cluster: the topic's replicas and the smallest ISR over its partitions, as the
+  // cluster's Metadata answered once every partition had a leader (0 when not a cluster).
+  struct replication_shape {
+    std::uint32_t replicas = 0;
+    std::uint32_t min_isr_size = 0;
+  };
+  [[nodiscard]] virtual replication_shape replication() const { return {}; }
 };
 
 // Connects to the system and creates the topic, queue, stream or table. Throws

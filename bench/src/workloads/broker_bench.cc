@@ -58,17 +58,27 @@ clock_type::time_point body_time(std::string_view body) {
 // The broker's CPU time over the measured part of a run, and its memory at the end of it.
 class usage_meter {
  public:
-  explicit usage_meter(int pid) : pid_(pid) {}
-  void start() { before_ = process_tree_usage(pid_); }
+  explicit usage_meter(std::vector<int> pids) : pids_(std::move(pids)) {}
+  void start() { before_ = sum(); }
   void stop(figures& f) const {
-    if (pid_ <= 0) return;
-    const auto after = process_tree_usage(pid_);
+    if (pids_.empty()) return;
+    const auto after = sum();
     f.broker_cpu_s = after.cpu_s - before_.cpu_s;
     f.broker_rss_mib = after.rss_mib;
   }
 
  private:
-  int pid_;
+  // Every broker of a cluster together: CPU per message over the whole cluster.
+  [[nodiscard]] process_usage sum() const {
+    process_usage total;
+    for (int pid : pids_) {
+      const auto u = process_tree_usage(pid);
+      total.cpu_s += u.cpu_s;
+      total.rss_mib += u.rss_mib;
+    }
+    return total;
+  }
+  std::vector<int> pids_;
   process_usage before_;
 };
 
@@ -254,17 +264,19 @@ figures consume_backlog(system_under_test& sys, const broker_bench_options& o, u
   return f;
 }
 
-figures run_once(const broker_bench_options& o, int run) {
+figures run_once(const broker_bench_options& o, int run, system_under_test::replication_shape& shape) {
   system_options so;
   so.system = o.system;
   so.address = o.address;
   so.tls = o.tls;
   so.auth_token = o.auth_token;
   so.partitions = o.partitions;
+  so.replicas = o.replicas;
   // A new topic/queue/stream/table for every run and workload, so each starts empty.
   so.name = o.topic + "-" + o.workload + "-" + std::to_string(::getpid()) + "-" + std::to_string(run);
   auto sys = open_system(so);
-  usage_meter meter(o.broker_pid);
+  shape = sys->replication();
+  usage_meter meter(o.broker_pids);
   if (o.workload == "consume") return consume_backlog(*sys, o, meter);
   const std::size_t requests = o.workload == "publish" ? o.in_flight / std::max<std::size_t>(o.batch, 1) + 1 : k_rate_connections;
   auto pub = sys->make_publisher(requests);
@@ -293,8 +305,9 @@ int run_broker_bench(const broker_bench_options& o) {
   std::vector<double> tput, p50, p90, p99, p999, rss;
   std::uint64_t errors = 0, messages = 0;
   double cpu_s = 0;
+  system_under_test::replication_shape shape;
   for (int r = 0; r < o.runs; ++r) {
-    const auto f = run_once(o, r);
+    const auto f = run_once(o, r, shape);
     tput.push_back(f.messages_per_s);
     p50.push_back(f.latency.p50_ms);
     p90.push_back(f.latency.p90_ms);
@@ -314,10 +327,14 @@ int run_broker_bench(const broker_bench_options& o) {
                              {"p99_ms", median(p99)}, {"p999_ms", median(p999)}, {"errors", errors},
                              {"load1", load_average()}};
     if (o.workload == "consume" || o.workload == "fill") line["backlog"] = o.backlog;
+    if (shape.replicas > 0) {
+      line["replicas"] = shape.replicas;
+      line["min_isr_size"] = shape.min_isr_size;
+    }
     boost::json::array all;
     for (double t : tput) all.push_back(t);
     line["messages_per_s_each_run"] = all;
-    if (o.broker_pid) {
+    if (!o.broker_pids.empty()) {
       line["broker_rss_mib"] = *std::max_element(rss.begin(), rss.end());
       line["broker_cpu_s"] = cpu_s;
       line["broker_cpu_us_per_msg"] = cpu_us_per_msg;
@@ -326,10 +343,10 @@ int run_broker_bench(const broker_bench_options& o) {
   } else {
     std::printf("%-16s %-8s %12s %10s %10s %10s %10s %8s", "system", "workload", "msg/s", "p50 ms", "p90 ms", "p99 ms",
                 "p99.9 ms", "errors");
-    if (o.broker_pid) std::printf(" %10s %10s %12s", "rss MiB", "cpu s", "cpu us/msg");
+    if (!o.broker_pids.empty()) std::printf(" %10s %10s %12s", "rss MiB", "cpu s", "cpu us/msg");
     std::printf("\n%-16s %-8s %12.0f %10.3f %10.3f %10.3f %10.3f %8llu", name.c_str(), o.workload.c_str(), median(tput),
                 median(p50), median(p90), median(p99), median(p999), static_cast<unsigned long long>(errors));
-    if (o.broker_pid) {
+    if (!o.broker_pids.empty()) {
       std::printf(" %10.1f %10.2f %12.1f", *std::max_element(rss.begin(), rss.end()), cpu_s, cpu_us_per_msg);
     }
     std::printf("\n");

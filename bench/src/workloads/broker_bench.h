@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "txmq/client/connection.h"
 
@@ -22,6 +23,7 @@ struct broker_bench_options {
   std::string auth_token;  // txmq with auth: --token, --token-file or TXMQ_TOKEN
   std::string topic = "bench";  // prefix of the topic/queue/stream/table made for each run
   std::uint32_t partitions = 4;
+  std::uint32_t replicas = 0;    // txmq cluster: replicas of the new topic (0: the broker default)
   std::size_t message_bytes = 256;
   std::size_t in_flight = 1000;  // publish, consume's fill: messages in flight
   std::size_t batch = 100;       // publish: messages per request (txmq produce, SQL INSERT)
@@ -30,7 +32,9 @@ struct broker_bench_options {
   double seconds = 5;
   double warmup = 1;
   int runs = 3;
-  int broker_pid = 0;  // when set, the broker's memory and CPU time are reported
+  // When set, the memory and CPU time of these processes (and their descendants), summed, are
+  // reported: one broker, or every broker of a cluster (`--broker-pid 1,2,3`).
+  std::vector<int> broker_pids;
   bool json = false;
 };
 

@@ -16,8 +16,12 @@
 // Follower side (replication_follower.cc): one coroutine per partition this node follows; it
 // asks the leader where its last epoch ended (KIP-101), truncates to it, then pulls, appends
 // at the leader's offsets (storage::store::replica_append, fsynced through the store's group
-// commit) and reports with its next fetch.
+// commit) and reports its fsynced end with its next fetch. The follower is pipelined: it fetches
+// the next messages while its previous appends are still being fsynced, and a leader answers
+// at once (never holds) a fetch whose durable_offset is below its fetch_offset, so the follower
+// learns "nothing new", waits for its fsyncs and reports them in the next (held) fetch.
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -49,6 +53,10 @@ struct replication_settings {
   // How long a leader holds a ReplicaFetch that found nothing new (a long poll).
   std::chrono::milliseconds fetch_wait{200};
   std::uint32_t max_fetch_messages = 4000;
+  // Appends a follower keeps in flight per partition (replica_fetch_pipeline): 1 = fetch, append,
+  // wait for the fsync, fetch again (reporting it); more = fetch the next messages while the
+  // previous are fsynced (each in-flight append is one fetch's messages: bounds the memory).
+  std::uint32_t fetch_pipeline = 1;
   // A deliberately broken build for the checker's own test (tests/cluster_replication_test):
   // acknowledge once the leader fsynced, without waiting for the followers. Honoured only
   // when the broker is built with tests (TXMQ_FAULT_HOOKS) and TXMQ_TEST_ACK_BEFORE_REPLICAS=1.
@@ -137,6 +145,24 @@ class replication {
     bool isr_write_pending = false;
     clock::time_point since{};
     std::uint64_t visible = 0;  // visible_end(), monotonic within the epoch
+    // The partition's leader epochs, read from the store once per leadership: while this node
+    // leads under a recorded epoch nothing else changes them (only a follower truncates or
+    // appends a newer epoch), and reading them for every ReplicaFetch cost 1.5 % of a
+    // replicated publish's CPU (docs/BENCHMARKS.md "Cluster").
+    std::optional<std::vector<storage::epoch_entry>> epochs;
+    // The last answers that carried messages, and the fetches they answered: the followers of
+    // a partition fetch the same offsets, one after the other, and a later one is answered with
+    // the frame made for an earlier one (its correlation id, log end and high watermark
+    // updated) instead of reading and encoding the messages again (the store read was ~10 % of
+    // a replicated publish's CPU, docs/BENCHMARKS.md "Cluster"). Valid for the leadership: the
+    // log below its end does not change while this node leads.
+    struct cached_answer {
+      std::unique_ptr<v1::Frame> frame;
+      std::uint64_t from = 0;
+      std::uint32_t max_messages = 0;
+    };
+    std::array<cached_answer, 4> answers;
+    std::size_t next_answer = 0;  // the slot replaced next (the oldest)
   };
   struct follower_task;
   struct drain_state {

@@ -43,6 +43,30 @@ struct replication::follower_task {
 
 namespace {
 
+// The follower's appends submitted to the store and not yet completed (fsynced): the follower
+// fetches the next messages while these are fsynced (a pipeline), and reports `durable`, the end
+// of what completed, in its next fetch. Shared with the store's completions, which may run
+// after the coroutine ended: they touch only this object (and `waiting` only while the
+// coroutine waits on it).
+struct append_pipeline {
+  std::uint64_t durable = 0;   // fsynced end offset (what the follower reports)
+  std::uint64_t appended = 0;  // end offset once every submitted append is applied (what it fetches next)
+  std::size_t pending = 0;
+  std::optional<error> failed;  // the first failed append since the last reset
+  asio::steady_timer* waiting = nullptr;
+};
+
+// Waits until fewer than `limit` appends of `p` are pending (0: all completed).
+asio::awaitable<void> drain_appends(asio::io_context& io, const std::shared_ptr<append_pipeline>& p, std::size_t limit) {
+  while (p->pending > limit) {
+    asio::steady_timer wake(io, asio::steady_timer::time_point::max());
+    p->waiting = &wake;
+    boost::system::error_code ec;
+    co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    p->waiting = nullptr;
+  }
+}
+
 // A store call as an awaitable: its completion (on a store thread) resumes the coroutine on io.
 template <class T, class Start>
 asio::awaitable<result<T>> await_store(asio::io_context& io, Start start) {
@@ -131,6 +155,7 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
   const std::int32_t partition = k.second;
   const auto p = static_cast<std::uint32_t>(partition);
   bool need_truncate = true;
+  auto pipe = std::make_shared<append_pipeline>();
   protocol::frame_reader reader;
   std::uint64_t corr = 0;
   const auto request_deadline = std::chrono::milliseconds(3000);
@@ -146,6 +171,8 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       continue;
     }
     if (e.leader != t->leader || e.leader_epoch != t->epoch || !t->socket || !t->socket->is_open()) {
+      // Start over from what this log holds: the appends in flight complete first.
+      co_await drain_appends(io_, pipe, 0);
       if (t->socket) {
         boost::system::error_code ec;
         t->socket->close(ec);
@@ -186,8 +213,19 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       t->socket = sock;
     }
     auto sock = t->socket;
+    if (pipe->failed) {
+      // An append failed (and every one submitted after it, as their base offsets follow it):
+      // ask the leader again where this log diverges.
+      co_await drain_appends(io_, pipe, 0);
+      common::log::warn("partition ", topic, "/", partition, ": replicated batch not appended: ", pipe->failed->message);
+      pipe->failed.reset();
+      need_truncate = true;
+      co_await pause(io_, std::chrono::milliseconds(100));
+      continue;
+    }
     const bool have_topic = store_.has_topic(topic);
     if (need_truncate) {
+      co_await drain_appends(io_, pipe, 0);
       std::vector<storage::epoch_entry> epochs;
       if (have_topic) {
         auto r = store_.leader_epochs(topic, p);
@@ -230,17 +268,22 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
         }
       }
       need_truncate = false;
+      pipe->durable = pipe->appended = store_.has_topic(topic) ? local_end(topic, partition) : 0;
     }
-    const std::uint64_t next = have_topic ? local_end(topic, partition) : 0;
+    // At most fetch_pipeline appends in flight; with none, what the store holds is the truth.
+    co_await drain_appends(io_, pipe, std::max<std::size_t>(settings_.fetch_pipeline, 1) - 1);
+    if (pipe->failed) continue;
+    if (pipe->pending == 0) pipe->durable = pipe->appended = store_.has_topic(topic) ? local_end(topic, partition) : 0;
     v1::Frame f;
     f.set_correlation_id(++corr);
     auto* req = f.mutable_replica_fetch();
     req->set_node_id(node_.id());
     req->set_topic(topic);
     req->set_partition(p);
-    req->set_fetch_offset(next);
+    req->set_fetch_offset(pipe->appended);
     req->set_leader_epoch(e.leader_epoch);
-    req->set_durable_offset(next);
+    // Below fetch_offset while appends are in flight: the leader then answers at once.
+    req->set_durable_offset(pipe->durable);
     auto a = co_await exchange(io_, sock, reader, f, request_deadline + settings_.fetch_wait);
     if (!a) {
       sock->close();
@@ -253,25 +296,47 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       co_await pause(io_, std::chrono::milliseconds(100));
       continue;
     }
-    const auto& ans = a.value().replica_fetch_response();
-    for (const auto& b : ans.batches()) {
+    auto& ans = *a.value().mutable_replica_fetch_response();
+    if (ans.batches_size() == 0) {
+      // Nothing new: wait for the appends in flight, so that the next fetch reports them (and
+      // is held by the leader until it has more).
+      co_await drain_appends(io_, pipe, 0);
+      continue;
+    }
+    for (auto& b : *ans.mutable_batches()) {
+      if (b.base_offset() != pipe->appended || b.messages().empty()) {
+        pipe->failed = error(protocol::errc::internal, "the leader answered offset " + std::to_string(b.base_offset()) +
+                                                           " to a fetch from " + std::to_string(pipe->appended));
+        break;
+      }
       storage::replica_append_request ra;
       ra.topic = topic;
       ra.partition = p;
       ra.base_offset = b.base_offset();
       ra.leader_epoch = static_cast<std::uint32_t>(b.leader_epoch());
-      ra.messages.assign(b.messages().begin(), b.messages().end());
+      // Moved, not copied, out of the answer (a copy per message was ~1.4 % of the cluster's CPU).
+      ra.messages.reserve(static_cast<std::size_t>(b.messages_size()));
+      for (auto& m : *b.mutable_messages()) ra.messages.push_back(std::move(m));
       if (ans.partitions() > 0) ra.auto_create_partitions = ans.partitions();
-      auto r = co_await await_store<std::uint64_t>(io_, [&](auto done) { store_.replica_append(std::move(ra), done); });
-      if (!r) {
-        common::log::warn("partition ", topic, "/", partition, ": replicated batch at ", b.base_offset(),
-                          " not appended: ", r.error().message);
-        need_truncate = true;
-        co_await pause(io_, std::chrono::milliseconds(100));
-        break;
-      }
+      pipe->appended = b.base_offset() + ra.messages.size();
+      ++pipe->pending;
+      store_.replica_append(std::move(ra), [&io = io_, pipe](result<std::uint64_t> r) {  // on a store thread
+        asio::post(io, [pipe, r = std::move(r)] {
+          --pipe->pending;
+          if (r) {
+            pipe->durable = std::max(pipe->durable, r.value());
+          } else if (!pipe->failed) {
+            pipe->failed = r.error();
+          }
+          if (pipe->waiting) pipe->waiting->cancel();
+        });
+      });
     }
   }
+  // The appends in flight complete before the task ends: a leader of this partition records
+  // its epoch only once no follower task of it remains (lead_tick).
+  if (*alive) co_await drain_appends(io_, pipe, 0);
+  if (!*alive) co_return;  // stopped: the replication object may be gone
   if (auto it = following_.find(k); it != following_.end() && it->second == t) following_.erase(it);
 }
 

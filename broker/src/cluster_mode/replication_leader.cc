@@ -194,8 +194,11 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
     }
     advance_visible(k);
     settle_waiters();
-    if (req.fetch_offset() >= end) {
-      // Nothing new: hold the fetch until an append or fetch_wait (a long poll).
+    if (req.fetch_offset() >= end && req.durable_offset() >= req.fetch_offset()) {
+      // Nothing new: hold the fetch until an append or fetch_wait (a long poll). Not a fetch
+      // from a follower that is still fsyncing what it fetched before (durable below fetch
+      // offset, the pipelined follower): it is answered "nothing new" at once, so that it
+      // reports its fsync in its next fetch instead of after this one's wait.
       lp.parked.push_back({c, corr, req, clock::now() + settings_.fetch_wait});
       return;
     }
@@ -206,9 +209,25 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
 void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                const v1::ReplicaFetchRequest& req) {
   const key k{req.topic(), static_cast<std::int32_t>(req.partition())};
-  auto epochs = store_.leader_epochs(req.topic(), req.partition());
-  if (!epochs) return c->respond_error(corr, v1::STORAGE_ERROR, epochs.error().message);
+  auto lp = leading_.find(k);
+  if (lp == leading_.end()) return c->respond_error(corr, v1::NOT_LEADER, "this node no longer leads the partition");
+  if (!lp->second.epochs) {
+    auto loaded = store_.leader_epochs(req.topic(), req.partition());
+    if (!loaded) return c->respond_error(corr, v1::STORAGE_ERROR, loaded.error().message);
+    lp->second.epochs = std::move(loaded).value();
+  }
+  const auto& epochs = *lp->second.epochs;
   const std::uint64_t end = local_end(k.first, k.second);
+  if (!req.epoch_query()) {
+    for (auto& a : lp->second.answers) {
+      if (!a.frame || a.from != req.fetch_offset() || a.max_messages != req.max_messages()) continue;
+      a.frame->set_correlation_id(corr);
+      auto* resp = a.frame->mutable_replica_fetch_response();
+      resp->set_log_end(end);
+      resp->set_high_watermark(high_watermark(k).value_or(0));
+      return c->respond_with(*a.frame);
+    }
+  }
   v1::Frame out;
   out.set_correlation_id(corr);
   auto* resp = out.mutable_replica_fetch_response();
@@ -222,7 +241,7 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
       resp->set_epoch_end_epoch(-1);
       resp->set_epoch_end_offset(0);
     } else {
-      auto ee = storage::end_offset_for_epoch(epochs.value(), static_cast<std::uint32_t>(req.last_epoch()), end);
+      auto ee = storage::end_offset_for_epoch(epochs, static_cast<std::uint32_t>(req.last_epoch()), end);
       resp->set_epoch_end_epoch(ee.epoch ? static_cast<std::int64_t>(*ee.epoch) : -1);
       resp->set_epoch_end_offset(ee.end_offset);
     }
@@ -246,7 +265,7 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
   v1::ReplicaBatch* batch = nullptr;
   std::uint32_t batch_epoch = 0;
   for (auto& m : read.value().messages) {
-    const std::uint32_t epoch = storage::epoch_at(epochs.value(), m.offset());
+    const std::uint32_t epoch = storage::epoch_at(epochs, m.offset());
     if (!batch || epoch != batch_epoch) {
       batch = resp->add_batches();
       batch->set_leader_epoch(epoch);
@@ -258,7 +277,13 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
     m.clear_offset();
     *batch->add_messages() = std::move(m);
   }
-  c->respond(std::move(out));
+  if (resp->batches_size() == 0) return c->respond(std::move(out));
+  auto& slot = lp->second.answers[lp->second.next_answer];
+  lp->second.next_answer = (lp->second.next_answer + 1) % lp->second.answers.size();
+  slot.frame = std::make_unique<v1::Frame>(std::move(out));
+  slot.from = req.fetch_offset();
+  slot.max_messages = req.max_messages();
+  c->respond_with(*slot.frame);
 }
 
 void replication::wake_parked(const key& k, bool all) {

@@ -1,6 +1,7 @@
 #include "cluster_mode/routing.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "txmq/protocol/partitioner.h"
 
@@ -66,6 +67,12 @@ produce_route route_produce(const cluster::cluster_state& state, node_id self, c
     if (ps != nullptr && ps->leader == self) led.push_back(static_cast<std::uint32_t>(p));
   }
   out.partitions.reserve(keys.size());
+  // The keyless messages of one request all go to one partition, the next led here for each
+  // request (round-robin per request, not per message): a replicated partition costs a
+  // replication cycle per append — both followers fetch, append and fsync it — so a request
+  // spread over the 2 partitions a broker leads cost twice the cycles of one (docs/BENCHMARKS.md
+  // "Cluster"). Keyless messages promise no order and no placement.
+  std::optional<std::uint32_t> keyless;
   for (const auto* key : keys) {
     if (key != nullptr) {
       const auto p = protocol::partition_for_key(*key, out.partition_count);
@@ -93,7 +100,8 @@ produce_route route_produce(const cluster::cluster_state& state, node_id self, c
         }
       }
     }
-    out.partitions.push_back(led[round_robin++ % led.size()]);
+    if (!keyless) keyless = led[round_robin++ % led.size()];
+    out.partitions.push_back(*keyless);
   }
   return out;
 }

@@ -428,7 +428,9 @@ void connection::release_request(std::uint64_t correlation_id) {
   limits_.memory->release(bytes);
 }
 
-void connection::respond(v1::Frame frame) {
+void connection::respond(v1::Frame frame) { respond_with(frame); }
+
+void connection::respond_with(const v1::Frame& frame) {
   release_request(frame.correlation_id());
   if (in_flight_ > 0 && --in_flight_ == 0 && deadline_kind_ == deadline_kind::idle) {
     set_deadline(deadline_kind::idle, limits_.idle_timeout);

@@ -23,6 +23,10 @@ class responder {
   // Answers a request: the frame carries the request's correlation_id. Each request gets
   // exactly one answer; it frees the request's in-flight slot.
   virtual void respond(v1::Frame frame) = 0;
+  // The same answer without giving the frame away: a connection encodes it where it stands (the
+  // leader answers both followers of a partition with one ReplicaFetch answer, changing only its
+  // correlation id and high watermark between them). Others copy it.
+  virtual void respond_with(const v1::Frame& frame) { respond(v1::Frame(frame)); }
   // Sends a request of the broker's own (CheckTx). Its answer comes back through
   // service::handle_answer and takes no in-flight slot.
   virtual void send_request(const v1::Frame& frame) = 0;

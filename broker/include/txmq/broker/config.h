@@ -131,6 +131,10 @@ struct broker_config {
   // a follower not caught up for replica_lag_max leaves the ISR.
   duration replication_timeout = std::chrono::seconds(10);
   duration replica_lag_max = std::chrono::seconds(10);
+  // Appends a follower keeps in flight per followed partition: 1 fetches again only once its
+  // last append is fsynced; more fetches the next messages while the previous are fsynced
+  // (docs/cluster.md "Replication"; not faster on a 2-core machine, docs/BENCHMARKS.md "Cluster").
+  std::uint32_t replica_fetch_pipeline = 1;
 
   // --- durability, security, logging
   durability_mode durability = durability_mode::sync;
