@@ -114,6 +114,16 @@ void rocksdb_store::ensure_group(group_info info, group_start start, completion<
         auto& ps = *t->partitions[p];
         const std::uint64_t at = start == group_start::latest ? ps.next : ps.meta.start_offset;
         ctx.put(cf_groups, cursor_key(info.name, t->record.id(), p), encode(cursor_value{at, at}));
+        if (options_.log_group_changes) {
+          v1::GroupChange change;
+          change.set_group(info.name);
+          change.set_topic(t->record.name());
+          change.set_cursor_floor(at);
+          change.set_cursor_next(at);
+          change.set_group_created_ms(rec.created_ms());
+          change.set_time_ms(ctx.now_ms);
+          log_group_change(ctx, t->record.id(), p, ps, change);
+        }
       }
     }
     if (changed || !wget(ctx, cf_default, gkey)) ctx.put(cf_default, gkey, rec.SerializeAsString());
@@ -124,12 +134,12 @@ void rocksdb_store::ensure_group(group_info info, group_start start, completion<
 void rocksdb_store::update_group(group_update update, completion<group_update_result> done) {
   const std::size_t bytes = 64 + 48 * (update.deliveries.size() + update.acks.size() + update.dead.size() +
                                        update.redrive.size() + update.dispatched.size());
-  const bool sync = update.sync;
+  // Cluster mode: a group change is acknowledged only once fsynced (here and on the ISR).
+  const bool sync = update.sync || options_.log_group_changes;
   submit<group_update_result>(sync, bytes, std::move(done), [this, u = std::move(update)](group_ctx& ctx) -> result<group_update_result> {
     if (!valid_name(u.group, k_max_group_name)) return errc::invalid_argument;
-    if (!wget(ctx, cf_default, group_record_key(u.group))) {
-      return ctx.poisoned ? *ctx.poisoned : make_error_code(errc::unknown_group);
-    }
+    auto group_rec = wget(ctx, cf_default, group_record_key(u.group));
+    if (!group_rec) return ctx.poisoned ? *ctx.poisoned : make_error_code(errc::unknown_group);
     // Resolve every topic first so a bad request writes nothing.
     std::unordered_map<std::string, std::shared_ptr<topic_state>> topics;
     auto need = [&](const std::string& name, std::uint32_t p) -> bool {
@@ -170,9 +180,10 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
       put_delivery(ctx, u.group, id, r.partition, r.offset, delivery_value{0, ctx.now_ms, 2});
     }
     if (ctx.poisoned) return *ctx.poisoned;
+    group_update_result out;
+    if (options_.log_group_changes) log_update(ctx, u, *group_rec, topics, cursors, out);
     std::unordered_map<std::uint32_t, std::string> names;
     for (auto& [name, t] : topics) names[t->record.id()] = name;
-    group_update_result out;
     for (auto& [tp, c] : cursors) {
       ctx.put(cf_groups, cursor_key(u.group, tp.first, tp.second), encode(c));
       out.cursors.push_back({names[tp.first], tp.second, c.ack_floor, c.next_offset});
