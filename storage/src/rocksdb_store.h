@@ -79,6 +79,11 @@ struct partition_state {
   // (loaded on first use) and the end published once durable (rocksdb_store_group_replica.cc).
   std::optional<std::uint64_t> group_next;
   std::atomic<std::uint64_t> committed_group_next{0};
+  // Writer-only: whether this node's own group changes may be written for the partition. A
+  // follower's group state is the leader's (apply_group_changes and install_group_snapshot
+  // clear it, begin_epoch sets it): local updates of a followed partition are dropped, so that
+  // its change sequence never holds a change the leader did not make.
+  bool group_owner = true;
 };
 
 struct topic_state {
@@ -334,6 +339,10 @@ class rocksdb_store final : public store {
   // change sequence (its seq set here) and returns the sequence's new end.
   std::uint64_t log_group_change(group_ctx& ctx, std::uint32_t tid, std::uint32_t p, partition_state& ps,
                                  v1::GroupChange& change);
+  // Whether update_group and ensure_group may change this partition's group state here.
+  bool group_owned(const topic_state& t, std::uint32_t p) const {
+    return !options_.log_group_changes || t.partitions[p]->group_owner;
+  }
   // update_group's part: each touched partition's change (after the update's effects).
   void log_update(group_ctx& ctx, const group_update& u, const std::string& group_record,
                   std::unordered_map<std::string, std::shared_ptr<topic_state>>& topics,

@@ -80,17 +80,27 @@ void rocksdb_store::log_update(group_ctx& ctx, const group_update& u, const std:
     }
     return c;
   };
-  for (auto& c : u.dispatched) change(c.topic, c.partition);
-  for (auto& d : u.deliveries) to_wire(d, *change(d.topic, d.partition).add_deliveries());
-  for (auto& a : u.acks) change(a.topic, a.partition).add_acks(a.offset);
+  auto owned = [&](const std::string& topic, std::uint32_t p) { return group_owned(*topics.at(topic), p); };
+  for (auto& c : u.dispatched) {
+    if (owned(c.topic, c.partition)) change(c.topic, c.partition);
+  }
+  for (auto& d : u.deliveries) {
+    if (owned(d.topic, d.partition)) to_wire(d, *change(d.topic, d.partition).add_deliveries());
+  }
+  for (auto& a : u.acks) {
+    if (owned(a.topic, a.partition)) change(a.topic, a.partition).add_acks(a.offset);
+  }
   for (auto& d : u.dead) {
+    if (!owned(d.topic, d.partition)) continue;
     auto* x = change(d.topic, d.partition).add_dead();
     x->set_offset(d.offset);
     x->set_attempts(d.attempts);
     x->set_dead_at_ms(d.dead_at_ms ? d.dead_at_ms : ctx.now_ms);
     x->set_reason(d.reason);
   }
-  for (auto& r : u.redrive) change(r.topic, r.partition).add_redrive(r.offset);
+  for (auto& r : u.redrive) {
+    if (owned(r.topic, r.partition)) change(r.topic, r.partition).add_redrive(r.offset);
+  }
   for (auto& [tp, c] : changes) {
     auto& t = topics.at(tp.first);
     const std::uint32_t tid = t->record.id();
@@ -235,6 +245,7 @@ void rocksdb_store::apply_group_changes(std::string topic, std::uint32_t partiti
       auto v = wget(ctx, cf_groups, group_seq_key(tid, partition));
       ps.group_next = v && v->size() == 8 ? get_u64(v->data()) : 0;
     }
+    ps.group_owner = false;
     // Every change must continue the sequence exactly; checked before anything is written.
     std::uint64_t expect = *ps.group_next;
     for (auto& c : cs) {
@@ -285,6 +296,7 @@ void rocksdb_store::install_group_snapshot(std::string topic, std::uint32_t part
     if (partition >= t->record.partitions()) return errc::unknown_partition;
     const std::uint32_t tid = t->record.id();
     auto& ps = *t->partitions[partition];
+    ps.group_owner = false;
     // Everything this node held of the partition's group state goes: a follower's state may
     // hold changes its new leader never made (DB reads: the follower sends nothing else for the
     // partition meanwhile, so the open batch holds none of its keys).

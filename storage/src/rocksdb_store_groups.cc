@@ -113,6 +113,7 @@ void rocksdb_store::ensure_group(group_info info, group_start start, completion<
       for (std::uint32_t p = 0; p < t->record.partitions(); ++p) {
         auto& ps = *t->partitions[p];
         const std::uint64_t at = start == group_start::latest ? ps.next : ps.meta.start_offset;
+        if (!group_owned(*t, p)) continue;  // a followed partition: the leader's state comes by replication
         ctx.put(cf_groups, cursor_key(info.name, t->record.id(), p), encode(cursor_value{at, at}));
         if (options_.log_group_changes) {
           v1::GroupChange change;
@@ -162,17 +163,25 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
     auto tid = [&](const std::string& name) { return topics[name]->record.id(); };
 
     std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value> cursors;
+    auto owned = [&](const std::string& topic, std::uint32_t p) { return group_owned(*topics[topic], p); };
     for (auto& c : u.dispatched) {
+      if (!owned(c.topic, c.partition)) continue;
       auto& cv = cursor_for(ctx, u.group, tid(c.topic), c.partition, cursors);
       cv.next_offset = std::max(cv.next_offset, c.next_offset);
     }
     for (auto& d : u.deliveries) {
+      if (!owned(d.topic, d.partition)) continue;
       delivery_value v{d.attempt, d.visible_at_ms, static_cast<std::uint8_t>(d.status)};
       put_delivery(ctx, u.group, tid(d.topic), d.partition, d.offset, v);
     }
-    for (auto& a : u.acks) apply_ack(ctx, u.group, tid(a.topic), a.partition, a.offset, std::nullopt, cursors);
-    for (auto& d : u.dead) apply_ack(ctx, u.group, tid(d.topic), d.partition, d.offset, d, cursors);
+    for (auto& a : u.acks) {
+      if (owned(a.topic, a.partition)) apply_ack(ctx, u.group, tid(a.topic), a.partition, a.offset, std::nullopt, cursors);
+    }
+    for (auto& d : u.dead) {
+      if (owned(d.topic, d.partition)) apply_ack(ctx, u.group, tid(d.topic), d.partition, d.offset, d, cursors);
+    }
     for (auto& r : u.redrive) {
+      if (!owned(r.topic, r.partition)) continue;
       const std::uint32_t id = tid(r.topic);
       const std::string qkey = message_key('q', u.group, id, r.partition, r.offset);
       if (!wget(ctx, cf_groups, qkey)) continue;

@@ -119,6 +119,8 @@ void replication::follow_tick(const cluster::cluster_state& state) {
     if (following_.contains(k)) continue;
     auto task = std::make_shared<follower_task>();
     following_[k] = task;
+    // The consumer groups stop serving the partition: its group state now comes from the leader.
+    group_leadership(k, false);
     asio::co_spawn(io_, run_follower(k, task), asio::detached);
   }
 }
@@ -129,6 +131,9 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
   const std::int32_t partition = k.second;
   const auto p = static_cast<std::uint32_t>(partition);
   bool need_truncate = true;
+  // The partition's group state is taken whole from each new leader, then followed change by
+  // change (a follower may hold changes the new leader never made: they go with the snapshot).
+  bool need_group_snapshot = true;
   protocol::frame_reader reader;
   std::uint64_t corr = 0;
   const auto request_deadline = std::chrono::milliseconds(3000);
@@ -149,7 +154,7 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
         t->socket->close(ec);
       }
       t->socket.reset();
-      if (e.leader != t->leader || e.leader_epoch != t->epoch) need_truncate = true;
+      if (e.leader != t->leader || e.leader_epoch != t->epoch) need_truncate = need_group_snapshot = true;
       t->leader = e.leader;
       t->epoch = e.leader_epoch;
       const auto address = address_of(*st, e.leader);
@@ -229,6 +234,13 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       }
       need_truncate = false;
     }
+    if (need_group_snapshot && store_.has_topic(topic)) {
+      if (!co_await take_group_snapshot(k, sock, reader, corr, e.leader_epoch)) {
+        co_await pause(io_, std::chrono::milliseconds(100));
+        continue;
+      }
+      need_group_snapshot = false;
+    }
     const std::uint64_t next = have_topic ? local_end(topic, partition) : 0;
     v1::Frame f;
     f.set_correlation_id(++corr);
@@ -239,6 +251,10 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
     req->set_fetch_offset(next);
     req->set_leader_epoch(e.leader_epoch);
     req->set_durable_offset(next);
+    if (!need_group_snapshot) {
+      req->set_groups(true);
+      req->set_group_seq(local_group_end(topic, partition));
+    }
     auto a = co_await exchange(io_, sock, reader, f, request_deadline + settings_.fetch_wait);
     if (!a) {
       sock->close();
@@ -252,6 +268,7 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       continue;
     }
     const auto& ans = a.value().replica_fetch_response();
+    bool appended = true;
     for (const auto& b : ans.batches()) {
       storage::replica_append_request ra;
       ra.topic = topic;
@@ -265,12 +282,61 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
         common::log::warn("partition ", topic, "/", partition, ": replicated batch at ", b.base_offset(),
                           " not appended: ", r.error().message);
         need_truncate = true;
+        appended = false;
         co_await pause(io_, std::chrono::milliseconds(100));
         break;
       }
     }
+    if (appended && !need_group_snapshot && !co_await apply_group_part(k, ans)) need_group_snapshot = true;
   }
   if (auto it = following_.find(k); it != following_.end() && it->second == t) following_.erase(it);
+}
+
+asio::awaitable<bool> replication::take_group_snapshot(const key& k, std::shared_ptr<tcp::socket> sock,
+                                                      protocol::frame_reader& reader, std::uint64_t& corr,
+                                                      std::int64_t epoch) {
+  v1::Frame q;
+  q.set_correlation_id(++corr);
+  auto* req = q.mutable_replica_fetch();
+  req->set_node_id(node_.id());
+  req->set_topic(k.first);
+  req->set_partition(static_cast<std::uint32_t>(k.second));
+  req->set_leader_epoch(epoch);
+  req->set_group_snapshot(true);
+  auto a = co_await exchange(io_, sock, reader, q, std::chrono::milliseconds(10'000));
+  if (!a) {
+    sock->close();
+    co_return false;
+  }
+  if (!a.value().has_replica_fetch_response() || a.value().replica_fetch_response().group_snapshot_needed()) co_return false;
+  const auto& snap = a.value().replica_fetch_response().group_snapshot();
+  const std::size_t groups = static_cast<std::size_t>(snap.groups_size());
+  auto r = co_await await_store<std::uint64_t>(io_, [&](auto done) {
+    store_.install_group_snapshot(k.first, static_cast<std::uint32_t>(k.second), snap, done);
+  });
+  if (!r) {
+    common::log::error("partition ", k.first, "/", k.second, ": installing the leader's group snapshot failed: ",
+                       r.error().message);
+    co_return false;
+  }
+  common::log::info("partition ", k.first, "/", k.second, ": group state of ", groups,
+                    " group(s) taken from the leader at change ", r.value());
+  co_return true;
+}
+
+asio::awaitable<bool> replication::apply_group_part(const key& k, const v1::ReplicaFetchResponse& ans) {
+  if (ans.group_snapshot_needed()) co_return false;
+  if (ans.group_changes().empty()) co_return true;
+  std::vector<v1::GroupChange> changes(ans.group_changes().begin(), ans.group_changes().end());
+  auto r = co_await await_store<std::uint64_t>(io_, [&](auto done) {
+    store_.apply_group_changes(k.first, static_cast<std::uint32_t>(k.second), std::move(changes), done);
+  });
+  if (!r) {
+    common::log::warn("partition ", k.first, "/", k.second, ": group changes not applied (", r.error().message,
+                      "): taking a snapshot");
+    co_return false;
+  }
+  co_return true;
 }
 
 void replication::stop() {

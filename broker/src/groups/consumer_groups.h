@@ -62,6 +62,16 @@ class consumer_groups {
   void wake(const std::vector<std::string>& topics, const std::vector<std::string>& groups);
   // Serves the long polls of the groups that read `topic` (new messages were stored).
   void wake_topic(const std::string& topic);
+  // Cluster mode (docs/cluster.md "Consumer groups"): Ack, Nack and Extend are answered only
+  // once the gate passes for the change sequences their update moved (replication::await_group:
+  // the ISR holds them), or with its error. Unset (single-node mode): answered at once, as ever.
+  using replication_gate =
+      std::function<void(std::vector<storage::group_change_ref>, std::function<void(result<void>)>)>;
+  void set_replication_gate(replication_gate gate) { gate_ = std::move(gate); }
+  // This node starts (reload the partition's state of every group from the store, which
+  // replication filled) or stops (forget it) leading a replicated partition.
+  void partition_leadership(const std::string& topic, std::int32_t partition, bool leading);
+
   // The tracker of a loaded group, or nullptr.
   [[nodiscard]] group_tracker* find(const std::string& name);
 
@@ -127,6 +137,7 @@ class consumer_groups {
   consumer_group_settings settings_;
   broker_metrics* metrics_;
   std::map<std::string, group_entry> groups_;
+  replication_gate gate_;
 };
 
 }  // namespace txmq::broker

@@ -108,7 +108,16 @@ void service::refuse_prepare_in_cluster(responder& c, std::uint64_t corr) {
 }
 
 void service::set_replication(const cluster_mode::replication_settings& s) {
-  if (cluster_ != nullptr) replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, s);
+  if (cluster_ == nullptr) return;
+  replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, s);
+  // Consumer-group state moves with partition leadership and acks wait for the ISR
+  // (docs/cluster.md "Consumer groups").
+  groups_->set_replication_gate([this](std::vector<storage::group_change_ref> changes, std::function<void(result<void>)> done) {
+    replication_->await_group(std::move(changes), std::move(done));
+  });
+  replication_->on_group_leadership([this](const std::string& topic, std::int32_t partition, bool leading) {
+    groups_->partition_leadership(topic, partition, leading);
+  });
 }
 
 void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
