@@ -107,13 +107,20 @@ void rocksdb_store::ensure_group(group_info info, group_start start, completion<
     if (ctx.poisoned) return *ctx.poisoned;
     bool changed = !rec.created_ms() || rec.topics_size() == 0;
     for (auto& t : topics) {
-      if (std::find(rec.topics().begin(), rec.topics().end(), t->record.name()) != rec.topics().end()) continue;
-      rec.add_topics(t->record.name());
-      changed = true;
+      const bool known = std::find(rec.topics().begin(), rec.topics().end(), t->record.name()) != rec.topics().end();
+      // Cluster mode: a known topic may lack the cursor of a partition this node did not own
+      // when the group learned the topic (it followed it, and its leader had no state of the
+      // group yet): that partition's cursor starts now.
+      if (known && !options_.log_group_changes) continue;
+      if (!known) {
+        rec.add_topics(t->record.name());
+        changed = true;
+      }
       for (std::uint32_t p = 0; p < t->record.partitions(); ++p) {
         auto& ps = *t->partitions[p];
         const std::uint64_t at = start == group_start::latest ? ps.next : ps.meta.start_offset;
         if (!group_owned(*t, p)) continue;  // a followed partition: the leader's state comes by replication
+        if (known && wget(ctx, cf_groups, cursor_key(info.name, t->record.id(), p))) continue;
         ctx.put(cf_groups, cursor_key(info.name, t->record.id(), p), encode(cursor_value{at, at}));
         if (options_.log_group_changes) {
           v1::GroupChange change;

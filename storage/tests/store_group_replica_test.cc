@@ -245,6 +245,26 @@ TEST_F(group_replica_test, a_followed_partition_takes_no_local_group_change_unti
   EXPECT_EQ(last.changes[0].leader_epoch(), 2);
 }
 
+TEST_F(group_replica_test, a_group_learned_while_following_gets_the_partitions_cursor_once_its_node_leads_it) {
+  setup(4);
+  ASSERT_THAT(replicate(), is_ok());  // the follower's partition 0 is followed from here on
+  auto ensure = [&](const std::string& name) {
+    return value_of(call_sync<group_state>([&](auto done) { follower_->ensure_group({name, {"t"}, 0}, group_start::earliest, done); }),
+                    "ensure_group");
+  };
+  auto cursors = [](const group_state& g) {
+    std::vector<std::uint32_t> out;
+    for (auto& c : g.cursors) out.push_back(c.partition);
+    return out;
+  };
+  EXPECT_THAT(cursors(ensure("late")), ElementsAre(1u));  // partition 0 is the leader's to start
+  EXPECT_THAT(cursors(ensure("late")), ElementsAre(1u));
+  value_of(call_sync<std::uint64_t>([&](auto done) { follower_->begin_epoch("t", 0, 2, done); }), "begin_epoch");
+  auto g = ensure("late");
+  EXPECT_THAT(cursors(g), ElementsAre(0u, 1u));
+  EXPECT_EQ(g.cursors[0].ack_floor, 0u);
+}
+
 class group_replica_off_test : public store_test {};
 
 TEST_F(group_replica_off_test, single_node_mode_writes_no_change_sequence) {

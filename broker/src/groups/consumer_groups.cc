@@ -301,6 +301,26 @@ void consumer_groups::partition_leadership(const std::string& topic, std::int32_
                          state.error().message);
       continue;
     }
+    const bool has_cursor = std::any_of(state.value().cursors.begin(), state.value().cursors.end(),
+                                        [&](const storage::group_cursor& c) { return c.topic == topic && c.partition == p; });
+    if (!has_cursor) {
+      // The group learned the topic here while this node followed the partition, and no state
+      // of it came from the leader: its cursor starts now (ensure_group gives a known topic's
+      // missing cursor of an owned partition), then the partition loads.
+      storage::group_info gi;
+      gi.name = info.name;
+      gi.topics = {topic};
+      store_.ensure_group(std::move(gi), storage::group_start::earliest,
+                          on_io<storage::group_state>(io_, [this, name = info.name, topic, p](result<storage::group_state> r) {
+        auto it = groups_.find(name);
+        if (!r || it == groups_.end()) return;
+        if (auto l = it->second.tracker->reload_partition(r.value(), topic, p, now_ms()); !l) {
+          common::log::error("group '", name, "': cannot take its state of ", topic, "/", p, ": ", l.error().message);
+          return;
+        }
+        if (!it->second.waiters.empty()) serve_waiters(it->second);
+      }));
+    }
     auto& g = groups_[info.name];
     if (!g.tracker) g.tracker = std::make_unique<group_tracker>(info.name, settings_.delivery, store_);
     if (auto r = g.tracker->reload_partition(state.value(), topic, p, now_ms()); !r) {
