@@ -36,6 +36,7 @@
 #include "txmq/client/admin.h"
 #include "txmq/client/connection.h"
 #include "txmq/producer/producer.h"
+#include "txmq/storage/store.h"
 
 namespace txmq::test {
 namespace {
@@ -195,7 +196,7 @@ class cluster_replication_test : public ::testing::Test {
         (void)c->request(std::move(ack), milliseconds(5000));
       }
       return seen.size() >= end;
-    }, 60s)) << "read " << seen.size() << " of " << end << " from broker " << id;
+    }, 60s)) << "read " << seen.size() << " of " << end << " from broker " << id << "\n" << logs();
   }
 
   // A follower's own copy, read from its store once it is stopped (tests/support/store_reader.h).

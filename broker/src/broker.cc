@@ -279,6 +279,8 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   // as topics created without their own do.
   so.auto_create_retention_ms = config.retention.count();
   so.auto_create_retention_bytes = config.retention_bytes;
+  // Cluster mode: consumer-group changes travel with their partition (docs/cluster.md).
+  so.log_group_changes = !config.cluster_etcd.empty();
   auto opened = storage::open_store(so);
   if (!opened) return opened.error();
   m.store = std::move(opened.value());

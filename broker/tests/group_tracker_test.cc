@@ -357,5 +357,44 @@ TEST_F(group_tracker_test, an_unset_visible_end_is_the_log_end) {
   EXPECT_EQ(t->summary().at(0).end_offset, std::nullopt);
 }
 
+// Cluster mode (docs/cluster.md "Consumer groups"): a node that starts following a partition
+// drops it; one that starts leading it takes it again from what the store holds (there, what
+// replication applied). Acks stay done, a nack's attempt count carries over, a message in
+// flight at the drop comes again, and messages read ahead of the answer (taken from the log,
+// held back) come as attempt 2: the store cannot tell them from delivered ones.
+TEST_F(group_tracker_test, a_partition_dropped_and_reloaded_keeps_acks_and_attempts_from_the_store) {
+  produce({std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt});
+  auto t = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t, 3), ElementsAre(0u, 1u, 2u));
+  auto a = t->ack({ref(0)}, now_);
+  persist(a.update);
+  auto n = t->nack({ref(1)}, 0ms, now_);  // waiting for its retry (100 ms), attempt 1
+  persist(n.update);
+  EXPECT_EQ(t->in_flight(), 1u);  // offset 2
+
+  t->drop_partition("t", 0);
+  EXPECT_EQ(t->in_flight(), 0u);
+  EXPECT_TRUE(t->summary().empty());
+  EXPECT_FALSE(t->has_deliverable(now_ + 10'000));
+  EXPECT_TRUE(fetch_offsets(*t).empty());
+  EXPECT_THAT(t->ack({ref(2)}, now_).results, ElementsAre(errc::unknown_delivery));
+
+  auto st = store_->load_group("g");
+  ASSERT_TRUE(st);
+  ASSERT_TRUE(t->reload_partition(st.value(), "t", 0, now_));
+  now_ += 150;  // past offset 1's retry time
+  auto r = t->fetch(1, {"t"}, 10, 1u << 20, 0ms, now_);
+  ASSERT_TRUE(r);
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> got;
+  for (auto& d : r.value().messages) got.emplace_back(d.message.offset(), d.message.attempt());
+  EXPECT_THAT(got, ElementsAre(std::pair<std::uint64_t, std::uint32_t>{1, 2}, std::pair<std::uint64_t, std::uint32_t>{2, 2},
+                               std::pair<std::uint64_t, std::uint32_t>{3, 2}, std::pair<std::uint64_t, std::uint32_t>{4, 2}));
+  // Reloading a partition the tracker holds replaces its state (the store's is newer).
+  ASSERT_TRUE(t->reload_partition(st.value(), "t", 0, now_));
+  EXPECT_EQ(t->in_flight(), 0u);
+  ASSERT_EQ(t->summary().size(), 1u);
+  EXPECT_EQ(t->summary()[0].acked, 1u);
+}
+
 }  // namespace
 }  // namespace txmq::broker

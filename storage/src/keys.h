@@ -17,6 +17,9 @@
 // CF groups:   'c' group_key tid:4 p:4           → cursor (floor:8, next:8)
 //              'd' group_key tid:4 p:4 o:8       → delivery_value
 //              'q' group_key tid:4 p:4 o:8       → DeadLetterRecord
+//              'r' tid:4 p:4 seq:8               → txmq.v1.GroupChange (cluster mode: a partition's
+//                                                  group change sequence)
+//              'S' tid:4 p:4                     → that sequence's next seq:8
 //              'a' webhook_key time:8 msg:16 attempt:4 replay:1 → txmq.v1.WebhookAttempt
 //              'm' webhook_key msg:16 time:8 attempt:4 replay:1 → the same attempt
 // group_key = len:1 name, so one group's keys never interleave with a longer name's.
@@ -107,6 +110,21 @@ inline std::string message_key(char kind, std::string_view group, std::uint32_t 
   put_u32(k, tid);
   put_u32(k, p);
   put_u64(k, offset);
+  return k;
+}
+
+inline std::string group_change_key(std::uint32_t tid, std::uint32_t p, std::uint64_t seq) {
+  std::string k(1, 'r');
+  put_u32(k, tid);
+  put_u32(k, p);
+  put_u64(k, seq);
+  return k;
+}
+
+inline std::string group_seq_key(std::uint32_t tid, std::uint32_t p) {
+  std::string k(1, 'S');
+  put_u32(k, tid);
+  put_u32(k, p);
   return k;
 }
 

@@ -75,6 +75,15 @@ struct partition_state {
   std::atomic<std::uint64_t> bytes{0};
   // Writer-only copy of the durable meta.
   partition_meta meta;
+  // Consumer-group change sequence (store_options::log_group_changes): the writer's next seq
+  // (loaded on first use) and the end published once durable (rocksdb_store_group_replica.cc).
+  std::optional<std::uint64_t> group_next;
+  std::atomic<std::uint64_t> committed_group_next{0};
+  // Writer-only: whether this node's own group changes may be written for the partition. A
+  // follower's group state is the leader's (apply_group_changes and install_group_snapshot
+  // clear it, begin_epoch sets it): local updates of a followed partition are dropped, so that
+  // its change sequence never holds a change the leader did not make.
+  bool group_owner = true;
 };
 
 struct topic_state {
@@ -162,6 +171,8 @@ struct group_ctx {
   std::map<std::pair<std::uint32_t, std::uint32_t>, pending_log> logs;
   std::vector<std::shared_ptr<topic_state>> new_topics;
   std::vector<partition_state*> touched;
+  // Partitions whose group change sequence moved in this group (published once durable).
+  std::vector<partition_state*> group_touched;
   // A read inside the writer failed (with what failed and RocksDB's text): fail the group.
   std::optional<error> poisoned;
   std::int64_t now_ms = 0;
@@ -218,6 +229,7 @@ using pending_op = std::unique_ptr<write_op>;
 struct written_group {
   std::vector<pending_op> finishers;
   std::vector<std::pair<partition_state*, partition_meta>> publish;
+  std::vector<std::pair<partition_state*, std::uint64_t>> group_publish;
   std::vector<std::shared_ptr<topic_state>> new_topics;
   std::optional<error> failure;  // the group was not written
   // Taken right after the write when the group changed a transaction record; becomes the
@@ -289,6 +301,13 @@ class rocksdb_store final : public store {
   void truncate(std::string topic, std::uint32_t partition, std::uint64_t offset,
                 completion<std::uint64_t> done) override;
   result<std::vector<epoch_entry>> leader_epochs(std::string_view topic, std::uint32_t partition) const override;
+  result<group_changes_read> group_changes(std::string_view topic, std::uint32_t partition, std::uint64_t from_seq,
+                                           std::size_t max) const override;
+  result<v1::GroupSnapshot> group_snapshot(std::string_view topic, std::uint32_t partition) const override;
+  void apply_group_changes(std::string topic, std::uint32_t partition, std::vector<v1::GroupChange> changes,
+                           completion<std::uint64_t> done) override;
+  void install_group_snapshot(std::string topic, std::uint32_t partition, v1::GroupSnapshot snapshot,
+                              completion<std::uint64_t> done) override;
   void enforce_retention(completion<retention_result> done) override;
   result<void> compact() override;
   result<std::uint64_t> count_dedupe_entries() const override;
@@ -316,6 +335,21 @@ class rocksdb_store final : public store {
   std::vector<epoch_entry>& writer_epochs(std::uint32_t tid, std::uint32_t p);
   result<std::vector<epoch_entry>> load_epochs(std::uint32_t tid, std::uint32_t p) const;
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<epoch_entry>> epochs_;  // writer-only
+  // Group replication (rocksdb_store_group_replica.cc): appends one change to the partition's
+  // change sequence (its seq set here) and returns the sequence's new end.
+  std::uint64_t log_group_change(group_ctx& ctx, std::uint32_t tid, std::uint32_t p, partition_state& ps,
+                                 v1::GroupChange& change);
+  // Whether update_group and ensure_group may change this partition's group state here.
+  bool group_owned(const topic_state& t, std::uint32_t p) const {
+    return !options_.log_group_changes || t.partitions[p]->group_owner;
+  }
+  // update_group's part: each touched partition's change (after the update's effects).
+  void log_update(group_ctx& ctx, const group_update& u, const std::string& group_record,
+                  std::unordered_map<std::string, std::shared_ptr<topic_state>>& topics,
+                  std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value>& cursors, group_update_result& out);
+  // Creates the group's record, or adds the topic to it (a follower learning a group).
+  void ensure_group_record(group_ctx& ctx, const std::string& group, const std::string& topic,
+                           std::int64_t created_ms, const std::vector<std::string>& more_topics = {});
 
   // Reads inside the writer: through the current batch, then the DB.
   std::optional<std::string> wget(group_ctx& ctx, cf_index cf, const std::string& key);

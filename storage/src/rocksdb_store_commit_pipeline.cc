@@ -70,6 +70,7 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
       bytes_since_disk_check_ += ctx.batch.GetDataSize();
     }
     for (auto* p : ctx.touched) g.publish.emplace_back(p, p->meta);
+    for (auto* p : ctx.group_touched) g.group_publish.emplace_back(p, p->group_next.value_or(0));
     g.new_topics = std::move(ctx.new_topics);
     g.messages = ctx.messages;
     g.bytes = ctx.bytes;
@@ -164,6 +165,7 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
           p->bytes.store(meta.bytes, std::memory_order_release);
           p->committed_next.store(meta.next_offset, std::memory_order_release);
         }
+        for (auto& [p, seq] : g.group_publish) p->committed_group_next.store(seq, std::memory_order_release);
         std::lock_guard lk(stats_mu_);
         stats_.commit_groups += g.wrote ? 1 : 0;
         stats_.operations += g.operations;
@@ -335,6 +337,7 @@ result<void> rocksdb_store::reload_partition_state() {
       }
       ps.meta = meta;
       ps.next = meta.next_offset;
+      ps.group_next.reset();  // re-read from the database on next use
       ps.start_offset.store(meta.start_offset, std::memory_order_release);
       ps.bytes.store(meta.bytes, std::memory_order_release);
       ps.committed_next.store(meta.next_offset, std::memory_order_release);

@@ -107,13 +107,31 @@ void rocksdb_store::ensure_group(group_info info, group_start start, completion<
     if (ctx.poisoned) return *ctx.poisoned;
     bool changed = !rec.created_ms() || rec.topics_size() == 0;
     for (auto& t : topics) {
-      if (std::find(rec.topics().begin(), rec.topics().end(), t->record.name()) != rec.topics().end()) continue;
-      rec.add_topics(t->record.name());
-      changed = true;
+      const bool known = std::find(rec.topics().begin(), rec.topics().end(), t->record.name()) != rec.topics().end();
+      // Cluster mode: a known topic may lack the cursor of a partition this node did not own
+      // when the group learned the topic (it followed it, and its leader had no state of the
+      // group yet): that partition's cursor starts now.
+      if (known && !options_.log_group_changes) continue;
+      if (!known) {
+        rec.add_topics(t->record.name());
+        changed = true;
+      }
       for (std::uint32_t p = 0; p < t->record.partitions(); ++p) {
         auto& ps = *t->partitions[p];
         const std::uint64_t at = start == group_start::latest ? ps.next : ps.meta.start_offset;
+        if (!group_owned(*t, p)) continue;  // a followed partition: the leader's state comes by replication
+        if (known && wget(ctx, cf_groups, cursor_key(info.name, t->record.id(), p))) continue;
         ctx.put(cf_groups, cursor_key(info.name, t->record.id(), p), encode(cursor_value{at, at}));
+        if (options_.log_group_changes) {
+          v1::GroupChange change;
+          change.set_group(info.name);
+          change.set_topic(t->record.name());
+          change.set_cursor_floor(at);
+          change.set_cursor_next(at);
+          change.set_group_created_ms(rec.created_ms());
+          change.set_time_ms(ctx.now_ms);
+          log_group_change(ctx, t->record.id(), p, ps, change);
+        }
       }
     }
     if (changed || !wget(ctx, cf_default, gkey)) ctx.put(cf_default, gkey, rec.SerializeAsString());
@@ -124,12 +142,12 @@ void rocksdb_store::ensure_group(group_info info, group_start start, completion<
 void rocksdb_store::update_group(group_update update, completion<group_update_result> done) {
   const std::size_t bytes = 64 + 48 * (update.deliveries.size() + update.acks.size() + update.dead.size() +
                                        update.redrive.size() + update.dispatched.size());
-  const bool sync = update.sync;
+  // Cluster mode: a group change is acknowledged only once fsynced (here and on the ISR).
+  const bool sync = update.sync || options_.log_group_changes;
   submit<group_update_result>(sync, bytes, std::move(done), [this, u = std::move(update)](group_ctx& ctx) -> result<group_update_result> {
     if (!valid_name(u.group, k_max_group_name)) return errc::invalid_argument;
-    if (!wget(ctx, cf_default, group_record_key(u.group))) {
-      return ctx.poisoned ? *ctx.poisoned : make_error_code(errc::unknown_group);
-    }
+    auto group_rec = wget(ctx, cf_default, group_record_key(u.group));
+    if (!group_rec) return ctx.poisoned ? *ctx.poisoned : make_error_code(errc::unknown_group);
     // Resolve every topic first so a bad request writes nothing.
     std::unordered_map<std::string, std::shared_ptr<topic_state>> topics;
     auto need = [&](const std::string& name, std::uint32_t p) -> bool {
@@ -152,17 +170,25 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
     auto tid = [&](const std::string& name) { return topics[name]->record.id(); };
 
     std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value> cursors;
+    auto owned = [&](const std::string& topic, std::uint32_t p) { return group_owned(*topics[topic], p); };
     for (auto& c : u.dispatched) {
+      if (!owned(c.topic, c.partition)) continue;
       auto& cv = cursor_for(ctx, u.group, tid(c.topic), c.partition, cursors);
       cv.next_offset = std::max(cv.next_offset, c.next_offset);
     }
     for (auto& d : u.deliveries) {
+      if (!owned(d.topic, d.partition)) continue;
       delivery_value v{d.attempt, d.visible_at_ms, static_cast<std::uint8_t>(d.status)};
       put_delivery(ctx, u.group, tid(d.topic), d.partition, d.offset, v);
     }
-    for (auto& a : u.acks) apply_ack(ctx, u.group, tid(a.topic), a.partition, a.offset, std::nullopt, cursors);
-    for (auto& d : u.dead) apply_ack(ctx, u.group, tid(d.topic), d.partition, d.offset, d, cursors);
+    for (auto& a : u.acks) {
+      if (owned(a.topic, a.partition)) apply_ack(ctx, u.group, tid(a.topic), a.partition, a.offset, std::nullopt, cursors);
+    }
+    for (auto& d : u.dead) {
+      if (owned(d.topic, d.partition)) apply_ack(ctx, u.group, tid(d.topic), d.partition, d.offset, d, cursors);
+    }
     for (auto& r : u.redrive) {
+      if (!owned(r.topic, r.partition)) continue;
       const std::uint32_t id = tid(r.topic);
       const std::string qkey = message_key('q', u.group, id, r.partition, r.offset);
       if (!wget(ctx, cf_groups, qkey)) continue;
@@ -170,9 +196,10 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
       put_delivery(ctx, u.group, id, r.partition, r.offset, delivery_value{0, ctx.now_ms, 2});
     }
     if (ctx.poisoned) return *ctx.poisoned;
+    group_update_result out;
+    if (options_.log_group_changes) log_update(ctx, u, *group_rec, topics, cursors, out);
     std::unordered_map<std::uint32_t, std::string> names;
     for (auto& [name, t] : topics) names[t->record.id()] = name;
-    group_update_result out;
     for (auto& [tp, c] : cursors) {
       ctx.put(cf_groups, cursor_key(u.group, tp.first, tp.second), encode(c));
       out.cursors.push_back({names[tp.first], tp.second, c.ack_floor, c.next_offset});

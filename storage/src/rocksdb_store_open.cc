@@ -234,6 +234,11 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
         }
         ps->next = ps->meta.next_offset;
         ps->committed_next = ps->meta.next_offset;
+        // The group change sequence's end (cluster mode; absent otherwise: 0).
+        if (std::string gv; db_->Get(rocksdb::ReadOptions(), handles_[cf_groups], group_seq_key(t->record.id(), p), &gv).ok() &&
+                            gv.size() == 8) {
+          ps->committed_group_next = get_u64(gv.data());
+        }
         ps->start_offset = ps->meta.start_offset;
         ps->bytes = ps->meta.bytes;
         t->partitions.push_back(std::move(ps));

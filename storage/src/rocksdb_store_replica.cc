@@ -87,6 +87,7 @@ void rocksdb_store::begin_epoch(std::string topic, std::uint32_t partition, std:
     if (!t) return make_error_code(errc::unknown_topic);
     if (partition >= t->record.partitions()) return make_error_code(errc::unknown_partition);
     auto& ps = *t->partitions[partition];
+    ps.group_owner = true;  // leading: this node's group changes are the partition's (group replication)
     auto& epochs = writer_epochs(t->record.id(), partition);
     if (!epochs.empty() && epochs.back().epoch >= epoch) return ps.next;
     ctx.put(cf_default, epoch_key(t->record.id(), partition, epoch), u64_value(ps.next));

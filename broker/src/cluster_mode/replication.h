@@ -36,10 +36,12 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "net/responder.h"
 #include "txmq/cluster/control_plane.h"
+#include "txmq/protocol/frame_codec.h"
 #include "txmq/storage/store.h"
 #include "txmq/v1/frame.pb.h"
 
@@ -106,6 +108,17 @@ class replication {
   // leader, whose dedupe answers the ones it already holds). Starts no follower afterwards.
   void drain(std::chrono::milliseconds wait, std::function<void()> done);
   [[nodiscard]] bool draining() const noexcept { return drain_ != nullptr; }
+  // Consumer-group state (replication_groups.cc, docs/cluster.md "Consumer groups"): `done`
+  // runs once every ISR member reports the partition's group change sequence at or past each
+  // end_seq (and |ISR| >= min_insync_replicas), NOT_LEADER at once when a partition is not led
+  // here, NOT_ENOUGH_REPLICAS at replication_timeout. Partitions of replicas-1 topics pass.
+  void await_group(std::vector<storage::group_change_ref> changes, std::function<void(result<void>)> done);
+  // Called on the io thread when this node starts leading a replicated partition (its epoch
+  // recorded, its follower task ended: the store holds the group state it replicated) or
+  // stops (it follows it now, or leads it no longer): the consumer groups reload or drop it.
+  void on_group_leadership(std::function<void(const std::string& topic, std::int32_t partition, bool leading)> fn) {
+    group_leadership_ = std::move(fn);
+  }
 
   // Every service tick: follows the cluster's state (starts/stops followers, records epochs,
   // changes ISRs), answers timed-out waits and long polls.
@@ -122,12 +135,16 @@ class replication {
     // follower under steady load never is with respect to the end at its own fetch.
     std::uint64_t prev_fetch_end = 0;
     clock::time_point prev_fetch_at{};
+    // Its group change sequence's end (applied and fsynced), reported under the current epoch.
+    std::uint64_t group_durable = 0;
+    bool group_reported = false;
   };
   struct waiter {
     std::string topic;
     std::vector<std::pair<std::int32_t, std::uint64_t>> need;
     clock::time_point deadline;
     std::function<void(result<void>)> done;
+    bool group = false;  // `need` holds group change seqs, compared with group_watermark
   };
   struct parked_fetch {
     std::weak_ptr<responder> c;
@@ -179,6 +196,21 @@ class replication {
   // The HW of a partition led here: min of the ISR's fsynced ends (the leader's own included);
   // nullopt when acknowledgements must wait (ISR below min_insync, a newer epoch seen).
   [[nodiscard]] std::optional<std::uint64_t> high_watermark(const key& k) const;
+  // The group change seq every ISR member holds (the leader's own durable end included), under
+  // the same conditions as high_watermark; nullopt when acknowledgements must wait.
+  [[nodiscard]] std::optional<std::uint64_t> group_watermark(const key& k) const;
+  [[nodiscard]] std::uint64_t local_group_end(const std::string& topic, std::int32_t partition) const;
+  // The group part of a ReplicaFetch answer (changes from req.group_seq, or the snapshot).
+  void add_group_part(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp);
+  // Follower: takes the leader's snapshot of the partition's group state; false on failure.
+  boost::asio::awaitable<bool> take_group_snapshot(const key& k, std::shared_ptr<boost::asio::ip::tcp::socket> sock,
+                                                   protocol::frame_reader& reader, std::uint64_t& corr,
+                                                   std::int64_t epoch);
+  // Follower: applies the group changes of a fetch answer; false when a snapshot is needed.
+  boost::asio::awaitable<bool> apply_group_part(const key& k, const v1::ReplicaFetchResponse& ans);
+  void group_leadership(const key& k, bool leading) {
+    if (group_leadership_) group_leadership_(k.first, k.second, leading);
+  }
   void settle_waiters();
   // Moves the partition's visible end up to its high watermark (if acknowledgements are
   // possible now) and calls on_visible_ when it moved.
@@ -207,6 +239,7 @@ class replication {
   std::unique_ptr<drain_state> drain_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   clock::time_point lag_published_{};
+  std::function<void(const std::string&, std::int32_t, bool)> group_leadership_;
 };
 
 }  // namespace txmq::broker::cluster_mode

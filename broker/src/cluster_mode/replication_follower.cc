@@ -145,6 +145,8 @@ void replication::follow_tick(const cluster::cluster_state& state) {
     if (following_.contains(k) || drain_) continue;
     auto task = std::make_shared<follower_task>();
     following_[k] = task;
+    // The consumer groups stop serving the partition: its group state now comes from the leader.
+    group_leadership(k, false);
     asio::co_spawn(io_, run_follower(k, task), asio::detached);
   }
 }
@@ -156,6 +158,9 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
   const auto p = static_cast<std::uint32_t>(partition);
   bool need_truncate = true;
   auto pipe = std::make_shared<append_pipeline>();
+  // The partition's group state is taken whole from each new leader, then followed change by
+  // change (a follower may hold changes the new leader never made: they go with the snapshot).
+  bool need_group_snapshot = true;
   protocol::frame_reader reader;
   std::uint64_t corr = 0;
   const auto request_deadline = std::chrono::milliseconds(3000);
@@ -178,7 +183,7 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
         t->socket->close(ec);
       }
       t->socket.reset();
-      if (e.leader != t->leader || e.leader_epoch != t->epoch) need_truncate = true;
+      if (e.leader != t->leader || e.leader_epoch != t->epoch) need_truncate = need_group_snapshot = true;
       t->leader = e.leader;
       t->epoch = e.leader_epoch;
       const auto address = address_of(*st, e.leader);
@@ -270,6 +275,13 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       need_truncate = false;
       pipe->durable = pipe->appended = store_.has_topic(topic) ? local_end(topic, partition) : 0;
     }
+    if (need_group_snapshot && store_.has_topic(topic)) {
+      if (!co_await take_group_snapshot(k, sock, reader, corr, e.leader_epoch)) {
+        co_await pause(io_, std::chrono::milliseconds(100));
+        continue;
+      }
+      need_group_snapshot = false;
+    }
     // At most fetch_pipeline appends in flight; with none, what the store holds is the truth.
     co_await drain_appends(io_, pipe, std::max<std::size_t>(settings_.fetch_pipeline, 1) - 1);
     if (pipe->failed) continue;
@@ -284,6 +296,10 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
     req->set_leader_epoch(e.leader_epoch);
     // Below fetch_offset while appends are in flight: the leader then answers at once.
     req->set_durable_offset(pipe->durable);
+    if (!need_group_snapshot) {
+      req->set_groups(true);
+      req->set_group_seq(local_group_end(topic, partition));
+    }
     auto a = co_await exchange(io_, sock, reader, f, request_deadline + settings_.fetch_wait);
     if (!a) {
       sock->close();
@@ -298,6 +314,8 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
     }
     auto& ans = *a.value().mutable_replica_fetch_response();
     if (ans.batches_size() == 0) {
+      // No messages; group changes may still have come (acks of messages fetched before).
+      if (!need_group_snapshot && !co_await apply_group_part(k, ans)) need_group_snapshot = true;
       // Nothing new: wait for the appends in flight, so that the next fetch reports them (and
       // is held by the leader until it has more).
       co_await drain_appends(io_, pipe, 0);
@@ -332,12 +350,60 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
         });
       });
     }
+    if (!pipe->failed && !need_group_snapshot && !co_await apply_group_part(k, ans)) need_group_snapshot = true;
   }
   // The appends in flight complete before the task ends: a leader of this partition records
   // its epoch only once no follower task of it remains (lead_tick).
   if (*alive) co_await drain_appends(io_, pipe, 0);
   if (!*alive) co_return;  // stopped: the replication object may be gone
   if (auto it = following_.find(k); it != following_.end() && it->second == t) following_.erase(it);
+}
+
+asio::awaitable<bool> replication::take_group_snapshot(const key& k, std::shared_ptr<tcp::socket> sock,
+                                                      protocol::frame_reader& reader, std::uint64_t& corr,
+                                                      std::int64_t epoch) {
+  v1::Frame q;
+  q.set_correlation_id(++corr);
+  auto* req = q.mutable_replica_fetch();
+  req->set_node_id(node_.id());
+  req->set_topic(k.first);
+  req->set_partition(static_cast<std::uint32_t>(k.second));
+  req->set_leader_epoch(epoch);
+  req->set_group_snapshot(true);
+  auto a = co_await exchange(io_, sock, reader, q, std::chrono::milliseconds(10'000));
+  if (!a) {
+    sock->close();
+    co_return false;
+  }
+  if (!a.value().has_replica_fetch_response() || a.value().replica_fetch_response().group_snapshot_needed()) co_return false;
+  const auto& snap = a.value().replica_fetch_response().group_snapshot();
+  const std::size_t groups = static_cast<std::size_t>(snap.groups_size());
+  auto r = co_await await_store<std::uint64_t>(io_, [&](auto done) {
+    store_.install_group_snapshot(k.first, static_cast<std::uint32_t>(k.second), snap, done);
+  });
+  if (!r) {
+    common::log::error("partition ", k.first, "/", k.second, ": installing the leader's group snapshot failed: ",
+                       r.error().message);
+    co_return false;
+  }
+  common::log::info("partition ", k.first, "/", k.second, ": group state of ", groups,
+                    " group(s) taken from the leader at change ", r.value());
+  co_return true;
+}
+
+asio::awaitable<bool> replication::apply_group_part(const key& k, const v1::ReplicaFetchResponse& ans) {
+  if (ans.group_snapshot_needed()) co_return false;
+  if (ans.group_changes().empty()) co_return true;
+  std::vector<v1::GroupChange> changes(ans.group_changes().begin(), ans.group_changes().end());
+  auto r = co_await await_store<std::uint64_t>(io_, [&](auto done) {
+    store_.apply_group_changes(k.first, static_cast<std::uint32_t>(k.second), std::move(changes), done);
+  });
+  if (!r) {
+    common::log::warn("partition ", k.first, "/", k.second, ": group changes not applied (", r.error().message,
+                      "): taking a snapshot");
+    co_return false;
+  }
+  co_return true;
 }
 
 void replication::stop() {

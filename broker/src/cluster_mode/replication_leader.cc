@@ -112,6 +112,11 @@ void replication::settle_waiters() {
     for (auto& [p, offset] : it->need) {
       const key k{it->topic, p};
       auto h = hw.find(k);
+      if (it->group) {
+        const auto g = group_watermark(k);
+        if (!g || *g < offset) covered = false;
+        continue;
+      }
       if (h == hw.end()) h = hw.emplace(k, high_watermark(k)).first;
       if (!h->second || *h->second < offset) covered = false;
     }
@@ -162,8 +167,13 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
                                                       " is becoming the leader of this partition; retry");
   }
   auto& lp = it->second;
+  if (req.group_snapshot()) return answer_fetch(c, corr, req);
   if (!req.epoch_query()) {
     auto& f = lp.followers[req.node_id()];
+    if (req.groups()) {
+      f.group_durable = req.group_seq();
+      f.group_reported = true;
+    }
     const auto now = clock::now();
     const bool first = !f.reported;
     f.durable = req.durable_offset();
@@ -186,7 +196,16 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
       auto o = lp.followers.find(m);
       isr_min = std::min(isr_min, o == lp.followers.end() || !o->second.reported ? 0 : o->second.durable);
     }
-    if (req.durable_offset() >= isr_min && std::find(isr.begin(), isr.end(), req.node_id()) == isr.end() &&
+    // And it holds every group change the ISR holds: a new leader comes from the ISR, so a
+    // member must never lack an acknowledged ack.
+    std::uint64_t group_isr_min = local_group_end(k.first, k.second);
+    for (auto m : isr) {
+      if (m == node_.id()) continue;
+      auto o = lp.followers.find(m);
+      group_isr_min = std::min(group_isr_min, o == lp.followers.end() || !o->second.group_reported ? 0 : o->second.group_durable);
+    }
+    const bool groups_caught_up = req.groups() && req.group_seq() >= group_isr_min;
+    if (req.durable_offset() >= isr_min && groups_caught_up && std::find(isr.begin(), isr.end(), req.node_id()) == isr.end() &&
         std::find(replicas.begin(), replicas.end(), req.node_id()) != replicas.end()) {
       auto bigger = isr;
       bigger.push_back(req.node_id());
@@ -194,11 +213,12 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
     }
     advance_visible(k);
     settle_waiters();
-    if (req.fetch_offset() >= end && req.durable_offset() >= req.fetch_offset()) {
-      // Nothing new: hold the fetch until an append or fetch_wait (a long poll). Not a fetch
-      // from a follower that is still fsyncing what it fetched before (durable below fetch
-      // offset, the pipelined follower): it is answered "nothing new" at once, so that it
-      // reports its fsync in its next fetch instead of after this one's wait.
+    if (req.fetch_offset() >= end && req.durable_offset() >= req.fetch_offset() &&
+        (!req.groups() || req.group_seq() >= local_group_end(k.first, k.second))) {
+      // Nothing new (messages or group changes): hold the fetch until an append or fetch_wait
+      // (a long poll). Not a fetch from a follower that is still fsyncing what it fetched before
+      // (durable below fetch offset, the pipelined follower): it is answered "nothing new" at
+      // once, so that it reports its fsync in its next fetch instead of after this one's wait.
       lp.parked.push_back({c, corr, req, clock::now() + settings_.fetch_wait});
       return;
     }
@@ -225,6 +245,11 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
       auto* resp = a.frame->mutable_replica_fetch_response();
       resp->set_log_end(end);
       resp->set_high_watermark(high_watermark(k).value_or(0));
+      // The group part is the asking follower's own (from its group_seq), never the cached one.
+      resp->clear_group_changes();
+      resp->clear_group_end();
+      resp->clear_group_snapshot_needed();
+      if (req.groups()) add_group_part(req, *resp);
       return c->respond_with(*a.frame);
     }
   }
@@ -236,6 +261,10 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
   resp->set_log_end(end);
   resp->set_high_watermark(high_watermark(k).value_or(0));
   if (auto t = store_.topic(req.topic())) resp->set_partitions(t->config.partitions);
+  if ((req.groups() || req.group_snapshot()) && !req.epoch_query()) {
+    add_group_part(req, *resp);
+    if (req.group_snapshot()) return c->respond(std::move(out));
+  }
   if (req.epoch_query()) {
     if (req.last_epoch() < 0) {
       resp->set_epoch_end_epoch(-1);
@@ -358,6 +387,7 @@ void replication::lead_tick(const cluster::cluster_state& state) {
         it->second.epoch_recorded = true;
         common::log::info("partition ", k.first, "/", k.second, ": leading at epoch ", epoch, " from offset ",
                           r.value());
+        group_leadership(k, true);
       }));
     }
     if (!lp.epoch_recorded || lp.isr_write_pending) continue;
@@ -387,7 +417,9 @@ void replication::lead_tick(const cluster::cluster_state& state) {
     for (auto& f : it->second.parked) {
       if (auto c = f.c.lock()) c->respond_error(f.corr, v1::NOT_LEADER, "this node no longer leads the partition");
     }
+    const key gone = it->first;
     it = leading_.erase(it);
+    group_leadership(gone, false);
   }
 }
 

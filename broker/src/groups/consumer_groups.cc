@@ -243,12 +243,33 @@ void consumer_groups::settle(const std::shared_ptr<responder>& c, std::uint64_t 
     if (kind == settle_kind::ack) metrics_->acks.inc(ok);
     if (kind == settle_kind::nack) metrics_->nacks.inc(ok);
   }
-  persist(std::move(res.update));
-  v1::Frame out;
-  out.set_correlation_id(corr);
-  auto* dr = out.mutable_delivery_results();
-  for (auto e : res.results) dr->add_results(e == protocol::errc{} ? v1::ERROR_CODE_UNSPECIFIED : v1::UNKNOWN_DELIVERY);
-  c->respond(std::move(out));
+  auto answer = [results = res.results](responder& to, std::uint64_t id) {
+    v1::Frame out;
+    out.set_correlation_id(id);
+    auto* dr = out.mutable_delivery_results();
+    for (auto e : results) dr->add_results(e == protocol::errc{} ? v1::ERROR_CODE_UNSPECIFIED : v1::UNKNOWN_DELIVERY);
+    to.respond(std::move(out));
+  };
+  if (gate_ && !is_empty(res.update)) {
+    // Cluster mode: answered once the ISR holds the change (an acknowledged ack is never lost).
+    if (metrics_) metrics_->dead_letters.inc(res.update.dead.size());
+    res.update.sync = true;
+    std::weak_ptr<responder> weak = c;
+    store_.update_group(std::move(res.update), on_io<storage::group_update_result>(
+        io_, [this, weak, corr, group, answer](result<storage::group_update_result> r) {
+      auto reply = [weak, corr, group, answer](result<void> g) {
+        auto to = weak.lock();
+        if (!to || !to->is_open()) return;
+        if (!g) return to->respond_error(corr, wire_code(g.error()), "group '" + group + "': " + g.error().message);
+        answer(*to, corr);
+      };
+      if (!r) return reply(r.error());
+      gate_(std::move(r.value().changes), reply);
+    }));
+  } else {
+    persist(std::move(res.update));
+    answer(*c, corr);
+  }
   // An ack may unblock the next message of a key.
   if (kind == settle_kind::ack && !g.waiters.empty()) serve_waiters(g);
 }
@@ -262,6 +283,55 @@ void consumer_groups::persist(storage::group_update update, bool sync) {
     // A lost group write only means a redelivery; the store refuses all later writes anyway.
     if (!r) common::log::error("storing the state of group '", group, "' failed: ", r.error().message);
   });
+}
+
+void consumer_groups::partition_leadership(const std::string& topic, std::int32_t partition, bool leading) {
+  const auto p = static_cast<std::uint32_t>(partition);
+  if (!leading) {
+    for (auto& [name, g] : groups_) g.tracker->drop_partition(topic, p);
+    return;
+  }
+  std::size_t loaded = 0;
+  for (auto& info : store_.groups()) {
+    if (is_webhook_group(info.name)) continue;
+    if (std::find(info.topics.begin(), info.topics.end(), topic) == info.topics.end()) continue;
+    auto state = store_.load_group(info.name);
+    if (!state) {
+      common::log::error("group '", info.name, "': cannot load its state of ", topic, "/", partition, ": ",
+                         state.error().message);
+      continue;
+    }
+    const bool has_cursor = std::any_of(state.value().cursors.begin(), state.value().cursors.end(),
+                                        [&](const storage::group_cursor& c) { return c.topic == topic && c.partition == p; });
+    if (!has_cursor) {
+      // The group learned the topic here while this node followed the partition, and no state
+      // of it came from the leader: its cursor starts now (ensure_group gives a known topic's
+      // missing cursor of an owned partition), then the partition loads.
+      storage::group_info gi;
+      gi.name = info.name;
+      gi.topics = {topic};
+      store_.ensure_group(std::move(gi), storage::group_start::earliest,
+                          on_io<storage::group_state>(io_, [this, name = info.name, topic, p](result<storage::group_state> r) {
+        auto it = groups_.find(name);
+        if (!r || it == groups_.end()) return;
+        if (auto l = it->second.tracker->reload_partition(r.value(), topic, p, now_ms()); !l) {
+          common::log::error("group '", name, "': cannot take its state of ", topic, "/", p, ": ", l.error().message);
+          return;
+        }
+        if (!it->second.waiters.empty()) serve_waiters(it->second);
+      }));
+    }
+    auto& g = groups_[info.name];
+    if (!g.tracker) g.tracker = std::make_unique<group_tracker>(info.name, settings_.delivery, store_);
+    if (auto r = g.tracker->reload_partition(state.value(), topic, p, now_ms()); !r) {
+      common::log::error("group '", info.name, "': cannot take its state of ", topic, "/", partition, ": ",
+                         r.error().message);
+      continue;
+    }
+    ++loaded;
+    if (!g.waiters.empty()) serve_waiters(g);
+  }
+  if (loaded) common::log::info("partition ", topic, "/", partition, ": state of ", loaded, " consumer group(s) loaded (leading)");
 }
 
 void consumer_groups::tick() {

@@ -65,6 +65,16 @@ class consumer_groups {
   // Bounds what every group delivers and reports as lag (group_tracker.h visible_end_fn).
   // Before load(); unset in single-node mode.
   void set_visible_end(visible_end_fn fn) { visible_end_ = std::move(fn); }
+  // Cluster mode (docs/cluster.md "Consumer groups"): Ack, Nack and Extend are answered only
+  // once the gate passes for the change sequences their update moved (replication::await_group:
+  // the ISR holds them), or with its error. Unset (single-node mode): answered at once, as ever.
+  using replication_gate =
+      std::function<void(std::vector<storage::group_change_ref>, std::function<void(result<void>)>)>;
+  void set_replication_gate(replication_gate gate) { gate_ = std::move(gate); }
+  // This node starts (reload the partition's state of every group from the store, which
+  // replication filled) or stops (forget it) leading a replicated partition.
+  void partition_leadership(const std::string& topic, std::int32_t partition, bool leading);
+
   // The tracker of a loaded group, or nullptr.
   [[nodiscard]] group_tracker* find(const std::string& name);
 
@@ -131,6 +141,7 @@ class consumer_groups {
   broker_metrics* metrics_;
   std::map<std::string, group_entry> groups_;
   visible_end_fn visible_end_;  // every tracker holds its address
+  replication_gate gate_;
 };
 
 }  // namespace txmq::broker

@@ -441,6 +441,33 @@ void group_tracker::redriven(const std::vector<storage::message_ref>& refs, std:
   }
 }
 
+void group_tracker::drop_partition(const std::string& topic, std::uint32_t p) {
+  auto it = index_.find({topic, p});
+  if (it == index_.end()) return;
+  auto& part = partitions_[it->second];
+  for (auto& [o, e] : part.pending) {
+    if (e.timeline_pos) timeline_.erase(*e.timeline_pos);
+    if (e.st == state::in_flight) --in_flight_count_;
+  }
+  // The slot stays (indices are held by the timeline) but names no topic: nothing matches it.
+  part = partition{};
+  index_.erase(it);
+}
+
+result<void> group_tracker::reload_partition(const storage::group_state& state, const std::string& topic,
+                                             std::uint32_t p, std::int64_t now_ms) {
+  drop_partition(topic, p);
+  storage::group_state one;
+  one.info = state.info;
+  for (auto& c : state.cursors) {
+    if (c.topic == topic && c.partition == p) one.cursors.push_back(c);
+  }
+  for (auto& d : state.deliveries) {
+    if (d.topic == topic && d.partition == p) one.deliveries.push_back(d);
+  }
+  return load(one, now_ms);
+}
+
 bool group_tracker::outstanding(const std::string& topic, std::uint32_t partition, std::uint64_t offset) const {
   auto p = find_partition(topic, partition);
   if (!p) return false;
@@ -505,6 +532,7 @@ std::uint64_t group_tracker::lag(const topic_end_offsets& ends) const {
 std::vector<partition_summary> group_tracker::summary() const {
   std::vector<partition_summary> out;
   for (auto& part : partitions_) {
+    if (part.topic.empty()) continue;  // dropped (drop_partition)
     partition_summary s;
     s.topic = part.topic;
     s.partition = part.id;

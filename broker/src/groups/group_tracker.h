@@ -130,6 +130,14 @@ class group_tracker {
   // Dead letters put back (storage::store::update_group with redrive has written them).
   void redriven(const std::vector<storage::message_ref>& refs, std::int64_t now_ms);
 
+  // Cluster mode (docs/cluster.md "Consumer groups"): forget a partition this node no longer
+  // leads (its in-memory state, in flight included: the leader's copy decides), or take it
+  // again from the stored state (`state`: load_group's, of which only this partition is read)
+  // when this node starts leading it.
+  void drop_partition(const std::string& topic, std::uint32_t p);
+  [[nodiscard]] result<void> reload_partition(const storage::group_state& state, const std::string& topic,
+                                              std::uint32_t p, std::int64_t now_ms);
+
   // Whether the message was delivered to the group at least once and is not done yet (in
   // flight, or waiting for a retry): what a transaction may carry as an ack.
   [[nodiscard]] bool outstanding(const std::string& topic, std::uint32_t partition, std::uint64_t offset) const;

@@ -151,6 +151,14 @@ void service::set_replication(const cluster_mode::replication_settings& s) {
     return replication_->visible_end(topic, partition, log_end);
   });
   replication_->set_on_visible([this](const std::string& topic) { groups_->wake_topic(topic); });
+  // Consumer-group state moves with partition leadership and acks wait for the ISR
+  // (docs/cluster.md "Consumer groups").
+  groups_->set_replication_gate([this](std::vector<storage::group_change_ref> changes, std::function<void(result<void>)> done) {
+    replication_->await_group(std::move(changes), std::move(done));
+  });
+  replication_->on_group_leadership([this](const std::string& topic, std::int32_t partition, bool leading) {
+    groups_->partition_leadership(topic, partition, leading);
+  });
 }
 
 void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,

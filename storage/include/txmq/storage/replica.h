@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "txmq/v1/frame.pb.h"
 #include "txmq/v1/message.pb.h"
 
 namespace txmq::storage {
@@ -53,6 +54,33 @@ struct epoch_end {
 };
 [[nodiscard]] epoch_end end_offset_for_epoch(const std::vector<epoch_entry>& epochs, std::uint32_t epoch,
                                              std::uint64_t log_end);
+
+// Consumer-group state replicated with its partition (docs/cluster.md "Consumer groups"). With
+// store_options::log_group_changes, every change of a group's state of a partition (an
+// update_group's part of that partition, or the cursor ensure_group starts) is also written, in
+// the same atomic write, as a txmq.v1.GroupChange at the next seq of the partition's change
+// sequence; a follower applies the leader's changes at the same seqs (apply_group_changes), or
+// replaces its whole group state of the partition by the leader's (install_group_snapshot).
+// The sequence keeps the last k_group_change_window changes of each partition; a follower
+// further behind takes a snapshot.
+inline constexpr std::uint64_t k_group_change_window = 50'000;
+
+// Where an update_group's change of one partition ended: answer the ack once every ISR member
+// reports a group seq >= end_seq.
+struct group_change_ref {
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t end_seq = 0;
+  friend bool operator==(const group_change_ref&, const group_change_ref&) = default;
+};
+
+// store::group_changes: the changes from the asked seq on, up to the durable end (end), or
+// snapshot_needed when the asked seq is not kept (trimmed, or beyond end: a diverged follower).
+struct group_changes_read {
+  std::vector<v1::GroupChange> changes;
+  std::uint64_t end = 0;
+  bool snapshot_needed = false;
+};
 
 // The epoch of the message at `offset`: the greatest entry starting at or before it (0 when none).
 [[nodiscard]] std::uint32_t epoch_at(const std::vector<epoch_entry>& epochs, std::uint64_t offset);

@@ -92,6 +92,10 @@ struct store_options {
   // broker's `retention` and `retention_bytes`. 0 = no limit. A create_topic passes its own.
   std::int64_t auto_create_retention_ms = 0;
   std::uint64_t auto_create_retention_bytes = 0;
+  // Cluster mode: record every consumer-group change in its partition's change sequence
+  // (replica.h), and fsync group updates (the leader answers an ack only once it and its ISR
+  // hold it). Off (single-node mode): none of this is written.
+  bool log_group_changes = false;
 };
 
 // What store::health() answers.
@@ -331,6 +335,9 @@ struct group_update {
 
 struct group_update_result {
   std::vector<group_cursor> cursors;  // every cursor the update touched, after it
+  // With store_options::log_group_changes: where each touched partition's change sequence ends
+  // after this update (replica.h).
+  std::vector<group_change_ref> changes;
 };
 
 struct due_delivery {
@@ -500,6 +507,33 @@ class store {
                                                                       std::uint32_t partition) const {
     (void)topic, (void)partition;
     return make_error_code(errc::invalid_argument);
+  }
+
+  // Consumer-group replication (replica.h). group_changes reads the partition's change
+  // sequence from from_seq on (at most max, only what is durable); group_snapshot reads the
+  // partition's whole group state of every group, at one point of the sequence. A follower
+  // applies a leader's changes (each must have the partition's next seq, else
+  // errc::invalid_argument and nothing of it is written: take a snapshot) or installs a
+  // snapshot (the partition's group state and change sequence replaced); both answer the
+  // sequence's new end, fsynced.
+  [[nodiscard]] virtual result<group_changes_read> group_changes(std::string_view topic, std::uint32_t partition,
+                                                                 std::uint64_t from_seq, std::size_t max) const {
+    (void)topic, (void)partition, (void)from_seq, (void)max;
+    return make_error_code(errc::invalid_argument);
+  }
+  [[nodiscard]] virtual result<v1::GroupSnapshot> group_snapshot(std::string_view topic, std::uint32_t partition) const {
+    (void)topic, (void)partition;
+    return make_error_code(errc::invalid_argument);
+  }
+  virtual void apply_group_changes(std::string topic, std::uint32_t partition, std::vector<v1::GroupChange> changes,
+                                   completion<std::uint64_t> done) {
+    (void)topic, (void)partition, (void)changes;
+    done(make_error_code(errc::invalid_argument));
+  }
+  virtual void install_group_snapshot(std::string topic, std::uint32_t partition, v1::GroupSnapshot snapshot,
+                                      completion<std::uint64_t> done) {
+    (void)topic, (void)partition, (void)snapshot;
+    done(make_error_code(errc::invalid_argument));
   }
 
   // Removes messages past their topic's retention (age, bytes) with range deletes, without

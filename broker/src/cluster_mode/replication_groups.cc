@@ -1,0 +1,101 @@
+// Replication of consumer-group state, the leader's side (replication.h, docs/cluster.md
+// "Consumer groups"): a partition's group changes travel in its own ReplicaFetch stream (same
+// leader, ISR and epochs as its messages); an ack is answered once every ISR member reports
+// the partition's group change sequence past it.
+
+#include <algorithm>
+
+#include "cluster_mode/cluster_node.h"
+#include "cluster_mode/replication.h"
+#include "txmq/common/log.h"
+#include "txmq/protocol/errc.h"
+
+namespace txmq::broker::cluster_mode {
+
+namespace {
+// Changes per ReplicaFetch answer: each is small (one group's part of one update).
+constexpr std::size_t k_max_group_changes = 2000;
+}  // namespace
+
+std::uint64_t replication::local_group_end(const std::string& topic, std::int32_t partition) const {
+  if (!store_.has_topic(topic)) return 0;
+  auto r = store_.group_changes(topic, static_cast<std::uint32_t>(partition), 0, 0);
+  return r ? r.value().end : 0;
+}
+
+std::optional<std::uint64_t> replication::group_watermark(const key& k) const {
+  // The same leadership, epoch and ISR conditions as the messages' high watermark.
+  if (!high_watermark(k)) return std::nullopt;
+  std::uint64_t hw = local_group_end(k.first, k.second);
+  if (settings_.ack_before_replicas) return hw;
+  const auto* e = entry_of(k);
+  const auto& lp = leading_.at(k);
+  for (auto m : e->state.isr) {
+    if (m == node_.id()) continue;
+    auto f = lp.followers.find(m);
+    hw = std::min(hw, f == lp.followers.end() || !f->second.group_reported ? 0 : f->second.group_durable);
+  }
+  return hw;
+}
+
+void replication::await_group(std::vector<storage::group_change_ref> changes, std::function<void(result<void>)> done) {
+  state_ = node_.snapshot();
+  // One waiter per topic (waiters hold one topic each).
+  std::map<std::string, std::vector<std::pair<std::int32_t, std::uint64_t>>> by_topic;
+  for (auto& c : changes) {
+    if (replicas_of(c.topic) <= 1) continue;  // nothing to replicate: the local fsync was all
+    const key k{c.topic, static_cast<std::int32_t>(c.partition)};
+    const auto* e = entry_of(k);
+    if (!e || e->state.leader != node_.id()) {
+      return done(error(protocol::errc::not_leader, "node " + std::to_string(node_.id()) + " no longer leads " + c.topic +
+                                                        "/" + std::to_string(c.partition) +
+                                                        ": the ack may be lost (the message is then redelivered)"));
+    }
+    by_topic[c.topic].emplace_back(k.second, c.end_seq);
+  }
+  if (by_topic.empty()) return done(outcome::success());
+  // All topics' waits must pass: count them down.
+  auto left = std::make_shared<std::size_t>(by_topic.size());
+  auto first_error = std::make_shared<std::optional<error>>();
+  auto shared_done = std::make_shared<std::function<void(result<void>)>>(std::move(done));
+  for (auto& [topic, need] : by_topic) {
+    std::set<std::int32_t> parts;
+    for (auto& n : need) parts.insert(n.first);
+    waiters_.push_back({topic, std::move(need), clock::now() + settings_.replication_timeout,
+                        [left, first_error, shared_done](result<void> r) {
+                          if (!r && !*first_error) *first_error = r.error();
+                          if (--*left > 0) return;
+                          if (*first_error) return (*shared_done)(**first_error);
+                          (*shared_done)(outcome::success());
+                        },
+                        true});
+    // Followers parked on these partitions take the change now.
+    for (auto p : parts) wake_parked({topic, p}, true);
+  }
+  settle_waiters();
+}
+
+void replication::add_group_part(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp) {
+  if (req.group_snapshot()) {
+    auto snap = store_.group_snapshot(req.topic(), req.partition());
+    if (!snap) {
+      common::log::warn("partition ", req.topic(), "/", req.partition(), ": group snapshot failed: ", snap.error().message);
+      resp.set_group_snapshot_needed(true);
+      return;
+    }
+    resp.set_group_end(snap.value().next_seq());
+    *resp.mutable_group_snapshot() = std::move(snap).value();
+    return;
+  }
+  auto r = store_.group_changes(req.topic(), req.partition(), req.group_seq(), k_max_group_changes);
+  if (!r) {
+    common::log::warn("partition ", req.topic(), "/", req.partition(), ": reading group changes failed: ",
+                      r.error().message);
+    return;
+  }
+  resp.set_group_end(r.value().end);
+  resp.set_group_snapshot_needed(r.value().snapshot_needed);
+  for (auto& c : r.value().changes) *resp.add_group_changes() = std::move(c);
+}
+
+}  // namespace txmq::broker::cluster_mode
