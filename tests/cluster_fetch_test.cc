@@ -41,10 +41,12 @@ class cluster_fetch_test : public ::testing::Test {
   }
   cluster_brokers& cluster() { return *cluster_; }
 
-  // One Fetch of `group` from broker `id`, every delivery acked at once and recorded in `h`
-  // (and in `seen` as id -> (partition, offset)). Returns the deliveries, or the error.
+  // One Fetch of `group` from broker `id`, every delivery recorded in `h` (and in `seen` as
+  // id -> (partition, offset)) and, with `ack`, acked at once (the answer awaited: for a
+  // replicated partition it comes once the ISR holds the ack, docs/cluster.md "Consumer
+  // groups"). Returns the deliveries, or the error.
   client::result<std::vector<v1::Message>> fetch_once(int id, const std::string& group, const std::string& topic,
-                                                      milliseconds wait, history& h) {
+                                                      milliseconds wait, history& h, bool ack_them = true) {
     auto c = connect_to(cluster().broker(id).address());
     if (!c) return client::error(client::errc::not_connected, "cannot connect to broker " + std::to_string(id));
     v1::Frame f;
@@ -72,7 +74,7 @@ class cluster_fetch_test : public ::testing::Test {
       ref->set_offset(m.offset());
       out.push_back(m);
     }
-    if (ack.ack().refs_size() > 0) (void)c->request(std::move(ack), 5000ms);
+    if (ack_them && ack.ack().refs_size() > 0) (void)c->request(std::move(ack), 5000ms);
     return out;
   }
 
@@ -269,8 +271,10 @@ TEST_F(cluster_fetch_test, a_message_above_the_high_watermark_is_never_delivered
   const auto doomed = produce_once(leader, "stream", "d", "doomed", 0, h, 300ms, acked);
   EXPECT_FALSE(acked) << "acknowledged with both followers paused";
   const bool stored = eventually([&] { return cluster().end_offset(leader, "stream") == 12; }, 5s);
-  auto above = fetch_once(leader, "g", "stream", 300ms, h);
-  auto fresh = fetch_once(leader, "fresh", "stream", 300ms, h);
+  // Not acked: with both followers paused an ack is answered only when the ISR holds it (after
+  // the ISR shrinks, replica_lag_max later), and the pause must stay short of that.
+  auto above = fetch_once(leader, "g", "stream", 300ms, h, false);
+  auto fresh = fetch_once(leader, "fresh", "stream", 300ms, h, false);
   cluster().broker(leader).kill();
   for (int id : followers) ::kill(cluster().broker(id).pid(), SIGCONT);
   ASSERT_TRUE(stored) << "the leader did not store the two writes\n" << cluster().logs();

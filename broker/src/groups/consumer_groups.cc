@@ -322,7 +322,7 @@ void consumer_groups::partition_leadership(const std::string& topic, std::int32_
       }));
     }
     auto& g = groups_[info.name];
-    if (!g.tracker) g.tracker = std::make_unique<group_tracker>(info.name, settings_.delivery, store_);
+    if (!g.tracker) g.tracker = std::make_unique<group_tracker>(info.name, settings_.delivery, store_, &visible_end_);
     if (auto r = g.tracker->reload_partition(state.value(), topic, p, now_ms()); !r) {
       common::log::error("group '", info.name, "': cannot take its state of ", topic, "/", partition, ": ",
                          r.error().message);
