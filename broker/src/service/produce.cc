@@ -35,18 +35,8 @@ void service::append(const std::shared_ptr<responder>& c, std::uint64_t corr, v1
   std::uint64_t body_bytes = 0;
   for (auto& m : ar.messages) body_bytes += m.body().size();
   store_.append(std::move(ar), on_io<storage::append_result>(io_, [this, weak, corr, topic, started, body_bytes](result<storage::append_result> r) {
-    if (metrics_) {
-      metrics_->produce_latency.observe(std::chrono::steady_clock::now() - started);
-      if (!r) {
-        metrics_->produce_errors.inc();
-      } else {
-        std::uint64_t dup = 0;
-        for (auto& p : r.value().positions) dup += p.duplicate ? 1 : 0;
-        metrics_->messages_in.inc(r.value().positions.size() - dup);
-        metrics_->duplicates.inc(dup);
-        metrics_->bytes_in.inc(body_bytes);
-      }
-    }
+    if (metrics_) metrics_->produce_latency.observe(std::chrono::steady_clock::now() - started);
+    count_appended(r, body_bytes);
     auto c = weak.lock();
     if (r) {
       // New messages: wake the webhooks and the long polls of the groups that read this topic.
@@ -59,6 +49,19 @@ void service::append(const std::shared_ptr<responder>& c, std::uint64_t corr, v1
     }
     c->respond(produce_answer(corr, r.value().positions));
   }));
+}
+
+void service::count_appended(const result<storage::append_result>& r, std::uint64_t body_bytes) {
+  if (!metrics_) return;
+  if (!r) {
+    metrics_->produce_errors.inc();
+    return;
+  }
+  std::uint64_t dup = 0;
+  for (auto& p : r.value().positions) dup += p.duplicate ? 1 : 0;
+  metrics_->messages_in.inc(r.value().positions.size() - dup);
+  metrics_->duplicates.inc(dup);
+  metrics_->bytes_in.inc(body_bytes);
 }
 
 v1::Frame service::produce_answer(std::uint64_t corr, const std::vector<storage::position>& positions) {

@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "broker_metrics.h"
 #include "cluster_mode/replication.h"
 #include "io_thread.h"
 #include "request_checks.h"
@@ -26,8 +27,16 @@ void service::append_replicated(const std::shared_ptr<responder>& c, std::uint64
   }
   std::weak_ptr<responder> weak = c;
   std::string topic = ar.topic;
-  store_.append(std::move(ar), on_io<storage::append_result>(io_, [this, weak, corr, topic](result<storage::append_result> r) {
+  const auto started = std::chrono::steady_clock::now();
+  std::uint64_t body_bytes = 0;
+  for (auto& m : ar.messages) body_bytes += m.body().size();
+  store_.append(std::move(ar), on_io<storage::append_result>(io_, [this, weak, corr, topic, started, body_bytes](
+                                                                      result<storage::append_result> r) {
+    // Counted when stored on the leader; the latency is observed when the client is answered
+    // (after the replicas, or with the error).
+    count_appended(r, body_bytes);
     if (!r) {
+      if (metrics_) metrics_->produce_latency.observe(std::chrono::steady_clock::now() - started);
       if (auto c = weak.lock()) {
         c->respond_error(corr, wire_code(r.error()), "produce to '" + topic + "' failed: " + r.error().message);
       }
@@ -42,7 +51,8 @@ void service::append_replicated(const std::shared_ptr<responder>& c, std::uint64
     if (!replication_) return;
     replication_->await_replicas(
         topic, {need.begin(), need.end()},
-        [this, weak, corr, topic, positions = std::move(r.value().positions)](result<void> done) {
+        [this, weak, corr, topic, started, positions = std::move(r.value().positions)](result<void> done) {
+          if (metrics_) metrics_->produce_latency.observe(std::chrono::steady_clock::now() - started);
           // Consumer groups were woken when the high watermark moved over these messages
           // (replication::set_on_visible, before any waiter is settled); webhooks are not.
           if (done) webhooks_->wake(topic);

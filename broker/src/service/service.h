@@ -129,9 +129,12 @@ class service {
   // Transactions are not served in a cluster yet (docs/cluster.md "Transactions"): Prepare is
   // refused with INVALID_ARGUMENT, never stored on whichever node received it.
   void refuse_prepare_in_cluster(responder& c, std::uint64_t corr);
-  // A Produce to a replicated topic: appended, then answered once the ISR fsynced it.
   // The ProduceResponse for stored messages (both append paths answer with it).
   static v1::Frame produce_answer(std::uint64_t corr, const std::vector<storage::position>& positions);
+  // The produce metrics of one append: messages, duplicates and bytes stored (or an error). Both
+  // append paths count here; each observes produce_latency when it answers.
+  void count_appended(const result<storage::append_result>& r, std::uint64_t body_bytes);
+  // A Produce to a replicated topic: appended, then answered once the ISR fsynced it.
   void append_replicated(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req,
                          std::uint32_t partition_count, std::vector<std::uint32_t> partitions);
   // Creates in the store the topics of the cluster's state that have a partition led here.
