@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "broker_process.h"
+#include "cluster_brokers.h"
 #include "etcd_process.h"
 #include "eventually.h"
 #include "history_checker.h"
@@ -44,22 +45,6 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-std::shared_ptr<client::connection> connect_to(const std::string& address) {
-  client::connection_options o;
-  o.address = address;
-  o.connect_timeout = milliseconds(3000);
-  o.request_timeout = milliseconds(15000);
-  auto c = client::connection::connect(o);
-  if (!c) return nullptr;
-  return c.value();
-}
-
-struct partition_view {
-  std::int64_t leader = -1;
-  std::int64_t epoch = 0;
-  std::vector<std::int64_t> isr;
-};
-
 // node_lease_ttl of the brokers: 3 s, or TXMQ_CLUSTER_LEASE_TTL (the default 5s to measure
 // failover as a default cluster has it).
 std::string lease_ttl() {
@@ -73,99 +58,33 @@ class cluster_replication_test : public ::testing::Test {
 
   void SetUp() override {
     if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
-    etcd_.start();
+    cluster_ = std::make_unique<cluster_brokers>();
   }
   void TearDown() override { ::unsetenv("TXMQ_TEST_ACK_BEFORE_REPLICAS"); }
 
   void start_brokers(const std::vector<std::string>& extra = {}) {
-    for (int id = 1; id <= 3; ++id) {
-      std::vector<std::string> args{"--cluster-etcd", etcd_.url(), "--node-id", std::to_string(id),
-                                    "--node-lease-ttl", lease_ttl(), "--replica-lag-max", "4s",
-                                    "--replication-timeout", "10s"};
-      args.insert(args.end(), extra.begin(), extra.end());
-      brokers_[id] = std::make_unique<broker_process>(std::move(args));
-      brokers_[id]->start();
-    }
+    std::vector<std::string> args{"--node-lease-ttl", lease_ttl(), "--replica-lag-max", "4s",
+                                  "--replication-timeout", "10s"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    cluster_->start(args);
   }
   // SIGKILLs the partition's leader `kills` times during a keyed stream (rotating as the
   // leadership moves) and checks the history: nothing acknowledged lost or invented, order held.
   void leader_kills(int kills, const std::vector<std::string>& broker_args = {});
 
-  std::string logs() const {
-    std::string out;
-    for (const auto& [id, b] : brokers_) {
-      // Without the settings each start prints (lines "key = value"), the last 8000 bytes.
-      std::string l;
-      std::istringstream in(b->log());
-      for (std::string line; std::getline(in, line);) {
-        if (line.find(" = ") == std::string::npos) l += line + "\n";
-      }
-      if (l.size() > 8000) l = "..." + l.substr(l.size() - 8000);
-      out += "--- broker " + std::to_string(id) + "\n" + l;
-    }
-    return out;
-  }
-  std::string bootstrap() const {
-    std::string s;
-    for (const auto& [id, b] : brokers_) s += (s.empty() ? "" : ",") + b->address();
-    return s;
-  }
-
-  // The partition's state from any live broker's Metadata.
-  std::optional<partition_view> view(std::int32_t partition = 0) {
-    for (const auto& [id, b] : brokers_) {
-      if (!b->running()) continue;
-      auto c = connect_to(b->address());
-      if (!c) continue;
-      v1::Frame f;
-      f.mutable_metadata()->add_topics(k_topic);
-      auto r = c->request(std::move(f), milliseconds(2000));
-      if (!r || !r.value().has_metadata_response()) continue;
-      for (const auto& t : r.value().metadata_response().topics()) {
-        for (const auto& p : t.partition_info()) {
-          if (static_cast<std::int32_t>(p.partition()) != partition) continue;
-          partition_view v;
-          v.leader = p.leader();
-          v.epoch = p.leader_epoch();
-          v.isr.assign(p.isr().begin(), p.isr().end());
-          return v;
-        }
-      }
-    }
-    return std::nullopt;
-  }
+  std::string logs() const { return cluster_->logs(); }
+  std::string bootstrap() const { return cluster_->bootstrap(); }
+  std::optional<partition_view> view(std::int32_t partition = 0) { return cluster_->view(k_topic, partition); }
 
   // Creates the topic (1 partition, 3 replicas) and waits until its leader takes writes.
   void create_topic() {
-    std::shared_ptr<client::connection> c;
-    ASSERT_TRUE(eventually([&] {
-      c = connect_to(brokers_[1]->address());
-      if (!c) return false;
-      v1::Frame f;
-      f.mutable_metadata();
-      auto r = c->request(std::move(f), milliseconds(2000));
-      return r && r.value().metadata_response().nodes_size() == 3;
-    }, 20s)) << logs();
-    client::admin admin(c);
-    auto r = admin.create_topic({.name = k_topic, .partitions = 1, .replicas = 3});
-    ASSERT_TRUE(r) << r.error().to_string();
-    ASSERT_TRUE(eventually([&] {
-      auto v = view();
-      return v && v->leader > 0 && v->isr.size() == 3;
-    }, 20s)) << logs();
+    std::string why;
+    ASSERT_TRUE(cluster_->create_topic(k_topic, 1, 3, why)) << why;
   }
 
-  // Reads the partition's whole log from one broker's local store into the history.
-  std::uint64_t end_offset(int id) {
-    auto c = connect_to(brokers_[id]->address());
-    if (!c) return 0;
-    client::admin admin(c);
-    auto info = admin.describe_topic(k_topic);
-    if (!info || info.value().partition_info_size() == 0) return 0;
-    return info.value().partition_info(0).end_offset();
-  }
+  std::uint64_t end_offset(int id) { return cluster_->end_offset(id, k_topic); }
   void consume_all(int id, history& h, const std::string& group) {
-    auto c = connect_to(brokers_[id]->address());
+    auto c = connect_to(cluster_->broker(id).address());
     ASSERT_TRUE(c);
     const std::uint64_t end = end_offset(id);
     std::set<std::uint64_t> seen;
@@ -201,13 +120,12 @@ class cluster_replication_test : public ::testing::Test {
 
   // A follower's own copy, read from its store once it is stopped (tests/support/store_reader.h).
   void read_stopped_log(int id, history& h) {
-    ASSERT_FALSE(brokers_[id]->running());
-    const auto why = test::read_stopped_log(brokers_[id]->data_dir(), k_topic, 0, h);
+    ASSERT_FALSE(cluster_->broker(id).running());
+    const auto why = test::read_stopped_log(cluster_->broker(id).data_dir(), k_topic, 0, h);
     ASSERT_TRUE(why.empty()) << why;
   }
 
-  etcd_process etcd_;
-  std::map<int, std::unique_ptr<broker_process>> brokers_;
+  std::unique_ptr<cluster_brokers> cluster_;  // etcd and brokers 1-3
 };
 
 // A keyed produce stream recorded in a history: every attempt, and what came of it.
@@ -300,7 +218,7 @@ TEST_F(cluster_replication_test, the_checker_finds_lost_acknowledged_writes_in_a
   const auto before = view();
   ASSERT_TRUE(before);
   const int leader = static_cast<int>(before->leader);
-  auto lc = connect_to(brokers_[leader]->address());
+  auto lc = connect_to(cluster_->broker(leader).address());
   ASSERT_TRUE(lc);
   // Replication runs in this build too: 20 writes reach every node.
   for (int i = 0; i < 20; ++i) {
@@ -325,7 +243,7 @@ TEST_F(cluster_replication_test, the_checker_finds_lost_acknowledged_writes_in_a
   }
   // The followers are paused (for well under the lease TTL: they stay in the ISR), the broken
   // leader acknowledges 50 writes on its own fsync, then dies with its disk.
-  for (auto& [id, b] : brokers_) {
+  for (auto& [id, b] : cluster_->all()) {
     if (id != leader) ::kill(b->pid(), SIGSTOP);
   }
   int acked = 0;
@@ -344,9 +262,9 @@ TEST_F(cluster_replication_test, the_checker_finds_lost_acknowledged_writes_in_a
       ++acked;
     }
   }
-  brokers_[leader]->kill();
-  std::filesystem::remove_all(brokers_[leader]->data_dir());
-  for (auto& [id, b] : brokers_) {
+  cluster_->broker(leader).kill();
+  std::filesystem::remove_all(cluster_->broker(leader).data_dir());
+  for (auto& [id, b] : cluster_->all()) {
     if (id != leader) ::kill(b->pid(), SIGCONT);
   }
   EXPECT_GT(acked, 0) << "the broken build acknowledged nothing: the fault was not injected\n" << logs();
@@ -392,7 +310,7 @@ void cluster_replication_test::leader_kills(int kills, const std::vector<std::st
     const auto v = view();
     ASSERT_TRUE(v);
     const int leader = static_cast<int>(v->leader);
-    brokers_[leader]->kill();
+    cluster_->broker(leader).kill();
     const auto killed = steady_clock::now();
     const auto last_before = s.last_ack();
     bool elected = eventually([&] {
@@ -411,7 +329,7 @@ void cluster_replication_test::leader_kills(int kills, const std::vector<std::st
     EXPECT_LT(failover_ms.back(), 10'000) << "round " << round;
     std::cout << "round " << round << ": killed node " << leader << " at " << std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count() % 100000 << ", new leader after " << election_ms.back()
               << " ms, failover " << failover_ms.back() << " ms\n";
-    brokers_[leader]->start();
+    cluster_->broker(leader).start();
   }
   s.stop();
   // Read the final leader's log once every node caught up.
@@ -455,20 +373,20 @@ TEST_F(cluster_replication_test, a_wiped_follower_refills_from_the_leader_and_re
   ASSERT_TRUE(v);
   const int leader = static_cast<int>(v->leader);
   const int follower = leader % 3 + 1;
-  brokers_[follower]->kill();
-  std::filesystem::remove_all(brokers_[follower]->data_dir());
+  cluster_->broker(follower).kill();
+  std::filesystem::remove_all(cluster_->broker(follower).data_dir());
   ASSERT_TRUE(eventually([&] {
     auto w = view();
     return w && w->isr.size() == 2;
   }, 20s)) << "the dead follower did not leave the ISR\n" << logs();
-  brokers_[follower]->start();
+  cluster_->broker(follower).start();
   const auto end = end_offset(leader);
   EXPECT_GE(end, 3000u);
   ASSERT_TRUE(eventually([&] {
     auto w = view();
     return w && w->isr.size() == 3 && end_offset(follower) == end;
   }, 30s)) << "the wiped follower did not refill and rejoin\n" << logs();
-  ASSERT_EQ(brokers_[follower]->stop(), 0);
+  ASSERT_EQ(cluster_->broker(follower).stop(), 0);
   read_stopped_log(follower, h);
   const auto verdict = h.check();
   std::cout << "refilled follower: " << verdict.summary() << "\n";
@@ -487,9 +405,9 @@ TEST_F(cluster_replication_test, a_zombie_leaders_late_write_is_not_acknowledged
   const auto v = view();
   ASSERT_TRUE(v);
   const int zombie = static_cast<int>(v->leader);
-  auto zc = connect_to(brokers_[zombie]->address());
+  auto zc = connect_to(cluster_->broker(zombie).address());
   ASSERT_TRUE(zc);
-  ::kill(brokers_[zombie]->pid(), SIGSTOP);
+  ::kill(cluster_->broker(zombie).pid(), SIGSTOP);
   // A write sent to the paused leader: it reads it only after SIGCONT, when another leads.
   const auto late_id = protocol::uuid::make_v7();
   std::optional<client::result<v1::Frame>> late;
@@ -508,7 +426,7 @@ TEST_F(cluster_replication_test, a_zombie_leaders_late_write_is_not_acknowledged
     if (w && w->leader > 0 && w->leader != zombie && w->epoch > v->epoch) successor = static_cast<int>(w->leader);
     return successor != 0;
   }, 20s);
-  ::kill(brokers_[zombie]->pid(), SIGCONT);
+  ::kill(cluster_->broker(zombie).pid(), SIGCONT);
   writer.join();
   ASSERT_TRUE(elected) << logs();
   ASSERT_TRUE(late.has_value());
@@ -521,7 +439,7 @@ TEST_F(cluster_replication_test, a_zombie_leaders_late_write_is_not_acknowledged
     return w && w->isr.size() == 3 && end_offset(zombie) == end_offset(successor);
   }, 30s)) << logs();
   h.attempt(std::string(late_id.raw()), "k0", "late", 1u << 30);  // unknown: may be kept or not
-  ASSERT_EQ(brokers_[zombie]->stop(), 0);
+  ASSERT_EQ(cluster_->broker(zombie).stop(), 0);
   read_stopped_log(zombie, h);
   EXPECT_EQ(h.times_consumed(std::string(late_id.raw())), 0u) << "the zombie kept its late write";
   const auto verdict = h.check();

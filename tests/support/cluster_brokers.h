@@ -3,8 +3,7 @@
 // etcd and three txmq-broker processes for the cluster tests (issue 14): started on free
 // loopback ports in temporary directories, stopped by PID when the object goes. Helpers read
 // the cluster's view through Metadata, create topics, and read a broker's local offsets.
-// Header-only; every wait is bounded. (cluster_replication_test keeps its own copy of these
-// helpers for now.)
+// Header-only; every wait is bounded.
 
 #include <chrono>
 #include <map>
