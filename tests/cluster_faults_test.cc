@@ -118,7 +118,7 @@ TEST_F(cluster_faults_test, a_live_lagging_follower_leaves_the_isr_and_rejoins_a
   std::string why;
   ASSERT_TRUE(c.create_topic(k_topic, 1, 3, &why)) << why << "\n" << c.logs();
   history h;
-  keyed_stream s(c.bootstrap(), h, {});
+  positioned_stream s(c.bootstrap(), h, {});
   ASSERT_TRUE(eventually([&] { return s.acks() >= 300; }, 30s)) << c.logs();
   const auto v0 = c.view(k_topic, 0);
   ASSERT_TRUE(v0);
@@ -304,13 +304,13 @@ TEST_F(cluster_faults_test, etcd_sigkilled_and_restarted_under_a_keyed_stream_lo
   std::string why;
   ASSERT_TRUE(c.create_topic(k_topic, partitions, 3, &why)) << why << "\n" << c.logs();
   // 16 keys of every partition (reading back hands out one message per key per fetch).
-  keyed_stream::options o;
+  positioned_stream::options o;
   for (std::uint32_t p = 0; p < static_cast<std::uint32_t>(partitions); ++p) {
     for (int i = 0; i < 16; ++i) o.keys.push_back(key_for_partition("p" + std::to_string(p) + "k" + std::to_string(i) + "-", p, partitions));
   }
   history h;
   epoch_sampler sampler(c, partitions);
-  keyed_stream s(c.bootstrap(), h, o);
+  positioned_stream s(c.bootstrap(), h, o);
   ASSERT_TRUE(eventually([&] { return s.acks() >= 600; }, 30s)) << c.logs();
   std::map<std::int32_t, partition_view> before;
   for (std::int32_t p = 0; p < partitions; ++p) {

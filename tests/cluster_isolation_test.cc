@@ -102,7 +102,7 @@ TEST(cluster_isolation, an_isolated_leader_stops_acknowledging_the_others_elect_
   ASSERT_TRUE(c.create_topic(k_topic, 1, 3, &why)) << why << "\n" << c.logs();
 
   history h;
-  keyed_stream s(c.bootstrap(), h, {});
+  positioned_stream s(c.bootstrap(), h, {});
   ASSERT_TRUE(eventually([&] { return s.acks() >= 300; }, 30s)) << c.logs();
   const auto v0 = c.view(k_topic, 0);
   ASSERT_TRUE(v0);

@@ -33,6 +33,7 @@
 #include "etcd_process.h"
 #include "eventually.h"
 #include "history_checker.h"
+#include "keyed_stream.h"
 #include "store_reader.h"
 #include "txmq/client/admin.h"
 #include "txmq/client/connection.h"
@@ -128,83 +129,6 @@ class cluster_replication_test : public ::testing::Test {
   std::unique_ptr<cluster_brokers> cluster_;  // etcd and brokers 1-3
 };
 
-// A keyed produce stream recorded in a history: every attempt, and what came of it.
-class stream {
- public:
-  stream(const std::string& bootstrap, history& h) : h_(h) {
-    producer::producer_options o;
-    o.connection.address = bootstrap;
-    o.connection.connect_timeout = 2000ms;
-    o.delivery_timeout = 40000ms;
-    // request_timeout is the default (10 s): a request to a dead leader's address is answered
-    // at once (client::connection_options::fail_while_unreachable), not after the timeout.
-    o.linger = 1ms;
-    o.retry_backoff_max = 300ms;
-    o.max_in_flight_messages = 200;
-    p_ = std::make_unique<producer::producer>(o);
-    thread_ = std::thread([this] { run(); });
-  }
-  ~stream() { stop(); }
-  void stop() {
-    if (stopping_.exchange(true)) return;
-    thread_.join();
-    (void)p_->flush(60s);
-    p_->close();
-  }
-  std::uint64_t acks() const { return acks_.load(); }
-  steady_clock::time_point last_ack() const {
-    std::lock_guard lk(mu_);
-    return last_ack_;
-  }
-  // Times of every acknowledgement after `t` (the first is what a failover measures).
-  std::optional<steady_clock::time_point> first_ack_after(steady_clock::time_point t) const {
-    std::lock_guard lk(mu_);
-    for (auto a : ack_times_) {
-      if (a > t) return a;
-    }
-    return std::nullopt;
-  }
-
- private:
-  void run() {
-    std::map<std::string, std::uint64_t> seq;
-    std::uint64_t n = 0;
-    while (!stopping_) {
-      const std::string key = "k" + std::to_string(n % 8);
-      const auto s = seq[key]++;
-      producer::outgoing_message m;
-      m.topic = "stream";
-      m.key = key;
-      m.body = key + "#" + std::to_string(s);
-      m.id = protocol::uuid::make_v7();
-      const std::string id(m.id->raw());
-      h_.attempt(id, key, m.body, s);
-      p_->async_send(std::move(m), [this, id](client::result<producer::send_result> r) {
-        if (r) {
-          h_.resolve(id, attempt_outcome::acknowledged);
-          std::lock_guard lk(mu_);
-          last_ack_ = steady_clock::now();
-          ack_times_.push_back(last_ack_);
-          acks_.fetch_add(1);
-        } else {
-          // A delivery timeout or an error after retries: the write may or may not be kept.
-          h_.resolve(id, attempt_outcome::unknown);
-        }
-      });
-      ++n;
-    }
-  }
-
-  history& h_;
-  std::unique_ptr<producer::producer> p_;
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
-  std::atomic<std::uint64_t> acks_{0};
-  mutable std::mutex mu_;
-  steady_clock::time_point last_ack_{};
-  std::vector<steady_clock::time_point> ack_times_;
-};
-
 int kills_wanted() {
   const char* v = std::getenv("TXMQ_CLUSTER_KILLS");
   return v ? std::max(1, std::atoi(v)) : 5;
@@ -295,7 +219,7 @@ void cluster_replication_test::leader_kills(int kills, const std::vector<std::st
   start_brokers(broker_args);
   create_topic();
   history h;
-  stream s(bootstrap(), h);
+  keyed_stream s(bootstrap(), k_topic, h, 300ms);
   std::vector<double> failover_ms;
   std::vector<double> election_ms;
   for (int round = 0; round < kills; ++round) {
@@ -365,7 +289,7 @@ TEST_F(cluster_replication_test, a_wiped_follower_refills_from_the_leader_and_re
   create_topic();
   history h;
   {
-    stream s(bootstrap(), h);
+    keyed_stream s(bootstrap(), k_topic, h, 300ms);
     ASSERT_TRUE(eventually([&] { return s.acks() >= 3000; }, 60s)) << logs();
     s.stop();
   }
@@ -398,7 +322,7 @@ TEST_F(cluster_replication_test, a_zombie_leaders_late_write_is_not_acknowledged
   create_topic();
   history h;
   {
-    stream s(bootstrap(), h);
+    keyed_stream s(bootstrap(), k_topic, h, 300ms);
     ASSERT_TRUE(eventually([&] { return s.acks() >= 500; }, 60s)) << logs();
     s.stop();
   }

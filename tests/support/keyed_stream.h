@@ -4,8 +4,7 @@
 // messages of 8 keys ("k0".."k7", bodies "kN#SEQ") as fast as 200 in flight allow, records every
 // attempt and its outcome in a history (history_checker.h), and keeps the time of every
 // acknowledgement, for failover figures. Producer settings are the library's defaults but for
-// the bootstrap list, a short linger and a long delivery timeout. (cluster_replication_test has
-// its own copy, with the same behaviour.)
+// the bootstrap list, a short linger, a long delivery timeout and, when given, the retry back-off.
 
 #include <algorithm>
 #include <atomic>
@@ -27,12 +26,15 @@ class keyed_stream {
  public:
   using clock = std::chrono::steady_clock;
 
-  keyed_stream(const std::string& bootstrap, std::string topic, history& h) : topic_(std::move(topic)), h_(h) {
+  keyed_stream(const std::string& bootstrap, std::string topic, history& h,
+               std::optional<std::chrono::milliseconds> retry_backoff_max = std::nullopt)
+      : topic_(std::move(topic)), h_(h) {
     producer::producer_options o;
     o.connection.address = bootstrap;
     o.connection.connect_timeout = std::chrono::milliseconds(2000);
     o.delivery_timeout = std::chrono::milliseconds(40000);
     o.linger = std::chrono::milliseconds(1);
+    if (retry_backoff_max) o.retry_backoff_max = *retry_backoff_max;
     o.max_in_flight_messages = 200;
     p_ = std::make_unique<producer::producer>(o);
     thread_ = std::thread([this] { run(); });
@@ -49,6 +51,11 @@ class keyed_stream {
     p_->close();
   }
   [[nodiscard]] std::uint64_t acks() const { return acks_.load(); }
+  // The latest acknowledgement so far (the epoch of the clock when there is none).
+  [[nodiscard]] clock::time_point last_ack() const {
+    std::lock_guard lk(mu_);
+    return ack_times_.empty() ? clock::time_point{} : ack_times_.back();
+  }
   [[nodiscard]] std::optional<clock::time_point> first_ack_after(clock::time_point t) const {
     std::lock_guard lk(mu_);
     auto it = std::upper_bound(ack_times_.begin(), ack_times_.end(), t);

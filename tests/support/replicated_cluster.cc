@@ -215,7 +215,7 @@ std::optional<double> replicated_cluster::metric(int id, const std::string& name
   return std::nullopt;
 }
 
-keyed_stream::keyed_stream(const std::string& bootstrap, history& h, options o) : h_(h), o_(std::move(o)) {
+positioned_stream::positioned_stream(const std::string& bootstrap, history& h, options o) : h_(h), o_(std::move(o)) {
   if (o_.keys.empty()) {
     // 32 keys: a group hands out one message per key at a time, so reading the log back takes
     // (messages / keys) fetches.
@@ -235,21 +235,21 @@ keyed_stream::keyed_stream(const std::string& bootstrap, history& h, options o) 
   thread_ = std::thread([this] { run(); });
 }
 
-keyed_stream::~keyed_stream() { stop(); }
+positioned_stream::~positioned_stream() { stop(); }
 
-void keyed_stream::stop() {
+void positioned_stream::stop() {
   if (stopping_.exchange(true)) return;
   thread_.join();
   (void)p_->flush(60s);
   p_->close();
 }
 
-steady_clock::time_point keyed_stream::last_ack() const {
+steady_clock::time_point positioned_stream::last_ack() const {
   std::lock_guard lk(mu_);
   return acks_at_.empty() ? steady_clock::time_point{} : acks_at_.back().at;
 }
 
-std::optional<steady_clock::time_point> keyed_stream::first_ack_after(steady_clock::time_point t) const {
+std::optional<steady_clock::time_point> positioned_stream::first_ack_after(steady_clock::time_point t) const {
   std::lock_guard lk(mu_);
   for (const auto& a : acks_at_) {
     if (a.at > t) return a.at;
@@ -257,7 +257,7 @@ std::optional<steady_clock::time_point> keyed_stream::first_ack_after(steady_clo
   return std::nullopt;
 }
 
-std::optional<steady_clock::time_point> keyed_stream::first_ack_after(steady_clock::time_point t,
+std::optional<steady_clock::time_point> positioned_stream::first_ack_after(steady_clock::time_point t,
                                                                       std::uint32_t partition) const {
   std::lock_guard lk(mu_);
   for (const auto& a : acks_at_) {
@@ -266,13 +266,13 @@ std::optional<steady_clock::time_point> keyed_stream::first_ack_after(steady_clo
   return std::nullopt;
 }
 
-std::uint64_t keyed_stream::acks_between(steady_clock::time_point from, steady_clock::time_point to) const {
+std::uint64_t positioned_stream::acks_between(steady_clock::time_point from, steady_clock::time_point to) const {
   std::lock_guard lk(mu_);
   return static_cast<std::uint64_t>(
       std::count_if(acks_at_.begin(), acks_at_.end(), [&](const ack& a) { return a.at >= from && a.at < to; }));
 }
 
-std::uint64_t keyed_stream::acks_of_attempts(steady_clock::time_point from, steady_clock::time_point to,
+std::uint64_t positioned_stream::acks_of_attempts(steady_clock::time_point from, steady_clock::time_point to,
                                              std::optional<std::uint32_t> partition) const {
   std::lock_guard lk(mu_);
   return static_cast<std::uint64_t>(std::count_if(acks_at_.begin(), acks_at_.end(), [&](const ack& a) {
@@ -280,7 +280,7 @@ std::uint64_t keyed_stream::acks_of_attempts(steady_clock::time_point from, stea
   }));
 }
 
-milliseconds keyed_stream::longest_gap(steady_clock::time_point from, steady_clock::time_point to,
+milliseconds positioned_stream::longest_gap(steady_clock::time_point from, steady_clock::time_point to,
                                        std::optional<std::uint32_t> partition) const {
   std::lock_guard lk(mu_);
   auto prev = from;
@@ -295,7 +295,7 @@ milliseconds keyed_stream::longest_gap(steady_clock::time_point from, steady_clo
   return std::chrono::duration_cast<milliseconds>(longest);
 }
 
-void keyed_stream::run() {
+void positioned_stream::run() {
   std::map<std::string, std::uint64_t> seq;
   std::uint64_t n = 0;
   const auto started = steady_clock::now();

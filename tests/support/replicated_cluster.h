@@ -75,11 +75,13 @@ class replicated_cluster {
   std::map<int, std::unique_ptr<broker_process>> brokers_;
 };
 
-// A keyed produce stream through the producer (bootstrap list), `keys` keys round-robin, each
+// A keyed produce stream through the producer (bootstrap list), paced, that records where each
+// write was acknowledged (keyed_stream.h is the unpaced one, without positions; two classes
+// of one name in one test binary would break the one-definition rule). `keys` keys round-robin, each
 // attempt recorded in `h` with a per-key sequence and resolved as acknowledged (with the
 // acknowledged position: history::acknowledged_at) or unknown (delivery timeout, errors after
 // retries). Runs on its own thread until stop().
-class keyed_stream {
+class positioned_stream {
  public:
   struct options {
     std::string topic = "stream";
@@ -91,8 +93,8 @@ class keyed_stream {
     // bounds how long reading the log back takes.
     int per_second = 2000;
   };
-  keyed_stream(const std::string& bootstrap, history& h, options o);
-  ~keyed_stream();
+  positioned_stream(const std::string& bootstrap, history& h, options o);
+  ~positioned_stream();
   void stop();
 
   [[nodiscard]] std::uint64_t acks() const { return acks_.load(); }
