@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "broker_process.h"
+#include "cluster_brokers.h"
 #include "etcd_process.h"
 #include "eventually.h"
 #include "history_checker.h"
@@ -53,21 +54,6 @@ constexpr int k_poison_every = 25;  // offsets i with i % 25 == 7: nacked until 
 constexpr std::uint32_t k_max_attempts = 3;
 
 bool poison(const std::string& body) { return body.rfind("poison", 0) == 0; }
-
-std::shared_ptr<client::connection> connect_to(const std::string& address) {
-  client::connection_options o;
-  o.address = address;
-  o.connect_timeout = milliseconds(3000);
-  o.request_timeout = milliseconds(15000);
-  auto c = client::connection::connect(o);
-  return c ? c.value() : nullptr;
-}
-
-struct partition_view {
-  std::int64_t leader = -1;
-  std::int64_t epoch = 0;
-  std::vector<std::int64_t> isr;
-};
 
 // What the group saw and settled, judged at the end (all times are the test's steady clock).
 struct group_log {
@@ -94,55 +80,15 @@ class cluster_groups_test : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
-    etcd_.start();
-    for (int id = 1; id <= 3; ++id) {
-      brokers_[id] = std::make_unique<broker_process>(std::vector<std::string>{
-          "--cluster-etcd", etcd_.url(), "--node-id", std::to_string(id), "--node-lease-ttl", "3s",
-          "--replica-lag-max", "4s", "--replication-timeout", "10s", "--max-attempts", std::to_string(k_max_attempts),
-          "--retry-schedule", "200ms", "--ack-deadline", "20s"});
-      brokers_[id]->start();
-    }
+    cluster_ = std::make_unique<cluster_brokers>();
+    cluster_->start({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "10s",
+                     "--max-attempts", std::to_string(k_max_attempts), "--retry-schedule", "200ms",
+                     "--ack-deadline", "20s"});
   }
 
-  std::string logs() const {
-    std::string out;
-    for (const auto& [id, b] : brokers_) {
-      std::string l;
-      std::istringstream in(b->log());
-      for (std::string line; std::getline(in, line);) {
-        if (line.find(" = ") == std::string::npos) l += line + "\n";
-      }
-      if (l.size() > 6000) l = "..." + l.substr(l.size() - 6000);
-      out += "--- broker " + std::to_string(id) + "\n" + l;
-    }
-    return out;
-  }
-  std::string bootstrap() const {
-    std::string s;
-    for (const auto& [id, b] : brokers_) s += (s.empty() ? "" : ",") + b->address();
-    return s;
-  }
-  std::optional<partition_view> view() {
-    for (const auto& [id, b] : brokers_) {
-      if (!b->running()) continue;
-      auto c = connect_to(b->address());
-      if (!c) continue;
-      v1::Frame f;
-      f.mutable_metadata()->add_topics(k_topic);
-      auto r = c->request(std::move(f), milliseconds(2000));
-      if (!r || !r.value().has_metadata_response()) continue;
-      for (const auto& t : r.value().metadata_response().topics()) {
-        for (const auto& p : t.partition_info()) {
-          partition_view v;
-          v.leader = p.leader();
-          v.epoch = p.leader_epoch();
-          v.isr.assign(p.isr().begin(), p.isr().end());
-          return v;
-        }
-      }
-    }
-    return std::nullopt;
-  }
+  std::string logs() const { return cluster_->logs(); }
+  std::string bootstrap() const { return cluster_->bootstrap(); }
+  std::optional<partition_view> view() { return cluster_->view(k_topic); }
   bool whole() {
     auto v = view();
     return v && v->leader > 0 && v->isr.size() == 3;
@@ -150,7 +96,7 @@ class cluster_groups_test : public ::testing::Test {
   // The group's dead letters on a broker (its own store), by offset → attempts.
   std::map<std::uint64_t, std::uint32_t> dead_letters(int id) {
     std::map<std::uint64_t, std::uint32_t> out;
-    auto c = connect_to(brokers_[id]->address());
+    auto c = connect_to(cluster_->broker(id).address());
     if (!c) return out;
     client::admin admin(c);
     v1::DlqListRequest req;
@@ -168,14 +114,13 @@ class cluster_groups_test : public ::testing::Test {
     }
   }
 
-  etcd_process etcd_;
-  std::map<int, std::unique_ptr<broker_process>> brokers_;
+  std::unique_ptr<cluster_brokers> cluster_;  // etcd and brokers 1-3
 };
 
 TEST_F(cluster_groups_test, acks_attempts_and_dead_letters_survive_leader_sigkills) {
   // The topic, once all three nodes are in.
   ASSERT_TRUE(eventually([&] {
-    auto c = connect_to(brokers_[1]->address());
+    auto c = connect_to(cluster_->broker(1).address());
     if (!c) return false;
     v1::Frame f;
     f.mutable_metadata();
@@ -183,7 +128,7 @@ TEST_F(cluster_groups_test, acks_attempts_and_dead_letters_survive_leader_sigkil
     return r && r.value().metadata_response().nodes_size() == 3;
   }, 20s)) << logs();
   {
-    client::admin admin(connect_to(brokers_[1]->address()));
+    client::admin admin(connect_to(cluster_->broker(1).address()));
     auto r = admin.create_topic({.name = k_topic, .partitions = 1, .replicas = 3});
     ASSERT_TRUE(r) << r.error().to_string();
   }
@@ -350,14 +295,14 @@ TEST_F(cluster_groups_test, acks_attempts_and_dead_letters_survive_leader_sigkil
     const auto v = view();
     ASSERT_TRUE(v);
     const int leader = static_cast<int>(v->leader);
-    brokers_[leader]->kill();
+    cluster_->broker(leader).kill();
     const auto killed = steady_clock::now();
     ASSERT_TRUE(eventually([&] {
       auto w = view();
       return w && w->leader > 0 && w->leader != leader && w->epoch > v->epoch;
     }, 15s)) << "round " << round << ": no new leader\n" << logs();
     election_ms.push_back(std::chrono::duration<double, std::milli>(steady_clock::now() - killed).count());
-    brokers_[leader]->start();
+    cluster_->broker(leader).start();
   }
   // The rest, then every poison message dead.
   {
@@ -384,7 +329,7 @@ TEST_F(cluster_groups_test, acks_attempts_and_dead_letters_survive_leader_sigkil
   // One more kill once everything is settled: the new leader still has every dead letter.
   ASSERT_TRUE(eventually([&] { return whole(); }, 30s)) << logs();
   const int last_leader = static_cast<int>(view()->leader);
-  brokers_[last_leader]->kill();
+  cluster_->broker(last_leader).kill();
   int new_leader = 0;
   ASSERT_TRUE(eventually([&] {
     auto w = view();
