@@ -14,6 +14,8 @@ packages=(
   # link_cut_test (label fault) makes a network namespace and a veth pair with ip(8)
   iproute2
   libtomlplusplus-dev
+  # txmq-broker's allocator (tcmalloc_minimal; broker/CMakeLists.txt says why)
+  libgoogle-perftools-dev
   librabbitmq-dev libnats-dev
   # make package (dpkg-shlibdeps), its readiness check and tests (/healthz, free ports)
   dpkg-dev curl python3
