@@ -152,6 +152,14 @@ class producer::impl {
     return future.get();
   }
 
+  void send_now() {
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& [name, topic] : topics_) seal(topic);
+    }
+    sender_cv_.notify_one();
+  }
+
   client::result<void> flush(std::chrono::milliseconds timeout) {
     if (std::this_thread::get_id() == completion_thread_.get_id()) {
       return error(errc::would_deadlock, "producer::flush() called from a completion callback");
@@ -544,6 +552,7 @@ std::future<client::result<send_result>> producer::async_send(outgoing_message m
 
 void producer::async_send(outgoing_message message, callback cb) { impl_->async_send(std::move(message), std::move(cb)); }
 
+void producer::send_now() { impl_->send_now(); }
 client::result<void> producer::flush(std::chrono::milliseconds timeout) { return impl_->flush(timeout); }
 void producer::close() { impl_->close(); }
 std::size_t producer::in_flight() const noexcept { return impl_->in_flight(); }

@@ -186,6 +186,28 @@ TEST(producer, a_lone_message_waits_for_the_linger) {
   EXPECT_LT(waited, 2s);
 }
 
+TEST(producer, send_now_sends_a_lingering_batch_at_once) {
+  fake_broker broker;
+  fake_log log;
+  std::atomic<int> produces{0};
+  broker.set_handler([&](const auto& s, const v1::Frame& f) {
+    if (f.has_produce()) ++produces;
+    answer_from(log)(s, f);
+  });
+  auto o = options_for(broker);
+  o.linger = 60s;  // without send_now() the batch would wait a minute
+  producer p(o);
+  ASSERT_TRUE(p.conn()->wait_connected(5s));
+  auto a = p.async_send(msg("t", "x"));
+  auto b = p.async_send(msg("t", "y"));
+  p.send_now();
+  ASSERT_EQ(a.wait_for(10s), std::future_status::ready);
+  ASSERT_EQ(b.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(a.get());
+  EXPECT_TRUE(b.get());
+  EXPECT_EQ(produces.load(), 1);  // both in the one batch that was lingering
+}
+
 TEST(producer, retry_after_connection_loss_keeps_the_same_ids) {
   fake_broker broker;
   fake_log log;

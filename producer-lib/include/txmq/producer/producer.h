@@ -90,6 +90,10 @@ class producer {
   [[nodiscard]] std::future<client::result<send_result>> async_send(outgoing_message message);
   void async_send(outgoing_message message, callback cb);
 
+  // Sends what is lingering now, without waiting for anything: a caller that has just queued
+  // a whole round of messages (txmq-relay) gains nothing from the linger.
+  void send_now();
+
   // Sends what is lingering now and waits until no message is in flight. Errors:
   // client::errc::timeout if that did not happen within `timeout`.
   [[nodiscard]] client::result<void> flush(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
