@@ -28,3 +28,22 @@ function(txmq_add_test name label)
   endif()
   gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${ARG_TIMEOUT} DISCOVERY_TIMEOUT 60)
 endfunction()
+
+# txmq_use_tcmalloc(TARGET): links gperftools' tcmalloc_minimal (Debian libgoogle-perftools-dev,
+# installed by scripts/setup.sh) as the executable's allocator. glibc's malloc/free were half of
+# the broker's io thread with one message per request and a third of txmq-relay's samples
+# (objects allocated on one thread and freed on another); tcmalloc's per-thread caches took
+# 7-13 % off the broker's CPU per message in an A/B of the same binary (docs/BENCHMARKS.md,
+# issue #15). Not under the sanitizers, which bring their own allocator; without the library
+# the executable keeps glibc's malloc.
+find_library(TXMQ_TCMALLOC NAMES tcmalloc_minimal)
+function(txmq_use_tcmalloc target)
+  if(TXMQ_FUZZ OR TXMQ_SANITIZE)
+    return()
+  endif()
+  if(TXMQ_TCMALLOC)
+    target_link_libraries(${target} PRIVATE ${TXMQ_TCMALLOC})
+  else()
+    message(WARNING "libtcmalloc_minimal not found (Debian: libgoogle-perftools-dev): ${target} uses glibc's malloc")
+  endif()
+endfunction()
