@@ -31,9 +31,13 @@ client::result<decoded_row> decode_row(const outbox_row_text& row) {
       out.message.headers.emplace(std::string(k), v.is_string() ? std::string(v.as_string()) : boost::json::serialize(v));
     }
   }
-  auto body = pg::bytea_value(row.payload_hex);
-  if (!body) return bad_row(row.id, "payload: " + body.error().message);
-  out.message.body = std::move(body).value();
+  if (row.payload_raw) {
+    out.message.body = std::string(row.payload_hex);
+  } else {
+    auto body = pg::bytea_value(row.payload_hex);
+    if (!body) return bad_row(row.id, "payload: " + body.error().message);
+    out.message.body = std::move(body).value();
+  }
   // created_at as epoch milliseconds with a fraction ("1764121234567.123"): the integer part.
   std::int64_t ms = 0;
   std::from_chars(row.created_at_ms.data(), row.created_at_ms.data() + row.created_at_ms.size(), ms);

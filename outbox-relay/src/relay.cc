@@ -224,6 +224,11 @@ class relay::impl {
     return pg::exec(conn_.get(), sql, params);
   }
 
+  client::result<pg::result_ptr> db_exec_binary(std::string_view sql, std::span<const pg::param> params) {
+    db_call call(*this);
+    return pg::exec_binary(conn_.get(), sql, params);
+  }
+
   // A statement worked: if statements had been failing on a live connection, say once that
   // they work again (a lost connection says so in connect_db()).
   void db_ok() {
@@ -500,13 +505,17 @@ class relay::impl {
     }
     shard_list += "}";
     after_list += "}";
-    auto rows = db_exec(
-                         "SELECT r.id, r.topic, r.key, r.headers::text, r.payload, "
-                         "(extract(epoch FROM r.created_at) * 1000)::bigint, r.seq, s.shard "
+    // Binary result format for the payload's sake (raw bytes: no hex encoding in the backend,
+    // no decoding here; both were in the relay's profile, issue #15); every other column is
+    // cast to text, whose binary form is its text.
+    const pg::param params[] = {shard_list, after_list, std::to_string(options_.batch)};
+    auto rows = db_exec_binary(
+                         "SELECT r.id::text, r.topic::text, r.key::text, r.headers::text, r.payload, "
+                         "(extract(epoch FROM r.created_at) * 1000)::bigint::text, r.seq::text, s.shard::text "
                          "FROM unnest($1::int[], $2::bigint[]) AS s(shard, after) CROSS JOIN LATERAL (SELECT * FROM "
                          "txmq_outbox o WHERE o.shard = s.shard AND o.seq > s.after ORDER BY o.seq LIMIT $3) r "
                          "ORDER BY s.shard, r.seq",
-                         {shard_list, after_list, std::to_string(options_.batch)});
+                         params);
     if (!rows) return rows.error();
     PGresult* res = rows.value().get();
     const int n = PQntuples(res);
@@ -518,8 +527,9 @@ class relay::impl {
                            PQgetisnull(res, i, 2) ? std::nullopt : std::optional<std::string_view>(PQgetvalue(res, i, 2)),
                            PQgetvalue(res, i, 3),
                            std::string_view(PQgetvalue(res, i, 4), static_cast<std::size_t>(PQgetlength(res, i, 4))),
-                           PQgetvalue(res, i, 5),
-                           PQgetvalue(res, i, 6)};
+                           std::string_view(PQgetvalue(res, i, 5), static_cast<std::size_t>(PQgetlength(res, i, 5))),
+                           std::string_view(PQgetvalue(res, i, 6), static_cast<std::size_t>(PQgetlength(res, i, 6))),
+                           true};
       auto row = decode_row(text);
       if (!row) {
         // A row the relay cannot read (a plain INSERT with headers that are not an object)

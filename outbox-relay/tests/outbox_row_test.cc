@@ -42,6 +42,18 @@ TEST(outbox_row, a_created_at_beyond_the_clock_is_clamped) {
             -limit);
 }
 
+// The relay reads the payload in binary result format: its raw bytes, NULs included, are the body.
+TEST(outbox_row, a_raw_payload_is_the_body_as_it_is) {
+  const std::string bytes("\\x68\0\xff", 6);  // would be bad hex; raw, it is 6 bytes
+  auto text = row("{}", bytes);
+  text.payload_raw = true;
+  auto r = decode_row(text);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r.value().message.body, bytes);
+  text.payload_raw = false;
+  EXPECT_FALSE(decode_row(text));  // the same bytes as hex text are refused
+}
+
 TEST(outbox_row, no_key_stays_no_key) {
   auto text = row("{}");
   text.key = std::nullopt;

@@ -70,6 +70,16 @@ result<result_ptr> exec(PGconn* conn, std::string_view sql, std::span<const para
   return checked(conn, std::move(res));
 }
 
+result<result_ptr> exec_binary(PGconn* conn, std::string_view sql, std::span<const param> params) {
+  const std::string statement(sql);
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  result_ptr res(PQexecParams(conn, statement.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                              nullptr, 1));
+  return checked(conn, std::move(res));
+}
+
 connection_pool::connection_pool(std::string conninfo, std::function<result<void>(PGconn*)> setup)
     : conninfo_(std::move(conninfo)), setup_(std::move(setup)) {}
 

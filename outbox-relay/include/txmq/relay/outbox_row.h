@@ -14,15 +14,19 @@
 
 namespace txmq::relay {
 
-// The text columns of `SELECT id, topic, key, headers::text, payload, created_at epoch ms, seq`.
+// The columns of `SELECT id, topic, key, headers::text, payload, created_at epoch ms, seq`, as text
+// (the payload also as raw bytes).
 struct outbox_row_text {
   std::string_view id;
   std::string_view topic;
   std::optional<std::string_view> key;
   std::string_view headers_json;
-  std::string_view payload_hex;  // bytea in hex text form
+  std::string_view payload_hex;  // bytea in hex text form, or its raw bytes when payload_raw
   std::string_view created_at_ms;
   std::string_view seq;
+  // The payload column was read in binary result format (pg::exec_binary): payload_hex holds
+  // the bytes themselves, nothing to decode.
+  bool payload_raw = false;
 };
 
 struct decoded_row {

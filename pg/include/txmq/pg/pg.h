@@ -51,6 +51,12 @@ using param = std::optional<std::string>;
 [[nodiscard]] result<result_ptr> exec(PGconn* conn, std::string_view sql, std::initializer_list<param> params = {});
 [[nodiscard]] result<result_ptr> exec(PGconn* conn, std::string_view sql, std::span<const param> params);
 
+// The same with the result in binary format (always the extended protocol, parameters still
+// text): a bytea column arrives as its raw bytes (no hex to encode on the server and decode
+// here), a text column as its text; other types in PostgreSQL's binary encodings, so cast them
+// to text in the statement where their text form is wanted.
+[[nodiscard]] result<result_ptr> exec_binary(PGconn* conn, std::string_view sql, std::span<const param> params);
+
 // The SQLSTATE in an error made by exec() ("23505"), or empty.
 [[nodiscard]] std::string sqlstate(const error& e);
 
