@@ -33,6 +33,11 @@ namespace txmq::broker::auth {
 // or granted anything.
 inline constexpr std::string_view k_admin_principal = "admin";
 
+// The principal of cluster_token_file (docs/cluster.md "Between brokers"): the other brokers of
+// the cluster. It holds replicate (ReplicaFetch) and nothing else, and nobody else holds
+// replicate; it cannot be created, deleted or granted anything.
+inline constexpr std::string_view k_cluster_principal = "txmq-cluster";
+
 // "txmq_" + 48 hex digits: 192 random bits from OpenSSL's RAND_bytes.
 [[nodiscard]] std::string make_token();
 // The raw 32-byte SHA-256 of `text`.
@@ -42,6 +47,8 @@ inline constexpr std::string_view k_admin_principal = "admin";
 // names the file and says how to make a token.
 inline constexpr std::size_t k_min_admin_token_chars = 32;
 [[nodiscard]] result<std::string> read_admin_token(const std::string& path);
+// The same checks for another token file; errors name `key` (the config key) and the file.
+[[nodiscard]] result<std::string> read_token_file(std::string_view key, const std::string& path);
 
 struct principal_info {
   std::string name;
@@ -55,6 +62,10 @@ class access_control {
   // auth on the broker refuses to start without one). `registry` may be null (unit tests).
   access_control(boost::asio::io_context& io, storage::store& store, bool enabled, std::string admin_token_sha256,
                  common::metrics_registry* registry);
+
+  // The SHA-256 of cluster_token_file's token (cluster mode with auth): Hello with it
+  // authenticates as k_cluster_principal. Before the broker serves.
+  void set_cluster_token_sha256(std::string hash) { cluster_hash_ = std::move(hash); }
 
   // Reads the principals and grants from the store. Errors: the store's, named.
   [[nodiscard]] result<void> load();
@@ -98,6 +109,7 @@ class access_control {
   storage::store& store_;
   bool enabled_;
   std::string admin_hash_;
+  std::string cluster_hash_;
   common::metrics_registry* registry_;
   // By token hash (a hash lookup leaks nothing about the token), and by name.
   std::map<std::string, std::string> by_hash_;

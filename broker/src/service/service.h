@@ -59,6 +59,8 @@ struct service_settings {
   // auth = true, and the SHA-256 of the admin principal's token (admin_token_file).
   bool auth = false;
   std::string admin_token_sha256;
+  // Cluster mode with auth: the SHA-256 of cluster_token_file's token (the brokers' principal).
+  std::string cluster_token_sha256;
 };
 
 // Why a Hello is refused: NOT_AUTHENTICATED or NOT_AUTHORIZED, and the text for the client.
