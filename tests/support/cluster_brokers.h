@@ -57,6 +57,7 @@ class cluster_brokers {
     }
   }
   broker_process& broker(int id) { return *brokers_.at(id); }
+  etcd_process& etcd() { return etcd_; }
   // TLS settings and token of every connection the helpers below make (a secured cluster).
   void set_client_options(client::connection_options o) { client_ = std::move(o); }
   std::shared_ptr<client::connection> connect(const std::string& address) {

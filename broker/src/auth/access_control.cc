@@ -1,5 +1,6 @@
 #include "auth/access_control.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -115,6 +116,7 @@ access_control::access_control(boost::asio::io_context& io, storage::store& stor
 }
 
 result<void> access_control::load() {
+  if (backend_ != nullptr) return outcome::success();  // the cluster's records come from etcd
   auto principals = store_.principals();
   if (!principals) return error(principals.error().code, "reading the principals: " + principals.error().message);
   auto entries = store_.acls();
@@ -197,6 +199,20 @@ void access_control::create_principal(std::string name, std::function<void(resul
   }
   std::string token = make_token();
   storage::principal_record rec{name, sha256(token), now_ms()};
+  if (backend_ != nullptr) {
+    return backend_->create_principal(rec, [this, rec, token = std::move(token), done = std::move(done)](
+                                                result<record_change> r) mutable {
+      if (!r) return done(error(r.error().code, "storing principal '" + rec.name + "' in etcd failed: " + r.error().message));
+      if (!r.value().changed) {
+        return done(error(std::make_error_code(std::errc::file_exists),
+                          "principal '" + rec.name + "' exists already; delete it first to give it a new token"));
+      }
+      own_revision_ = std::max(own_revision_, r.value().revision);
+      by_hash_[rec.token_sha256] = rec.name;
+      by_name_[rec.name] = rec;
+      done(std::move(token));
+    });
+  }
   store_.create_principal(rec, on_io<bool>(io_, [this, rec, token = std::move(token), done = std::move(done)](
                                                     result<bool> r) mutable {
     if (!r) return done(error(r.error().code, "storing principal '" + rec.name + "' failed: " + r.error().message));
@@ -215,13 +231,17 @@ void access_control::delete_principal(std::string name, std::function<void(resul
     return done(invalid("'admin' is the principal of admin_token_file; change that file to change it"));
   }
   if (auto ok = check_principal_name(name); !ok) return done(ok.error());
+  if (backend_ != nullptr) {
+    return backend_->delete_principal(name, [this, name, done = std::move(done)](result<record_change> r) mutable {
+      if (!r) return done(error(r.error().code, "deleting principal '" + name + "' in etcd failed: " + r.error().message));
+      own_revision_ = std::max(own_revision_, r.value().revision);
+      forget(name);
+      done(r.value().changed);
+    });
+  }
   store_.delete_principal(name, on_io<bool>(io_, [this, name, done = std::move(done)](result<bool> r) mutable {
     if (!r) return done(error(r.error().code, "deleting principal '" + name + "' failed: " + r.error().message));
-    if (auto it = by_name_.find(name); it != by_name_.end()) {
-      by_hash_.erase(it->second.token_sha256);
-      by_name_.erase(it);
-    }
-    acls_.remove_principal(name);
+    forget(name);
     done(r.value());
   }));
 }
@@ -240,6 +260,14 @@ void access_control::grant(storage::acl_entry e, std::function<void(result<bool>
   if (!by_name_.count(e.principal)) {
     return done(invalid("no principal '" + e.principal + "'; create it with: txmq principal create " + e.principal));
   }
+  if (backend_ != nullptr) {
+    return backend_->put_acl(e, [this, e, done = std::move(done)](result<record_change> r) mutable {
+      if (!r) return done(error(r.error().code, "storing the grant in etcd failed: " + r.error().message));
+      own_revision_ = std::max(own_revision_, r.value().revision);
+      acls_.add(e);
+      done(r.value().changed);
+    });
+  }
   store_.put_acl(e, on_io<bool>(io_, [this, e, done = std::move(done)](result<bool> r) mutable {
     if (!r) return done(error(r.error().code, "storing the grant failed: " + r.error().message));
     // Deleted meanwhile: the store kept the entry without its principal; it grants nothing
@@ -254,11 +282,49 @@ void access_control::revoke(storage::acl_entry e, std::function<void(result<bool
     return done(invalid("unknown permission '" + e.permission + "': expected produce, consume, transact or admin"));
   }
   if (auto ok = check_resource(e.resource); !ok) return done(ok.error());
+  if (backend_ != nullptr) {
+    return backend_->delete_acl(e, [this, e, done = std::move(done)](result<record_change> r) mutable {
+      if (!r) return done(error(r.error().code, "removing the grant in etcd failed: " + r.error().message));
+      own_revision_ = std::max(own_revision_, r.value().revision);
+      acls_.remove(e);
+      done(r.value().changed);
+    });
+  }
   store_.delete_acl(e, on_io<bool>(io_, [this, e, done = std::move(done)](result<bool> r) mutable {
     if (!r) return done(error(r.error().code, "removing the grant failed: " + r.error().message));
     acls_.remove(e);
     done(r.value());
   }));
+}
+
+void access_control::forget(const std::string& name) {
+  if (auto it = by_name_.find(name); it != by_name_.end()) {
+    by_hash_.erase(it->second.token_sha256);
+    by_name_.erase(it);
+  }
+  acls_.remove_principal(name);
+}
+
+std::vector<std::string> access_control::replace_all(const std::vector<storage::principal_record>& principals,
+                                                     const std::vector<storage::acl_entry>& grants,
+                                                     std::int64_t revision) {
+  std::vector<std::string> gone;
+  if (revision < own_revision_) return gone;
+  std::map<std::string, std::string> by_hash;
+  std::map<std::string, storage::principal_record> by_name;
+  for (const auto& p : principals) {
+    by_hash[p.token_sha256] = p.name;
+    by_name[p.name] = p;
+  }
+  for (const auto& [name, rec] : by_name_) {
+    // Gone, or made again with another token (deleted and created between two reads).
+    auto it = by_name.find(name);
+    if (it == by_name.end() || it->second.token_sha256 != rec.token_sha256) gone.push_back(name);
+  }
+  by_hash_ = std::move(by_hash);
+  by_name_ = std::move(by_name);
+  acls_.assign(grants);
+  return gone;
 }
 
 std::vector<principal_info> access_control::principals() const {

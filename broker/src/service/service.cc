@@ -215,7 +215,10 @@ void service::wake(const std::vector<std::string>& topics, const std::vector<std
 
 void service::on_tick() {
   if (stopped_) return;
-  if (cluster_ != nullptr) sync_local_topics();
+  if (cluster_ != nullptr) {
+    sync_local_topics();
+    sync_access();
+  }
   if (replication_) replication_->tick();
   groups_->tick();
   tick_.expires_after(settings_.tick);
