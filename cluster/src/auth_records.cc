@@ -160,4 +160,26 @@ asio::awaitable<result<record_change>> delete_acl(etcd_client& etcd, const key_l
   co_return record_change{answer.value().succeeded, answer.value().revision};
 }
 
+asio::awaitable<result<record_change>> put_webhook(etcd_client& etcd, const key_layout& keys, std::string_view id,
+                                                   std::string record, bool create) {
+  if (id.empty() || id.find('/') != std::string_view::npos)
+    co_return error(errc::invalid_argument, "webhook id '" + std::string(id) + "' must be non-empty and hold no '/'");
+  txn_request req;
+  req.compares.push_back({keys.webhook(id), compare_target::create_revision,
+                          create ? compare_result::equal : compare_result::greater, 0, {}});
+  req.success.push_back(op_put{keys.webhook(id), std::move(record), 0});
+  auto answer = co_await etcd.txn(req);
+  if (!answer) co_return answer.error();
+  co_return record_change{answer.value().succeeded, answer.value().revision};
+}
+
+asio::awaitable<result<record_change>> delete_webhook(etcd_client& etcd, const key_layout& keys, std::string_view id) {
+  txn_request req;
+  req.compares.push_back({keys.webhook(id), compare_target::create_revision, compare_result::greater, 0, {}});
+  req.success.push_back(op_delete{keys.webhook(id), {}});
+  auto answer = co_await etcd.txn(req);
+  if (!answer) co_return answer.error();
+  co_return record_change{answer.value().succeeded, answer.value().revision};
+}
+
 }  // namespace txmq::cluster

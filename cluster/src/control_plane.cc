@@ -51,7 +51,7 @@ txn_request state_read(const key_layout& keys) {
   for (const auto& prefix : {keys.nodes_prefix(), keys.topics_prefix(), keys.partitions_prefix()})
     req.success.push_back(op_range{prefix, prefix_end(prefix)});
   req.success.push_back(op_range{keys.controller(), {}});
-  for (const auto& prefix : {keys.principals_prefix(), keys.acls_prefix()})
+  for (const auto& prefix : {keys.principals_prefix(), keys.acls_prefix(), keys.webhooks_prefix()})
     req.success.push_back(op_range{prefix, prefix_end(prefix)});
   return req;
 }
@@ -163,8 +163,8 @@ std::vector<std::pair<std::string, std::int32_t>> cluster_state::leaderless() co
 namespace {
 
 result<cluster_state> decode_state(const key_layout& keys, const txn_result& r) {
-  if (r.ranges.size() != 4 && r.ranges.size() != 6)
-    return error(errc::bad_response, "the state read answered " + std::to_string(r.ranges.size()) + " ranges, not 6");
+  if (r.ranges.size() != 4 && r.ranges.size() != 7)
+    return error(errc::bad_response, "the state read answered " + std::to_string(r.ranges.size()) + " ranges, not 7");
   cluster_state st;
   st.revision = r.revision;
   for (const auto& kv : r.ranges[0].kvs) {
@@ -191,7 +191,9 @@ result<cluster_state> decode_state(const key_layout& keys, const txn_result& r) 
     TXMQ_TRY(auto n, decode_node(kv.value));
     st.controller = controller_info{n.id, kv.create_revision, kv.lease};
   }
-  if (r.ranges.size() == 6) {
+  if (r.ranges.size() == 7) {
+    for (const auto& kv : r.ranges[6].kvs)
+      st.webhooks.emplace_back(kv.key.substr(keys.webhooks_prefix().size()), kv.value);
     for (const auto& kv : r.ranges[4].kvs) {
       TXMQ_TRY(auto p, decode_principal(std::string_view(kv.key).substr(keys.principals_prefix().size()), kv.value));
       st.principals.push_back(std::move(p));

@@ -158,4 +158,14 @@ void cluster_node::delete_acl(cluster::acl_record a, record_done done) {
   run_record([this, a = std::move(a)] { return cluster::delete_acl(*etcd_, member_->keys(), a); }, std::move(done));
 }
 
+void cluster_node::put_webhook(std::string id, std::string record, bool create, record_done done) {
+  run_record([this, id = std::move(id), record = std::move(record), create] {
+    return cluster::put_webhook(*etcd_, member_->keys(), id, record, create);
+  }, std::move(done));
+}
+void cluster_node::delete_webhook(std::string id, record_done done) {
+  run_record([this, id = std::move(id)] { return cluster::delete_webhook(*etcd_, member_->keys(), id); },
+             std::move(done));
+}
+
 }  // namespace txmq::broker::cluster_mode

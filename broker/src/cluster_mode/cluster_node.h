@@ -82,6 +82,9 @@ class cluster_node {
   void delete_principal(std::string name, record_done done);
   void put_acl(cluster::acl_record a, record_done done);
   void delete_acl(cluster::acl_record a, record_done done);
+  // Webhook subscriptions in etcd (cluster/auth_records.h); `done` on the cluster thread.
+  void put_webhook(std::string id, std::string record, bool create, record_done done);
+  void delete_webhook(std::string id, record_done done);
 
   // The replica lag of every follower of the partitions led here, replaced whole by the
   // replication (io thread) and read at scrape time (HTTP thread): any thread.

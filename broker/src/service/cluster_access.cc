@@ -1,4 +1,4 @@
-// Principals and grants in cluster mode (docs/cluster.md "Principals and ACLs"): kept in etcd
+// Principals and grants (and webhook subscriptions: webhooks/webhook_cluster.cc) in cluster mode (docs/cluster.md "Principals and ACLs"): kept in etcd
 // under the cluster's prefix instead of each broker's store, so a principal or grant made
 // through any broker is enforced by every broker. Writes go through the cluster thread's etcd
 // client (cluster_node); every node takes the whole set from each cluster state it reads (the
@@ -13,6 +13,7 @@
 #include "txmq/cluster/errc.h"
 #include "txmq/common/log.h"
 #include "txmq/storage/errc.h"
+#include "webhooks/webhook_notifier.h"
 
 namespace txmq::broker {
 
@@ -65,6 +66,23 @@ void service::set_cluster(cluster_mode::cluster_node* node) {
   // What the store held before this broker joined a cluster is not the cluster's: the records
   // come from etcd from the first state read on.
   (void)access_->replace_all({}, {}, 0);
+  // Webhook subscriptions too (docs/cluster.md "Webhooks").
+  auto to_io = [&io = io_](webhook_notifier::revision_done done) {
+    return [&io, done = std::move(done)](result<cluster::record_change> r) {
+      asio::post(io, [done, r = std::move(r)]() mutable {
+        if (!r) return done(r.error());
+        done(std::make_pair(r.value().changed, r.value().revision));
+      });
+    };
+  };
+  webhook_notifier::cluster_hooks hooks;
+  hooks.put = [node, to_io](std::string id, std::string record, bool create, webhook_notifier::revision_done done) {
+    node->put_webhook(std::move(id), std::move(record), create, to_io(std::move(done)));
+  };
+  hooks.remove = [node, to_io](std::string id, webhook_notifier::revision_done done) {
+    node->delete_webhook(std::move(id), to_io(std::move(done)));
+  };
+  webhooks_->set_cluster(std::move(hooks));
 }
 
 void service::sync_access() {
@@ -77,6 +95,7 @@ void service::sync_access() {
   std::vector<storage::acl_entry> grants;
   grants.reserve(state->acls.size());
   for (const auto& a : state->acls) grants.push_back({a.principal, a.permission, a.resource});
+  webhooks_->sync_cluster(state->webhooks, state->revision);
   for (const auto& name : access_->replace_all(principals, grants, state->revision)) {
     const auto closed = close_connections_of(name, "principal '" + name + "' was deleted; this connection is closed");
     common::log::info("principal '", name, "' deleted in the cluster; ", closed, " of its connections closed here");

@@ -51,4 +51,13 @@ boost::asio::awaitable<result<record_change>> put_acl(etcd_client& etcd, const k
 boost::asio::awaitable<result<record_change>> delete_acl(etcd_client& etcd, const key_layout& keys,
                                                          const acl_record& a);
 
+// Webhook subscriptions (docs/cluster.md "Webhooks"): `record` is the broker's serialized
+// subscription. `create`: written only if absent (changed = false when the id exists);
+// otherwise only if present (a rotation or a disable; changed = false when it was deleted).
+boost::asio::awaitable<result<record_change>> put_webhook(etcd_client& etcd, const key_layout& keys,
+                                                          std::string_view id, std::string record, bool create);
+// changed = false when there was none.
+boost::asio::awaitable<result<record_change>> delete_webhook(etcd_client& etcd, const key_layout& keys,
+                                                             std::string_view id);
+
 }  // namespace txmq::cluster

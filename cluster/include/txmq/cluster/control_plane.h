@@ -9,6 +9,7 @@
 //   partitions/<topic>/<p>     {"leader":N,"leader_epoch":E,"replicas":[..],"isr":[..]}
 //   principals/<name>          {"token_sha256":"<hex>","created_ms":T}   (auth_records.h)
 //   acls/<principal>/<perm>/<resource>  {"principal":..,"permission":..,"resource":..}
+//   webhooks/<id>              the subscription record (protobuf bytes, the broker's)
 //
 // Fencing: a partition's state is only ever written by a transaction that compares the key's
 // mod_revision with the one its writer read (create_revision 0 for a new key) AND the controller
@@ -51,6 +52,8 @@ class key_layout {
   [[nodiscard]] std::string principals_prefix() const { return root_ + "principals/"; }
   [[nodiscard]] std::string principal(std::string_view name) const { return principals_prefix() + std::string(name); }
   [[nodiscard]] std::string acls_prefix() const { return root_ + "acls/"; }
+  [[nodiscard]] std::string webhooks_prefix() const { return root_ + "webhooks/"; }
+  [[nodiscard]] std::string webhook(std::string_view id) const { return webhooks_prefix() + std::string(id); }
   // Every grant of one principal: acls/<principal>/ (principal names hold no '/').
   [[nodiscard]] std::string acls_of(std::string_view principal) const {
     return acls_prefix() + std::string(principal) + "/";
@@ -142,6 +145,8 @@ struct cluster_state {
   std::map<std::pair<std::string, std::int32_t>, partition_entry> partitions;
   std::vector<principal_record> principals;  // by name
   std::vector<acl_record> acls;              // by key
+  // Webhook subscriptions: id → the broker's serialized record (opaque here; auth_records.h).
+  std::vector<std::pair<std::string, std::string>> webhooks;
   // Partitions without a leader (their ISR is down), for reports.
   [[nodiscard]] std::vector<std::pair<std::string, std::int32_t>> leaderless() const;
 };
