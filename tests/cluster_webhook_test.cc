@@ -46,6 +46,20 @@ std::string hmac_b64(const std::string& key, const std::string& content) {
   return common::base64_encode(std::string_view(reinterpret_cast<const char*>(out), len));
 }
 
+// The exhausted (given-up) count a node lists for webhook `id`; -1 when it cannot say.
+long exhausted_on(const std::string& address, const std::string& id) {
+  auto c = connect_to(address, 5s);
+  if (!c) return -1;
+  v1::Frame f;
+  f.mutable_webhook_list();
+  auto r = c->request(std::move(f), 5000ms);
+  if (!r) return -1;
+  for (const auto& w : r.value().webhook_list_response().webhooks()) {
+    if (w.id() == id) return static_cast<long>(w.exhausted());
+  }
+  return -1;
+}
+
 // The webhooks a node lists (ids).
 std::set<std::string> listed(const std::string& address) {
   std::set<std::string> out;
@@ -62,6 +76,8 @@ std::set<std::string> listed(const std::string& address) {
 TEST(cluster_webhook_test, a_subscription_made_on_one_node_delivers_everything_across_a_leader_kill) {
   if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
   receiver rx([](const seen&, std::size_t) { return reply{}; });
+  // A second endpoint that always fails: every message is given up after 2 attempts.
+  receiver failing([](const seen&, std::size_t) { return reply{500, {}, false}; });
   cluster_brokers cluster;
   cluster.start({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--webhook-allow-private", "--webhook-timeout",
                  "2s"});
@@ -93,7 +109,17 @@ TEST(cluster_webhook_test, a_subscription_made_on_one_node_delivers_everything_a
   const std::string id = made.value().webhook().id();
   const std::string secret = made.value().webhook().secrets(0).secret();
   ASSERT_FALSE(id.empty());
+  v1::Frame create_failing;
+  create_failing.mutable_webhook_create()->mutable_webhook()->set_topic(k_topic);
+  create_failing.mutable_webhook_create()->mutable_webhook()->set_url(failing.url());
+  create_failing.mutable_webhook_create()->mutable_webhook()->add_schedule_ms(100);
+  create_failing.mutable_webhook_create()->set_from_earliest(true);
+  auto made_failing = c1->request(std::move(create_failing), 10000ms);
+  ASSERT_TRUE(made_failing) << made_failing.error().to_string();
+  const std::string failing_id = made_failing.value().webhook().id();
   for (int n = 1; n <= 3; ++n) {
+    ASSERT_TRUE(eventually([&] { return listed(cluster.broker(n).address()).contains(failing_id); }, 5s))
+        << "node " << n << " does not list the failing subscription\n" << cluster.logs();
     ASSERT_TRUE(eventually([&] { return listed(cluster.broker(n).address()).contains(id); }, 5s))
         << "node " << n << " does not list the subscription\n" << cluster.logs();
   }
@@ -175,6 +201,16 @@ TEST(cluster_webhook_test, a_subscription_made_on_one_node_delivers_everything_a
   // A follower delivering would send almost every message 2-3 times; a failover redelivers
   // only what was in flight on the killed leader.
   EXPECT_LE(duplicated, want.size() / 5) << duplicated << " messages delivered more than once";
+  // Given-up records (the delivery group's dead letters, replicated with each partition) are
+  // queryable from the surviving nodes: every acknowledged message once (more only if a
+  // message was both acknowledged and then produced again: never here).
+  for (int n = 2; n <= 3; ++n) {
+    long last = -1;
+    EXPECT_TRUE(eventually([&] {
+      last = exhausted_on(cluster.broker(n).address(), failing_id);
+      return last >= static_cast<long>(want.size());
+    }, 60s)) << "node " << n << " lists " << last << " given-up messages of " << want.size() << "\n" << cluster.logs();
+  }
   std::cout << "CLUSTER-FIGURES webhooks: " << want.size() << " acknowledged, " << rx.requests().size()
             << " deliveries, " << duplicated << " messages delivered more than once, " << missing << " missing\n";
 }
