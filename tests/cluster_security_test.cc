@@ -52,10 +52,12 @@ class cluster_security_test : public ::testing::Test {
     std::ofstream(certs_.dir / "admin.token") << k_admin_token << "\n";
     std::ofstream(certs_.dir / "cluster.token") << k_cluster_token << "\n";
     cluster_ = std::make_unique<cluster_brokers>();
-    cluster_->start({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--auth", "--admin-token-file",
-                     certs_.path("admin.token"), "--cluster-token-file", certs_.path("cluster.token"),
-                     "--tls-cert-file", certs_.path("server.pem"), "--tls-key-file", certs_.path("server.key"),
-                     "--cluster-tls-ca-file", certs_.path("ca.pem")});
+    std::vector<std::string> args{"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--auth", "--admin-token-file",
+                                  certs_.path("admin.token"), "--cluster-token-file", certs_.path("cluster.token"),
+                                  "--tls-cert-file", certs_.path("server.pem"), "--tls-key-file",
+                                  certs_.path("server.key"), "--cluster-tls-ca-file", certs_.path("ca.pem")};
+    if (mtls_) args.insert(args.end(), {"--tls-client-ca-file", certs_.path("ca.pem")});
+    cluster_->start(args);
     cluster_->set_client_options(client_options(k_admin_token));
   }
   void TearDown() override {
@@ -69,6 +71,11 @@ class cluster_security_test : public ::testing::Test {
     o.tls.enabled = true;
     o.tls.ca_file = certs_.path("ca.pem");
     o.auth_token = token;
+    if (mtls_) {
+      // Clients need a certificate of the CA too; the server's will do for the test.
+      o.tls.cert_file = certs_.path("server.pem");
+      o.tls.key_file = certs_.path("server.key");
+    }
     return o;
   }
 
@@ -112,9 +119,33 @@ class cluster_security_test : public ::testing::Test {
     return "OK";
   }
 
+  bool mtls_ = false;  // tls_client_ca_file set: every connection, a follower's too, needs a certificate
   test_certificates certs_;
   std::unique_ptr<cluster_brokers> cluster_;
 };
+
+class cluster_mtls_test : public cluster_security_test {
+ protected:
+  void SetUp() override {
+    mtls_ = true;
+    cluster_security_test::SetUp();
+  }
+};
+
+// With mTLS the leader requires a client certificate of every connection: a follower presents
+// its broker's own (tls_cert_file), and authenticates with the cluster token.
+TEST_F(cluster_mtls_test, followers_present_their_certificate_and_replicate) {
+  std::string why;
+  ASSERT_TRUE(cluster_->create_topic(k_topic, 1, 3, why)) << why;
+  history h;
+  keyed_stream stream(cluster_->bootstrap(), k_topic, h, std::nullopt, client_options(k_admin_token));
+  ASSERT_TRUE(eventually([&] { return stream.acks() >= 300; }, 30s)) << cluster_->logs();
+  for (int id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(eventually([&] { return cluster_->end_offset(id, k_topic) >= 300; }, 20s))
+        << "broker " << id << " has not replicated\n" << cluster_->logs();
+  }
+  stream.stop();
+}
 
 // How long until `cond` holds, or nullopt after `bound`.
 template <class F>
