@@ -233,7 +233,9 @@ const std::vector<frame_entry>& frames() {
       {"metadata", true, [](const matrix_context&) { return frame_with([](v1::Frame& f) { f.mutable_metadata(); }); },
        {}},
       response("metadata_response"),
-      // Replication between brokers: admin on the cluster (a single broker answers NOT_LEADER).
+      // Replication between brokers: only the brokers' own principal (cluster_token_file), which
+      // no grant gives and admin does not hold: its own branch in the test below, and
+      // cluster_security_test for the brokers themselves.
       admin_request("replica_fetch", [](v1::Frame& f) { f.mutable_replica_fetch()->set_topic("t"); }),
       response("replica_fetch_response"),
       admin_request("principal_create", [](v1::Frame& f) { f.mutable_principal_create()->set_name("made-by-matrix"); }),
@@ -316,6 +318,22 @@ TEST_F(auth_test, every_request_type_by_five_identities) {
       auto hello = broker_.hello(token);
       ASSERT_TRUE(hello.has_error()) << hello.ShortDebugString();
       EXPECT_EQ(hello.error().code(), v1::NOT_AUTHENTICATED);
+    }
+    if (field->name() == "replica_fetch") {
+      // No client may fetch replicas: not one without grants, not one with admin on the
+      // cluster, not admin itself (a client posing as a follower would read every message).
+      const std::string holder = broker_.create_principal("p-replica_fetch");
+      broker_.change(true, "p-replica_fetch", "admin", "cluster");
+      for (const std::string* token : {&bare, &holder, &k_admin_token}) {
+        auto c = broker_.connect(*token);
+        auto answer = c->request(request);
+        ASSERT_TRUE(answer.has_error()) << answer.ShortDebugString();
+        EXPECT_EQ(answer.error().code(), v1::NOT_AUTHORIZED) << answer.ShortDebugString();
+        EXPECT_NE(answer.error().message().find("may not fetch replicas"), std::string::npos)
+            << answer.error().message();
+      }
+      checked++;
+      continue;
     }
     if (e->grants.empty()) {
       // Open to every authenticated principal: the one without grants is answered.

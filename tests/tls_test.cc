@@ -24,6 +24,7 @@
 #include "child_process.h"
 #include "cli_runner.h"
 #include "eventually.h"
+#include "test_certificates.h"
 #include "txmq/consumer/consumer.h"
 #include "txmq/producer/producer.h"
 
@@ -36,26 +37,8 @@ namespace fs = std::filesystem;
 // Runs a shell command; its stdout and stderr (the errors curl and openssl print are asserted).
 std::string shell(const std::string& command) { return shell_stdout(command + " 2>&1"); }
 
-// The certificates of one test, made by the openssl binary.
-struct certificates {
-  fs::path dir;
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-
-  // A leaf `name` (.pem/.key) signed by the CA `ca` (ca.pem/ca.key), with this CN and SAN.
-  void leaf(const std::string& name, const std::string& cn, const std::string& san, const std::string& ca = "ca") {
-    const std::string d = dir.string();
-    shell("cd " + d + " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " + name +
-          ".key -out " + name + ".csr -subj '/CN=" + cn + "' && printf 'subjectAltName=" + san + "\\n' > " + name +
-          ".ext && openssl x509 -req -in " + name + ".csr -CA " + ca + ".pem -CAkey " + ca + ".key -CAcreateserial -out " +
-          name + ".pem -days 2 -extfile " + name + ".ext");
-    ASSERT_TRUE(fs::exists(dir / (name + ".pem"))) << name;
-  }
-  void authority(const std::string& name, const std::string& cn) {
-    shell("cd " + dir.string() + " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " +
-          name + ".key -out " + name + ".pem -days 2 -subj '/CN=" + cn + "'");
-    ASSERT_TRUE(fs::exists(dir / (name + ".pem"))) << name;
-  }
-};
+// The certificates of one test, made by the openssl binary (support/test_certificates.h).
+using certificates = test_certificates;
 
 class tls_test : public ::testing::Test {
  protected:

@@ -249,6 +249,14 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     if (!token) return error(token.error().code, "cannot start with auth = true: " + token.error().message);
     admin_hash = auth::sha256(token.value());
   }
+  // The brokers of a cluster authenticate to each other with the cluster token (docs/cluster.md
+  // "Between brokers"); a follower sends it, the leader keeps only its hash.
+  std::string cluster_token;
+  if (config.auth && !config.cluster_etcd.empty()) {
+    auto token = auth::read_token_file("cluster_token_file", config.cluster_token_file);
+    if (!token) return error(token.error().code, "cannot start with auth = true in a cluster: " + token.error().message);
+    cluster_token = std::move(token).value();
+  }
   if (!config.tls_cert_file.empty()) {
     auto loaded = common::server_tls::load({config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file});
     if (!loaded) return error(loaded.error().code, "cannot serve TLS: " + loaded.error().message);
@@ -315,6 +323,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   if (auto hosts = parse_allow_hosts(config.webhook_allow_hosts)) ss.webhooks.guard.allowed = std::move(hosts).value();
   ss.auth = config.auth;
   ss.admin_token_sha256 = std::move(admin_hash);
+  if (!cluster_token.empty()) ss.cluster_token_sha256 = auth::sha256(cluster_token);
   m.limits.max_frame_bytes = static_cast<std::uint32_t>(config.max_frame_bytes);
   m.limits.max_in_flight = config.max_in_flight_per_connection;
   m.limits.hello_timeout = config.hello_timeout;
@@ -397,6 +406,17 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     rs.replication_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.replication_timeout);
     rs.replica_lag_max = std::chrono::duration_cast<std::chrono::milliseconds>(config.replica_lag_max);
     rs.fetch_pipeline = config.replica_fetch_pipeline;
+    rs.peer.token = cluster_token;
+    rs.peer.client_id = "txmq-replica-" + std::to_string(config.node_id);
+    if (m.tls) {
+      // The peers serve TLS as this broker does: verified against the cluster's CAs; with mTLS
+      // they require a client certificate, and this broker presents its own.
+      const std::string& ca = !config.cluster_tls_ca_file.empty() ? config.cluster_tls_ca_file : config.tls_client_ca_file;
+      auto ctx = cluster_mode::make_peer_tls_context(ca, config.tls_cert_file, config.tls_key_file,
+                                                     !config.tls_client_ca_file.empty());
+      if (!ctx) return ctx.error();
+      rs.peer.tls = std::move(ctx).value();
+    }
 #ifdef TXMQ_FAULT_HOOKS
     // The deliberately broken build of the history checker's own test (replication.h).
     if (const char* v = std::getenv("TXMQ_TEST_ACK_BEFORE_REPLICAS"); v && std::string_view(v) == "1") {

@@ -118,6 +118,11 @@ result<void> validate(const broker_config& c) {
     return fail("auth = true needs admin_token_file (--admin-token-file FILE): a file holding the admin "
                 "principal's token, e.g. made with `printf 'txmq_%s' $(openssl rand -hex 24) > FILE && chmod 600 FILE`");
   }
+  if (c.auth && !c.cluster_etcd.empty() && c.cluster_token_file.empty()) {
+    return fail("auth = true in a cluster (cluster_etcd) needs cluster_token_file (--cluster-token-file FILE): a file "
+                "holding the token the brokers authenticate to each other with, the same on every broker, e.g. made "
+                "with `printf 'txmq_%s' $(openssl rand -hex 24) > FILE && chmod 600 FILE`");
+  }
   if (!check_positive("tx_timeout", c.tx_timeout) ||
       !check_schedule("tx_check_schedule", c.tx_check_schedule) ||
       !check_at_least_one("tx_max_checks", c.tx_max_checks) ||

@@ -182,6 +182,8 @@ broker_config every_setting_changed() {
   c.tls_client_ca_file = "/etc/txmq/clients.pem";
   c.auth = true;
   c.admin_token_file = "/etc/txmq/admin.token";
+  c.cluster_token_file = "/etc/txmq/cluster.token";
+  c.cluster_tls_ca_file = "/etc/txmq/brokers.pem";
   return c;
 }
 
@@ -230,6 +232,8 @@ TEST(broker_config, every_flag_parses) {
                                       "--node-id", "3",
                                       "--advertise", "10.0.0.5:7878",
                                       "--node-lease-ttl", "8s", "--replication-timeout", "7s", "--replica-lag-max", "6s",
+                                      "--cluster-token-file", "/etc/txmq/cluster.token",
+                                      "--cluster-tls-ca-file", "/etc/txmq/brokers.pem",
                                       "--durability", "async",
                                       "--auth",
                                       "--admin-token-file", "/etc/txmq/admin.token",
@@ -288,6 +292,8 @@ advertise = "10.0.0.5:7878"
 node_lease_ttl = "8s"
 replication_timeout = "7s"
 replica_lag_max = "6s"
+cluster_token_file = "/etc/txmq/cluster.token"
+cluster_tls_ca_file = "/etc/txmq/brokers.pem"
 durability = "async"
 auth = true
 admin_token_file = "/etc/txmq/admin.token"
@@ -310,7 +316,7 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
   EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
   EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 52);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 54);
   EXPECT_THAT(text, HasSubstr("cluster_etcd = \"\"\n"));
 
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {

@@ -9,6 +9,7 @@
 #include <boost/json/value.hpp>
 
 #include "etcd_json.h"
+#include "txmq/cluster/auth_records.h"
 #include "txmq/cluster/errc.h"
 
 namespace txmq::cluster {
@@ -50,6 +51,8 @@ txn_request state_read(const key_layout& keys) {
   for (const auto& prefix : {keys.nodes_prefix(), keys.topics_prefix(), keys.partitions_prefix()})
     req.success.push_back(op_range{prefix, prefix_end(prefix)});
   req.success.push_back(op_range{keys.controller(), {}});
+  for (const auto& prefix : {keys.principals_prefix(), keys.acls_prefix(), keys.webhooks_prefix()})
+    req.success.push_back(op_range{prefix, prefix_end(prefix)});
   return req;
 }
 
@@ -160,8 +163,8 @@ std::vector<std::pair<std::string, std::int32_t>> cluster_state::leaderless() co
 namespace {
 
 result<cluster_state> decode_state(const key_layout& keys, const txn_result& r) {
-  if (r.ranges.size() != 4)
-    return error(errc::bad_response, "the state read answered " + std::to_string(r.ranges.size()) + " ranges, not 4");
+  if (r.ranges.size() != 4 && r.ranges.size() != 7)
+    return error(errc::bad_response, "the state read answered " + std::to_string(r.ranges.size()) + " ranges, not 7");
   cluster_state st;
   st.revision = r.revision;
   for (const auto& kv : r.ranges[0].kvs) {
@@ -187,6 +190,18 @@ result<cluster_state> decode_state(const key_layout& keys, const txn_result& r) 
     const auto& kv = r.ranges[3].kvs.front();
     TXMQ_TRY(auto n, decode_node(kv.value));
     st.controller = controller_info{n.id, kv.create_revision, kv.lease};
+  }
+  if (r.ranges.size() == 7) {
+    for (const auto& kv : r.ranges[6].kvs)
+      st.webhooks.emplace_back(kv.key.substr(keys.webhooks_prefix().size()), kv.value);
+    for (const auto& kv : r.ranges[4].kvs) {
+      TXMQ_TRY(auto p, decode_principal(std::string_view(kv.key).substr(keys.principals_prefix().size()), kv.value));
+      st.principals.push_back(std::move(p));
+    }
+    for (const auto& kv : r.ranges[5].kvs) {
+      TXMQ_TRY(auto a, decode_acl(kv.value));
+      st.acls.push_back(std::move(a));
+    }
   }
   return st;
 }

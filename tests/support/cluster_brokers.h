@@ -22,9 +22,11 @@
 namespace txmq::test {
 
 // A connection with short deadlines, or nullptr when the broker does not answer.
+// `base` carries TLS and a token for a secured cluster (cluster_security_test).
 inline std::shared_ptr<client::connection> connect_to(const std::string& address,
-                                                      std::chrono::milliseconds request_timeout = std::chrono::seconds(15)) {
-  client::connection_options o;
+                                                      std::chrono::milliseconds request_timeout = std::chrono::seconds(15),
+                                                      client::connection_options base = {}) {
+  client::connection_options o = std::move(base);
   o.address = address;
   o.connect_timeout = std::chrono::milliseconds(3000);
   o.request_timeout = request_timeout;
@@ -55,6 +57,12 @@ class cluster_brokers {
     }
   }
   broker_process& broker(int id) { return *brokers_.at(id); }
+  etcd_process& etcd() { return etcd_; }
+  // TLS settings and token of every connection the helpers below make (a secured cluster).
+  void set_client_options(client::connection_options o) { client_ = std::move(o); }
+  std::shared_ptr<client::connection> connect(const std::string& address) {
+    return connect_to(address, std::chrono::seconds(15), client_);
+  }
   const std::map<int, std::unique_ptr<broker_process>>& all() const { return brokers_; }
 
   // Every broker's log without the settings lines, the last 8000 bytes of each.
@@ -88,7 +96,7 @@ class cluster_brokers {
   std::optional<partition_view> view(const std::string& topic, std::int32_t partition = 0) {
     for (const auto& [id, b] : brokers_) {
       if (!b->running()) continue;
-      auto c = connect_to(b->address());
+      auto c = connect(b->address());
       if (!c) continue;
       v1::Frame f;
       f.mutable_metadata()->add_topics(topic);
@@ -114,7 +122,7 @@ class cluster_brokers {
   bool create_topic(const std::string& name, std::uint32_t partitions, std::uint32_t replicas, std::string& why) {
     std::shared_ptr<client::connection> c;
     if (!eventually([&] {
-          c = connect_to(brokers_.at(1)->address());
+          c = connect(brokers_.at(1)->address());
           if (!c) return false;
           v1::Frame f;
           f.mutable_metadata();
@@ -145,7 +153,7 @@ class cluster_brokers {
 
   // Broker `id`'s local end offset of the partition (DescribeTopic), 0 when it cannot say.
   std::uint64_t end_offset(int id, const std::string& topic, std::uint32_t partition = 0) {
-    auto c = connect_to(brokers_.at(id)->address());
+    auto c = connect(brokers_.at(id)->address());
     if (!c) return 0;
     client::admin admin(c);
     auto info = admin.describe_topic(topic);
@@ -156,6 +164,7 @@ class cluster_brokers {
  private:
   etcd_process etcd_;
   std::map<int, std::unique_ptr<broker_process>> brokers_;
+  client::connection_options client_;
 };
 
 }  // namespace txmq::test

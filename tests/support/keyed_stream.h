@@ -27,9 +27,11 @@ class keyed_stream {
   using clock = std::chrono::steady_clock;
 
   keyed_stream(const std::string& bootstrap, std::string topic, history& h,
-               std::optional<std::chrono::milliseconds> retry_backoff_max = std::nullopt)
+               std::optional<std::chrono::milliseconds> retry_backoff_max = std::nullopt,
+               client::connection_options connection = {})
       : topic_(std::move(topic)), h_(h) {
     producer::producer_options o;
+    o.connection = std::move(connection);  // TLS and a token for a secured cluster
     o.connection.address = bootstrap;
     o.connection.connect_timeout = std::chrono::milliseconds(2000);
     o.delivery_timeout = std::chrono::milliseconds(40000);

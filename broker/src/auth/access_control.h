@@ -33,6 +33,11 @@ namespace txmq::broker::auth {
 // or granted anything.
 inline constexpr std::string_view k_admin_principal = "admin";
 
+// The principal of cluster_token_file (docs/cluster.md "Between brokers"): the other brokers of
+// the cluster. It holds replicate (ReplicaFetch) and nothing else, and nobody else holds
+// replicate; it cannot be created, deleted or granted anything.
+inline constexpr std::string_view k_cluster_principal = "txmq-cluster";
+
 // "txmq_" + 48 hex digits: 192 random bits from OpenSSL's RAND_bytes.
 [[nodiscard]] std::string make_token();
 // The raw 32-byte SHA-256 of `text`.
@@ -42,11 +47,30 @@ inline constexpr std::string_view k_admin_principal = "admin";
 // names the file and says how to make a token.
 inline constexpr std::size_t k_min_admin_token_chars = 32;
 [[nodiscard]] result<std::string> read_admin_token(const std::string& path);
+// The same checks for another token file; errors name `key` (the config key) and the file.
+[[nodiscard]] result<std::string> read_token_file(std::string_view key, const std::string& path);
 
 struct principal_info {
   std::string name;
   std::int64_t created_ms = 0;
   bool admin = false;
+};
+
+// Where principals and grants are kept in cluster mode (etcd: docs/cluster.md "Principals and
+// ACLs"), instead of this broker's store. Set by the service; each call answers on the io
+// thread whether it changed anything and the etcd revision after it.
+struct record_change {
+  bool changed = false;
+  std::int64_t revision = 0;
+};
+class record_backend {
+ public:
+  using done_fn = std::function<void(result<record_change>)>;
+  virtual ~record_backend() = default;
+  virtual void create_principal(const storage::principal_record& p, done_fn done) = 0;
+  virtual void delete_principal(const std::string& name, done_fn done) = 0;
+  virtual void put_acl(const storage::acl_entry& e, done_fn done) = 0;
+  virtual void delete_acl(const storage::acl_entry& e, done_fn done) = 0;
 };
 
 class access_control {
@@ -55,6 +79,19 @@ class access_control {
   // auth on the broker refuses to start without one). `registry` may be null (unit tests).
   access_control(boost::asio::io_context& io, storage::store& store, bool enabled, std::string admin_token_sha256,
                  common::metrics_registry* registry);
+
+  // The SHA-256 of cluster_token_file's token (cluster mode with auth): Hello with it
+  // authenticates as k_cluster_principal. Before the broker serves.
+  void set_cluster_token_sha256(std::string hash) { cluster_hash_ = std::move(hash); }
+
+  // Cluster mode: changes go to `backend` (which outlives this object) and the records come from
+  // replace_all(); the store's own principals and grants are not used.
+  void set_backend(record_backend* backend) { backend_ = backend; }
+  // Replaces every principal and grant with the cluster's, read at etcd `revision`; a read older
+  // than this node's own last write is ignored (it would undo it for a moment). Returns the
+  // principals that are gone: their open connections must be closed.
+  std::vector<std::string> replace_all(const std::vector<storage::principal_record>& principals,
+                                       const std::vector<storage::acl_entry>& grants, std::int64_t revision);
 
   // Reads the principals and grants from the store. Errors: the store's, named.
   [[nodiscard]] result<void> load();
@@ -94,10 +131,15 @@ class access_control {
   [[nodiscard]] std::size_t grants_of(const std::string& principal) const { return acls_.count(principal); }
 
  private:
+  void forget(const std::string& name);
+
   boost::asio::io_context& io_;
   storage::store& store_;
   bool enabled_;
   std::string admin_hash_;
+  std::string cluster_hash_;
+  record_backend* backend_ = nullptr;
+  std::int64_t own_revision_ = 0;  // etcd revision of this node's last write (cluster mode)
   common::metrics_registry* registry_;
   // By token hash (a hash lookup leaks nothing about the token), and by name.
   std::map<std::string, std::string> by_hash_;

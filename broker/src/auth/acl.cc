@@ -18,6 +18,7 @@ std::string_view to_string(permission p) noexcept {
     case permission::consume: return "consume";
     case permission::transact: return "transact";
     case permission::admin: return "admin";
+    case permission::replicate: return "replicate";
   }
   return "?";
 }

@@ -16,9 +16,12 @@
 
 namespace txmq::broker::auth {
 
-enum class permission { produce, consume, transact, admin };
+// `replicate` (ReplicaFetch) is held only by the cluster's inter-broker principal
+// (k_cluster_principal, access_control.h): it cannot be granted, and admin does not hold it.
+enum class permission { produce, consume, transact, admin, replicate };
 
 [[nodiscard]] std::string_view to_string(permission p) noexcept;
+// The grantable permissions only (not replicate).
 [[nodiscard]] std::optional<permission> parse_permission(std::string_view text) noexcept;
 
 // What one request needs: `perm` on a concrete resource ("topic:orders", "cluster").

@@ -15,6 +15,9 @@ std::vector<need> admin(const v1::Frame&, const lk&) { return {{permission::admi
 // broker, as Kafka's Metadata: an authenticated connection is enough; it names no data.
 std::vector<need> any_principal(const v1::Frame&, const lk&) { return {}; }
 
+// A follower's fetch: the cluster's inter-broker principal only (access_control::allows).
+std::vector<need> replicate(const v1::Frame&, const lk&) { return {{permission::replicate, std::string(k_cluster)}}; }
+
 std::vector<need> produce(const v1::Frame& f, const lk&) {
   return {{permission::produce, topic_resource(f.produce().topic())}};
 }
@@ -135,7 +138,7 @@ constexpr request_rule k_rules[] = {
     {121, "connection_list_response", S},
     {130, "metadata", R, any_principal},
     {131, "metadata_response", S},
-    {132, "replica_fetch", R, admin},  // brokers of the cluster only (docs/cluster.md)
+    {132, "replica_fetch", R, replicate},  // brokers of the cluster only (docs/cluster.md)
     {133, "replica_fetch_response", S},
 };
 

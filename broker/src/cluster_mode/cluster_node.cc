@@ -132,4 +132,40 @@ void cluster_node::write_isr(std::string topic, std::int32_t partition, cluster:
       });
 }
 
+void cluster_node::run_record(std::function<asio::awaitable<result<cluster::record_change>>()> op, record_done done) {
+  asio::co_spawn(
+      io_,
+      [op = std::move(op), done]() -> asio::awaitable<void> {
+        auto r = co_await op();
+        done(std::move(r));
+      },
+      [done](std::exception_ptr e) {
+        if (e) done(error(cluster::errc::etcd_error, "writing a principal or grant to etcd failed"));
+      });
+}
+
+void cluster_node::put_principal(cluster::principal_record p, record_done done) {
+  run_record([this, p = std::move(p)] { return cluster::put_principal(*etcd_, member_->keys(), p); }, std::move(done));
+}
+void cluster_node::delete_principal(std::string name, record_done done) {
+  run_record([this, name = std::move(name)] { return cluster::delete_principal(*etcd_, member_->keys(), name); },
+             std::move(done));
+}
+void cluster_node::put_acl(cluster::acl_record a, record_done done) {
+  run_record([this, a = std::move(a)] { return cluster::put_acl(*etcd_, member_->keys(), a); }, std::move(done));
+}
+void cluster_node::delete_acl(cluster::acl_record a, record_done done) {
+  run_record([this, a = std::move(a)] { return cluster::delete_acl(*etcd_, member_->keys(), a); }, std::move(done));
+}
+
+void cluster_node::put_webhook(std::string id, std::string record, bool create, record_done done) {
+  run_record([this, id = std::move(id), record = std::move(record), create] {
+    return cluster::put_webhook(*etcd_, member_->keys(), id, record, create);
+  }, std::move(done));
+}
+void cluster_node::delete_webhook(std::string id, record_done done) {
+  run_record([this, id = std::move(id)] { return cluster::delete_webhook(*etcd_, member_->keys(), id); },
+             std::move(done));
+}
+
 }  // namespace txmq::broker::cluster_mode

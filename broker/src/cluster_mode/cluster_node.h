@@ -19,6 +19,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "txmq/cluster/auth_records.h"
 #include "txmq/cluster/member.h"
 #include "txmq/common/metrics.h"
 #include "txmq/protocol/result.h"
@@ -74,12 +75,26 @@ class cluster_node {
   void write_isr(std::string topic, std::int32_t partition, cluster::partition_state state,
                  std::int64_t mod_revision, std::function<void(result<void>)> done);
 
+  // Principals and grants in etcd (cluster/auth_records.h, docs/cluster.md "Principals and
+  // ACLs"). `done` runs on the cluster thread.
+  using record_done = std::function<void(result<cluster::record_change>)>;
+  void put_principal(cluster::principal_record p, record_done done);
+  void delete_principal(std::string name, record_done done);
+  void put_acl(cluster::acl_record a, record_done done);
+  void delete_acl(cluster::acl_record a, record_done done);
+  // Webhook subscriptions in etcd (cluster/auth_records.h); `done` on the cluster thread.
+  void put_webhook(std::string id, std::string record, bool create, record_done done);
+  void delete_webhook(std::string id, record_done done);
+
   // The replica lag of every follower of the partitions led here, replaced whole by the
   // replication (io thread) and read at scrape time (HTTP thread): any thread.
   void set_replica_lag(std::vector<replica_lag_sample> lag);
   [[nodiscard]] std::vector<replica_lag_sample> replica_lag() const;
 
  private:
+  // Runs one etcd write of a principal or grant on the cluster thread; an exception answers too.
+  void run_record(std::function<boost::asio::awaitable<result<cluster::record_change>>()> op, record_done done);
+
   node_settings settings_;
   boost::asio::io_context io_;
   std::unique_ptr<cluster::member> member_;

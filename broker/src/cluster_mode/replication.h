@@ -39,6 +39,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "cluster_mode/peer_connection.h"
 #include "net/responder.h"
 #include "txmq/cluster/control_plane.h"
 #include "txmq/protocol/frame_codec.h"
@@ -63,6 +64,9 @@ struct replication_settings {
   // acknowledge once the leader fsynced, without waiting for the followers. Honoured only
   // when the broker is built with tests (TXMQ_FAULT_HOOKS) and TXMQ_TEST_ACK_BEFORE_REPLICAS=1.
   bool ack_before_replicas = false;
+  // How a follower reaches its leader: TLS when this broker serves it, the cluster token
+  // when auth is on (peer_connection.h). Empty: plaintext, no token.
+  peer_identity peer;
 };
 
 class replication {
@@ -203,9 +207,7 @@ class replication {
   // The group part of a ReplicaFetch answer (changes from req.group_seq, or the snapshot).
   void add_group_part(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp);
   // Follower: takes the leader's snapshot of the partition's group state; false on failure.
-  boost::asio::awaitable<bool> take_group_snapshot(const key& k, std::shared_ptr<boost::asio::ip::tcp::socket> sock,
-                                                   protocol::frame_reader& reader, std::uint64_t& corr,
-                                                   std::int64_t epoch);
+  boost::asio::awaitable<bool> take_group_snapshot(const key& k, std::shared_ptr<peer_link> link, std::int64_t epoch);
   // Follower: applies the group changes of a fetch answer; false when a snapshot is needed.
   boost::asio::awaitable<bool> apply_group_part(const key& k, const v1::ReplicaFetchResponse& ans);
   void group_leadership(const key& k, bool leading) {

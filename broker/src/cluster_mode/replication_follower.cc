@@ -15,6 +15,7 @@
 #include <boost/asio/write.hpp>
 
 #include "cluster_mode/cluster_node.h"
+#include "cluster_mode/peer_connection.h"
 #include "cluster_mode/replication.h"
 #include "cluster_mode/routing.h"
 #include "txmq/common/address.h"
@@ -38,7 +39,7 @@ struct replication::follower_task {
   bool stop = false;
   cluster::node_id leader = cluster::k_no_leader;
   std::int64_t epoch = -1;
-  std::shared_ptr<tcp::socket> socket;
+  std::shared_ptr<peer_link> link;
 };
 
 namespace {
@@ -89,37 +90,6 @@ asio::awaitable<void> pause(asio::io_context& io, std::chrono::milliseconds d) {
   co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
 }
 
-// One request and its answer on the replication connection, bounded by `deadline` (the socket
-// is closed when it passes: a paused or dead leader cannot hold the follower).
-asio::awaitable<result<v1::Frame>> exchange(asio::io_context& io, const std::shared_ptr<tcp::socket>& s,
-                                            protocol::frame_reader& reader, const v1::Frame& request,
-                                            std::chrono::milliseconds deadline) {
-  std::string out;
-  if (auto r = protocol::encode_frame(request, out); !r) co_return r.error();
-  asio::steady_timer timer(io, deadline);
-  timer.async_wait([s](boost::system::error_code ec) {
-    if (!ec) s->close(ec);
-  });
-  boost::system::error_code ec;
-  co_await asio::async_write(*s, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
-  std::array<std::byte, 64 * 1024> buf{};
-  while (!ec) {
-    auto next = reader.next();
-    if (!next) {
-      timer.cancel();
-      co_return next.error();
-    }
-    if (next.value()) {
-      timer.cancel();
-      co_return std::move(*next.value());
-    }
-    const std::size_t n = co_await s->async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
-    if (!ec) reader.feed(std::span<const std::byte>(buf.data(), n));
-  }
-  timer.cancel();
-  co_return error(protocol::errc::internal, "replication connection: " + ec.message());
-}
-
 }  // namespace
 
 void replication::follow_tick(const cluster::cluster_state& state) {
@@ -129,10 +99,7 @@ void replication::follow_tick(const cluster::cluster_state& state) {
     auto pe = state.partitions.find(k);
     const bool changed = pe == state.partitions.end() || pe->second.state.leader != t->leader ||
                          pe->second.state.leader_epoch != t->epoch;
-    if (changed && t->socket) {
-      boost::system::error_code ec;
-      t->socket->close(ec);
-    }
+    if (changed && t->link) t->link->close();
   }
   for (const auto& [k, e] : state.partitions) {
     const auto& reps = e.state.replicas;
@@ -161,8 +128,7 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
   // The partition's group state is taken whole from each new leader, then followed change by
   // change (a follower may hold changes the new leader never made: they go with the snapshot).
   bool need_group_snapshot = true;
-  protocol::frame_reader reader;
-  std::uint64_t corr = 0;
+  std::pair<cluster::node_id, std::int64_t> logged_refusal{cluster::k_no_leader, -1};
   const auto request_deadline = std::chrono::milliseconds(3000);
   while (*alive && !t->stop) {
     auto st = node_.snapshot();
@@ -175,49 +141,34 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       co_await pause(io_, std::chrono::milliseconds(100));
       continue;
     }
-    if (e.leader != t->leader || e.leader_epoch != t->epoch || !t->socket || !t->socket->is_open()) {
+    if (e.leader != t->leader || e.leader_epoch != t->epoch || !t->link || !t->link->is_open()) {
       // Start over from what this log holds: the appends in flight complete first.
       co_await drain_appends(io_, pipe, 0);
-      if (t->socket) {
-        boost::system::error_code ec;
-        t->socket->close(ec);
-      }
-      t->socket.reset();
+      if (t->link) t->link->close();
+      t->link.reset();
       if (e.leader != t->leader || e.leader_epoch != t->epoch) need_truncate = need_group_snapshot = true;
       t->leader = e.leader;
       t->epoch = e.leader_epoch;
       const auto address = address_of(*st, e.leader);
-      auto hp = common::parse_host_port(address);
-      if (address.empty() || !hp) {
+      if (address.empty()) {
         co_await pause(io_, std::chrono::milliseconds(100));
         continue;
       }
-      auto sock = std::make_shared<tcp::socket>(io_);
-      tcp::resolver resolver(io_);
-      boost::system::error_code ec;
-      auto eps = co_await resolver.async_resolve(hp.value().host, std::to_string(hp.value().port),
-                                                 asio::redirect_error(asio::use_awaitable, ec));
-      if (!ec) co_await asio::async_connect(*sock, eps, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
+      // TLS and the cluster identity when the cluster uses them (peer_connection.h).
+      auto link = co_await connect_peer(io_, settings_.peer, address, request_deadline);
+      if (!link) {
+        // Logged once per leader and epoch: a misconfigured peer (TLS, token) says why, and a
+        // dead one is what the control plane is about to notice.
+        if (logged_refusal != std::make_pair(e.leader, e.leader_epoch)) {
+          common::log::warn("replication of ", topic, "/", partition, ": ", link.error().message);
+          logged_refusal = {e.leader, e.leader_epoch};
+        }
         co_await pause(io_, std::chrono::milliseconds(200));
         continue;
       }
-      sock->set_option(tcp::no_delay(true), ec);
-      reader = protocol::frame_reader();
-      v1::Frame hello;
-      hello.set_correlation_id(++corr);
-      hello.mutable_hello()->set_protocol_version(1);
-      hello.mutable_hello()->set_client_id("txmq-replica-" + std::to_string(node_.id()));
-      auto ok = co_await exchange(io_, sock, reader, hello, request_deadline);
-      if (!ok || !ok.value().has_hello_ok()) {
-        common::log::warn("replication: node ", e.leader, " (", address, ") refused this follower's Hello",
-                          ok && ok.value().has_error() ? ": " + ok.value().error().message() : "");
-        co_await pause(io_, std::chrono::milliseconds(500));
-        continue;
-      }
-      t->socket = sock;
+      t->link = std::move(link).value();
     }
-    auto sock = t->socket;
+    auto sock = t->link;
     if (pipe->failed) {
       // An append failed (and every one submitted after it, as their base offsets follow it):
       // ask the leader again where this log diverges.
@@ -237,15 +188,14 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
         if (r) epochs = std::move(r).value();
       }
       v1::Frame q;
-      q.set_correlation_id(++corr);
-      auto* req = q.mutable_replica_fetch();
+        auto* req = q.mutable_replica_fetch();
       req->set_node_id(node_.id());
       req->set_topic(topic);
       req->set_partition(p);
       req->set_leader_epoch(e.leader_epoch);
       req->set_epoch_query(true);
       req->set_last_epoch(epochs.empty() ? -1 : static_cast<std::int64_t>(epochs.back().epoch));
-      auto a = co_await exchange(io_, sock, reader, q, request_deadline);
+      auto a = co_await sock->exchange(q, request_deadline);
       if (!a || !a.value().has_replica_fetch_response()) {
         if (!a) sock->close();
         co_await pause(io_, std::chrono::milliseconds(100));
@@ -276,7 +226,7 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       pipe->durable = pipe->appended = store_.has_topic(topic) ? local_end(topic, partition) : 0;
     }
     if (need_group_snapshot && store_.has_topic(topic)) {
-      if (!co_await take_group_snapshot(k, sock, reader, corr, e.leader_epoch)) {
+      if (!co_await take_group_snapshot(k, sock, e.leader_epoch)) {
         co_await pause(io_, std::chrono::milliseconds(100));
         continue;
       }
@@ -287,7 +237,6 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
     if (pipe->failed) continue;
     if (pipe->pending == 0) pipe->durable = pipe->appended = store_.has_topic(topic) ? local_end(topic, partition) : 0;
     v1::Frame f;
-    f.set_correlation_id(++corr);
     auto* req = f.mutable_replica_fetch();
     req->set_node_id(node_.id());
     req->set_topic(topic);
@@ -300,7 +249,7 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       req->set_groups(true);
       req->set_group_seq(local_group_end(topic, partition));
     }
-    auto a = co_await exchange(io_, sock, reader, f, request_deadline + settings_.fetch_wait);
+    auto a = co_await sock->exchange(f, request_deadline + settings_.fetch_wait);
     if (!a) {
       sock->close();
       co_await pause(io_, std::chrono::milliseconds(100));
@@ -359,18 +308,16 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
   if (auto it = following_.find(k); it != following_.end() && it->second == t) following_.erase(it);
 }
 
-asio::awaitable<bool> replication::take_group_snapshot(const key& k, std::shared_ptr<tcp::socket> sock,
-                                                      protocol::frame_reader& reader, std::uint64_t& corr,
+asio::awaitable<bool> replication::take_group_snapshot(const key& k, std::shared_ptr<peer_link> sock,
                                                       std::int64_t epoch) {
   v1::Frame q;
-  q.set_correlation_id(++corr);
   auto* req = q.mutable_replica_fetch();
   req->set_node_id(node_.id());
   req->set_topic(k.first);
   req->set_partition(static_cast<std::uint32_t>(k.second));
   req->set_leader_epoch(epoch);
   req->set_group_snapshot(true);
-  auto a = co_await exchange(io_, sock, reader, q, std::chrono::milliseconds(10'000));
+  auto a = co_await sock->exchange(q, std::chrono::milliseconds(10'000));
   if (!a) {
     sock->close();
     co_return false;
@@ -411,10 +358,7 @@ void replication::stop() {
   *alive_ = false;
   for (auto& [k, t] : following_) {
     t->stop = true;
-    if (t->socket) {
-      boost::system::error_code ec;
-      t->socket->close(ec);
-    }
+    if (t->link) t->link->close();
   }
   for (auto& w : waiters_) w.done(error(protocol::errc::shutting_down, "broker is shutting down"));
   waiters_.clear();

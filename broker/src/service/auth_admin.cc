@@ -61,18 +61,7 @@ void service::principal_delete(const std::shared_ptr<responder>& c, std::uint64_
   access_->delete_principal(req.name(), [this, weak, corr, name = req.name(), by](result<bool> r) {
     std::uint32_t closed = 0;
     if (r && r.value()) {
-      // Its open connections end now: told why, then closed once that is written.
-      auto all = connections_;
-      for (auto& [id, w] : all) {
-        auto conn = w.lock();
-        if (!conn || conn->principal() != name) continue;
-        v1::Frame bye;
-        bye.mutable_error()->set_code(v1::NOT_AUTHENTICATED);
-        bye.mutable_error()->set_message("principal '" + name + "' was deleted; this connection is closed");
-        conn->send_request(bye);
-        conn->close();
-        ++closed;
-      }
+      closed = close_connections_of(name, "principal '" + name + "' was deleted; this connection is closed");
       common::log::info("principal '", name, "' deleted by '", by, "'; ", closed, " of its connections closed");
     }
     auto c = weak.lock();
@@ -84,6 +73,23 @@ void service::principal_delete(const std::shared_ptr<responder>& c, std::uint64_
     out.mutable_principal_delete_response()->set_connections_closed(closed);
     c->respond(std::move(out));
   });
+}
+
+std::uint32_t service::close_connections_of(const std::string& principal, const std::string& why) {
+  std::uint32_t closed = 0;
+  // Told why, then closed once that is written.
+  auto all = connections_;
+  for (auto& [id, w] : all) {
+    auto conn = w.lock();
+    if (!conn || conn->principal() != principal) continue;
+    v1::Frame bye;
+    bye.mutable_error()->set_code(v1::NOT_AUTHENTICATED);
+    bye.mutable_error()->set_message(why);
+    conn->send_request(bye);
+    conn->close();
+    ++closed;
+  }
+  return closed;
 }
 
 void service::acl_change(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::AclEntry& entry,

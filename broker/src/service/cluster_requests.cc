@@ -150,7 +150,14 @@ void service::set_replication(const cluster_mode::replication_settings& s) {
   groups_->set_visible_end([this](const std::string& topic, std::uint32_t partition, std::uint64_t log_end) {
     return replication_->visible_end(topic, partition, log_end);
   });
-  replication_->set_on_visible([this](const std::string& topic) { groups_->wake_topic(topic); });
+  // Webhook deliveries likewise: only by each partition's leader, below its visible end.
+  webhooks_->set_visible_end([this](const std::string& topic, std::uint32_t partition, std::uint64_t log_end) {
+    return replication_->visible_end(topic, partition, log_end);
+  });
+  replication_->set_on_visible([this](const std::string& topic) {
+    groups_->wake_topic(topic);
+    webhooks_->wake(topic);
+  });
   // Consumer-group state moves with partition leadership and acks wait for the ISR
   // (docs/cluster.md "Consumer groups").
   groups_->set_replication_gate([this](std::vector<storage::group_change_ref> changes, std::function<void(result<void>)> done) {
@@ -158,6 +165,7 @@ void service::set_replication(const cluster_mode::replication_settings& s) {
   });
   replication_->on_group_leadership([this](const std::string& topic, std::int32_t partition, bool leading) {
     groups_->partition_leadership(topic, partition, leading);
+    webhooks_->partition_leadership(topic, partition, leading);
   });
 }
 

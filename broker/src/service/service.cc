@@ -35,6 +35,7 @@ service::service(asio::io_context& io, storage::store& store, service_settings s
   webhooks_ = std::make_unique<webhook_notifier>(io_, store_, reads_, std::move(ws), metrics_);
   access_ = std::make_unique<auth::access_control>(io_, store_, settings_.auth, settings_.admin_token_sha256,
                                                    metrics_ ? &metrics_->registry : nullptr);
+  access_->set_cluster_token_sha256(settings_.cluster_token_sha256);
   lookups_.tx_producer_group = [this](const std::string& txid) -> std::optional<std::string> {
     auto id = protocol::uuid::from_bytes(txid);
     if (!id) return std::nullopt;
@@ -214,7 +215,10 @@ void service::wake(const std::vector<std::string>& topics, const std::vector<std
 
 void service::on_tick() {
   if (stopped_) return;
-  if (cluster_ != nullptr) sync_local_topics();
+  if (cluster_ != nullptr) {
+    sync_local_topics();
+    sync_access();
+  }
   if (replication_) replication_->tick();
   groups_->tick();
   tick_.expires_after(settings_.tick);

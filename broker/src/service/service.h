@@ -59,6 +59,8 @@ struct service_settings {
   // auth = true, and the SHA-256 of the admin principal's token (admin_token_file).
   bool auth = false;
   std::string admin_token_sha256;
+  // Cluster mode with auth: the SHA-256 of cluster_token_file's token (the brokers' principal).
+  std::string cluster_token_sha256;
 };
 
 // Why a Hello is refused: NOT_AUTHENTICATED or NOT_AUTHORIZED, and the text for the client.
@@ -106,7 +108,9 @@ class service {
   // Cluster mode (docs/cluster.md): topics live in etcd, Produce is routed to partition leaders,
   // Metadata answers from the cluster's state. Set before start(); nullptr = a single node.
   // `advertise` is the address Metadata names for this broker in single-node mode.
-  void set_cluster(cluster_mode::cluster_node* node) noexcept { cluster_ = node; }
+  // Principals and grants then live in etcd (docs/cluster.md "Principals and ACLs"):
+  // service/cluster_access.cc.
+  void set_cluster(cluster_mode::cluster_node* node);
   void set_advertise(std::string address) { advertise_ = std::move(address); }
   // Replication of partitions with replicas > 1 (cluster_mode/replication.h); cluster mode only:
   // after set_cluster(), on the io thread before it serves.
@@ -176,6 +180,13 @@ class service {
   std::string advertise_;
   std::map<std::string, std::uint32_t> keyless_round_robin_;  // per topic, cluster mode
   std::shared_ptr<const void> synced_state_;  // the cluster state sync_local_topics() last saw
+  // Cluster mode: where access_ keeps principals and grants (etcd), and the state they were
+  // last taken from (service/cluster_access.cc).
+  std::unique_ptr<auth::record_backend> records_;
+  std::shared_ptr<const void> synced_access_;
+  void sync_access();
+  // Closes the open connections of `principal`, telling them why; answers how many.
+  std::uint32_t close_connections_of(const std::string& principal, const std::string& why);
   std::set<std::string> creating_locally_;
   std::unique_ptr<cluster_mode::replication> replication_;
 };

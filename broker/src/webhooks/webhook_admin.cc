@@ -130,35 +130,56 @@ void webhook_notifier::create(const std::shared_ptr<responder>& c, std::uint64_t
   w.set_disabled(false);
   const auto start = req.from_earliest() ? storage::group_start::earliest : storage::group_start::latest;
   std::weak_ptr<responder> weak = c;
-  // The record first: a group without one is ignored, a record without a group gets one at start.
-  store_.put_webhook(w, on_io<void>(io_, [this, weak, corr, rec = w, start](result<void> r) mutable {
-    if (!r) {
-      if (auto c = weak.lock()) c->respond_error(corr, wire_code(r.error()), "storing the webhook failed: " + r.error().message);
-      return;
-    }
-    storage::group_info info{std::string(k_webhook_group_prefix) + rec.id(), {rec.topic()}, 0};
-    store_.ensure_group(std::move(info), start,
-                        on_io<storage::group_state>(io_, [this, weak, corr, rec = std::move(rec)](result<storage::group_state> g) mutable {
-      auto c = weak.lock();
-      if (!g) {
-        if (c) c->respond_error(corr, wire_code(g.error()), "creating the webhook's group failed: " + g.error().message);
+  const std::string new_id = w.id();
+  auto local = [this, weak, corr, w, start]() mutable {
+    // The record first: a group without one is ignored, a record without a group gets one at start.
+    store_.put_webhook(w, on_io<void>(io_, [this, weak, corr, rec = w, start](result<void> r) mutable {
+      if (!r) {
+        if (auto c = weak.lock()) c->respond_error(corr, wire_code(r.error()), "storing the webhook failed: " + r.error().message);
         return;
       }
-      v1::Webhook answer = rec;
-      auto s = make_subscription(std::move(rec), g.value());
-      if (!s) {
-        if (c) c->respond_error(corr, v1::INTERNAL, "starting the webhook failed: " + s.error().message);
-        return;
-      }
-      common::log::info("webhooks: created ", answer.id(), " for topic '", answer.topic(), "' -> ", redact_webhook_url(answer.url()));
-      pump(s.value());
-      if (!c) return;
-      v1::Frame out;
-      out.set_correlation_id(corr);
-      *out.mutable_webhook() = std::move(answer);
-      c->respond(std::move(out));
+      storage::group_info info{std::string(k_webhook_group_prefix) + rec.id(), {rec.topic()}, 0};
+      store_.ensure_group(std::move(info), start,
+                          on_io<storage::group_state>(io_, [this, weak, corr, rec = std::move(rec)](result<storage::group_state> g) mutable {
+        auto c = weak.lock();
+        if (!g) {
+          if (c) c->respond_error(corr, wire_code(g.error()), "creating the webhook's group failed: " + g.error().message);
+          return;
+        }
+        v1::Webhook answer = rec;
+        auto s = make_subscription(std::move(rec), g.value());
+        if (!s) {
+          if (c) c->respond_error(corr, v1::INTERNAL, "starting the webhook failed: " + s.error().message);
+          return;
+        }
+        common::log::info("webhooks: created ", answer.id(), " for topic '", answer.topic(), "' -> ", redact_webhook_url(answer.url()));
+        pump(s.value());
+        if (!c) return;
+        v1::Frame out;
+        out.set_correlation_id(corr);
+        *out.mutable_webhook() = std::move(answer);
+        c->respond(std::move(out));
+      }));
     }));
-  }));
+  };
+  if (!cluster_) return local();
+  // Cluster mode: etcd first (every node starts it from there), then this node at once.
+  std::string bytes;
+  w.SerializeToString(&bytes);
+  cluster_->put(w.id(), std::move(bytes), true,
+                [this, weak, corr, new_id, local = std::move(local)](result<std::pair<bool, std::int64_t>> r) mutable {
+                  if (!r || !r.value().first) {
+                    if (auto c = weak.lock()) {
+                      c->respond_error(corr, v1::STORE_UNAVAILABLE,
+                                       "storing the webhook in etcd failed: " +
+                                           (r ? std::string("its id exists") : r.error().message));
+                    }
+                    return;
+                  }
+                  own_revision_ = std::max(own_revision_, r.value().second);
+                  adopting_.insert(new_id);
+                  local();
+                });
 }
 
 void webhook_notifier::list(const std::shared_ptr<responder>& c, std::uint64_t corr) {
@@ -182,15 +203,38 @@ void webhook_notifier::list(const std::shared_ptr<responder>& c, std::uint64_t c
       answer_admin_read(weak, corr, "listing webhooks failed: "));
 }
 
-void webhook_notifier::remove(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& id) {
+void webhook_notifier::remove(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& id,
+                              bool from_cluster) {
   auto it = subs_.find(id);
   if (it == subs_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + id + "'; see txmq webhook list");
+  if (cluster_ && !from_cluster) {
+    // Cluster mode: etcd first; every node (this one at once) stops it.
+    std::weak_ptr<responder> weak = c;
+    return cluster_->remove(id, [this, weak, corr, id](result<std::pair<bool, std::int64_t>> r) {
+      if (!r) {
+        if (auto c = weak.lock()) {
+          c->respond_error(corr, v1::STORE_UNAVAILABLE, "deleting the webhook in etcd failed: " + r.error().message);
+        }
+        return;
+      }
+      own_revision_ = std::max(own_revision_, r.value().second);
+      auto c = weak.lock();
+      if (subs_.contains(id) && c) return remove(c, corr, id, true);
+      if (subs_.contains(id)) remove(nullptr, 0, id, true);
+      if (c) {
+        v1::Frame out;
+        out.set_correlation_id(corr);
+        out.mutable_webhook_delete_response();
+        c->respond(std::move(out));
+      }
+    });
+  }
   it->second->deleted = true;
   it->second->endpoint->close_idle();
   subs_.erase(it);
   std::weak_ptr<responder> weak = c;
   store_.delete_webhook(id, on_io<bool>(io_, [weak, corr, id](result<bool> r) {
-    auto c = weak.lock();
+    auto c = weak.lock();  // null: a delete made through another node
     if (!c) return;
     if (!r) return c->respond_error(corr, wire_code(r.error()), "deleting webhook '" + id + "' failed: " + r.error().message);
     common::log::info("webhooks: deleted ", id);
@@ -347,6 +391,7 @@ void webhook_notifier::rotate(const std::shared_ptr<responder>& c, std::uint64_t
     kept->set_expires_ms(old.expires_ms() == 0 ? until : std::min(old.expires_ms(), until));
   }
   rec = next;
+  publish(next);
   std::weak_ptr<responder> weak = c;
   store_.put_webhook(next, on_io<void>(io_, [weak, corr, next](result<void> r) mutable {
     auto c = weak.lock();

@@ -119,7 +119,7 @@ result<std::shared_ptr<webhook_notifier::subscription>> webhook_notifier::make_s
   for (auto ms : rec.schedule_ms()) s->delivery.retry_schedule.emplace_back(ms);
   if (s->delivery.retry_schedule.empty()) s->delivery.retry_schedule = settings_.schedule;
   s->delivery.max_attempts = static_cast<std::uint32_t>(s->delivery.retry_schedule.size()) + 1;
-  s->tracker = std::make_unique<group_tracker>(s->group, s->delivery, store_);
+  s->tracker = std::make_unique<group_tracker>(s->group, s->delivery, store_, &visible_end_);
   TXMQ_TRY(s->tracker->load(state, now_ms()));
   s->endpoint = std::make_unique<webhook_endpoint>(io_.get_executor(), tls_, settings_.guard, std::move(url.value()),
                                                    std::max<std::uint32_t>(1, rec.concurrency()));
@@ -364,6 +364,7 @@ void webhook_notifier::disable(subscription& s, std::string why) {
   store_.put_webhook(s.rec, [id = s.rec.id()](result<void> r) {
     if (!r) common::log::error("webhooks: storing that ", id, " is disabled failed: ", r.error().message);
   });
+  publish(s.rec);
 }
 
 void webhook_notifier::on_tick() {

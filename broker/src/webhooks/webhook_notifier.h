@@ -24,6 +24,8 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,6 +34,7 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 
+#include "groups/group_tracker.h"
 #include "net/responder.h"
 #include "webhooks/egress_guard.h"
 #include "admin_reads.h"
@@ -82,6 +85,26 @@ class webhook_notifier {
   void stop();
   // Messages were committed to `topic`: start attempts for them.
   void wake(const std::string& topic);
+  // Cluster mode (docs/cluster.md "Webhooks", webhook_cluster.cc): subscription records live
+  // in etcd, written through `put` / `remove` (answering, on the io thread, the etcd revision
+  // after the write, or an error; `changed` false when the id existed / did not), and every
+  // node takes them from each cluster state it reads (sync_cluster). Delivery then runs only
+  // on each partition's leader, below its visible end, and moves with leadership.
+  using revision_done = std::function<void(result<std::pair<bool, std::int64_t>>)>;
+  struct cluster_hooks {
+    std::function<void(std::string id, std::string record, bool create, revision_done done)> put;
+    std::function<void(std::string id, revision_done done)> remove;
+  };
+  void set_cluster(cluster_hooks hooks) { cluster_ = std::move(hooks); }
+  void set_visible_end(visible_end_fn fn) { visible_end_ = std::move(fn); }
+  // The subscriptions of a cluster state read at `revision` (id → serialized v1::Webhook): new
+  // ones start here, changed ones (a rotated secret, disabled) are taken, gone ones stop. A
+  // state older than this node's own last write is skipped.
+  void sync_cluster(const std::vector<std::pair<std::string, std::string>>& records, std::int64_t revision);
+  // This node starts or stops leading a replicated partition: the delivery groups of its
+  // topic's subscriptions take its state from the store (replicated) or forget it.
+  void partition_leadership(const std::string& topic, std::int32_t partition, bool leading);
+
   // A webhook admin request (Frame fields 70-89); answers exactly once.
   void handle(const std::shared_ptr<responder>& c, v1::Frame& frame);
   // GET /v1/topics/{topic}/messages and GET /v1/messages/{id}, bearer token per subscription.
@@ -97,7 +120,9 @@ class webhook_notifier {
   struct subscription;
   void create(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::WebhookCreateRequest& req);
   void list(const std::shared_ptr<responder>& c, std::uint64_t corr);
-  void remove(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& id);
+  // `c` may be null (a delete read from the cluster's state); `from_cluster`: etcd has it done.
+  void remove(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& id,
+              bool from_cluster = false);
   void attempts(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::WebhookAttemptsRequest& req);
   void replay(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::WebhookReplayRequest& req);
   void rotate(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::WebhookRotateSecretRequest& req);
@@ -126,9 +151,18 @@ class webhook_notifier {
   [[nodiscard]] http_auth authorise(const common::http_request& req) const;
   struct reconcile_view;
 
+  // Cluster mode: starts a subscription this node has no record of (webhook_cluster.cc).
+  void adopt(v1::Webhook rec);
+  // Cluster mode: writes the record's new state (rotated secret, disabled) to etcd; logged on failure.
+  void publish(const v1::Webhook& rec);
+
   boost::asio::io_context& io_;
   storage::store& store_;
   admin_reads& reads_;
+  std::optional<cluster_hooks> cluster_;
+  visible_end_fn visible_end_;  // unset: the log end (single-node mode)
+  std::int64_t own_revision_ = 0;
+  std::set<std::string> adopting_;
   webhook_settings settings_;
   broker_metrics* metrics_;
   boost::asio::ssl::context tls_;

@@ -135,6 +135,13 @@ struct broker_config {
   // last append is fsynced; more fetches the next messages while the previous are fsynced
   // (docs/cluster.md "Replication"; not faster on a 2-core machine, docs/BENCHMARKS.md "Cluster").
   std::uint32_t replica_fetch_pipeline = 1;
+  // Between brokers (docs/cluster.md "Between brokers"): with auth on, every broker of the
+  // cluster holds the same token in this file and authenticates to the others with it as the
+  // principal `txmq-cluster`, the only one allowed ReplicaFetch. Required with auth in a cluster.
+  std::string cluster_token_file;
+  // With TLS on, the CAs the other brokers' certificates are verified against; empty =
+  // tls_client_ca_file when set, else the system's CAs.
+  std::string cluster_tls_ca_file;
 
   // --- durability, security, logging
   durability_mode durability = durability_mode::sync;

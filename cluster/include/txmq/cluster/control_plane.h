@@ -7,6 +7,9 @@
 //   controller                 {"id":N}                          on the controller's lease
 //   topics/<name>              {"partitions":P,"replicas":R}
 //   partitions/<topic>/<p>     {"leader":N,"leader_epoch":E,"replicas":[..],"isr":[..]}
+//   principals/<name>          {"token_sha256":"<hex>","created_ms":T}   (auth_records.h)
+//   acls/<principal>/<perm>/<resource>  {"principal":..,"permission":..,"resource":..}
+//   webhooks/<id>              the subscription record (protobuf bytes, the broker's)
 //
 // Fencing: a partition's state is only ever written by a transaction that compares the key's
 // mod_revision with the one its writer read (create_revision 0 for a new key) AND the controller
@@ -46,6 +49,15 @@ class key_layout {
   [[nodiscard]] std::string topics_prefix() const { return root_ + "topics/"; }
   [[nodiscard]] std::string topic(std::string_view name) const { return topics_prefix() + std::string(name); }
   [[nodiscard]] std::string partitions_prefix() const { return root_ + "partitions/"; }
+  [[nodiscard]] std::string principals_prefix() const { return root_ + "principals/"; }
+  [[nodiscard]] std::string principal(std::string_view name) const { return principals_prefix() + std::string(name); }
+  [[nodiscard]] std::string acls_prefix() const { return root_ + "acls/"; }
+  [[nodiscard]] std::string webhooks_prefix() const { return root_ + "webhooks/"; }
+  [[nodiscard]] std::string webhook(std::string_view id) const { return webhooks_prefix() + std::string(id); }
+  // Every grant of one principal: acls/<principal>/ (principal names hold no '/').
+  [[nodiscard]] std::string acls_of(std::string_view principal) const {
+    return acls_prefix() + std::string(principal) + "/";
+  }
   [[nodiscard]] std::string partition(std::string_view topic, std::int32_t p) const {
     return partitions_prefix() + std::string(topic) + "/" + std::to_string(p);
   }
@@ -98,6 +110,21 @@ struct partition_state {
 [[nodiscard]] std::optional<partition_state> after_membership_change(const partition_state& s,
                                                                      const std::set<node_id>& live);
 
+// A principal and a grant as the cluster keeps them (docs/cluster.md "Principals and ACLs"):
+// never a token, only its SHA-256 (raw 32 bytes here, hex in etcd).
+struct principal_record {
+  std::string name;
+  std::string token_sha256;
+  std::int64_t created_ms = 0;
+  bool operator==(const principal_record&) const = default;
+};
+struct acl_record {
+  std::string principal;
+  std::string permission;
+  std::string resource;
+  bool operator==(const acl_record&) const = default;
+};
+
 struct controller_info {
   node_id id = 0;
   std::int64_t create_revision = 0;  // identifies one term of controllership
@@ -116,6 +143,10 @@ struct cluster_state {
   std::optional<controller_info> controller;
   std::vector<topic_config> topics;
   std::map<std::pair<std::string, std::int32_t>, partition_entry> partitions;
+  std::vector<principal_record> principals;  // by name
+  std::vector<acl_record> acls;              // by key
+  // Webhook subscriptions: id → the broker's serialized record (opaque here; auth_records.h).
+  std::vector<std::pair<std::string, std::string>> webhooks;
   // Partitions without a leader (their ISR is down), for reports.
   [[nodiscard]] std::vector<std::pair<std::string, std::int32_t>> leaderless() const;
 };
