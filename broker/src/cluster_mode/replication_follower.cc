@@ -15,6 +15,7 @@
 #include <boost/asio/write.hpp>
 
 #include "cluster_mode/cluster_node.h"
+#include "cluster_mode/peer_request.h"
 #include "cluster_mode/replication.h"
 #include "cluster_mode/routing.h"
 #include "txmq/common/address.h"
@@ -89,37 +90,6 @@ asio::awaitable<void> pause(asio::io_context& io, std::chrono::milliseconds d) {
   co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
 }
 
-// One request and its answer on the replication connection, bounded by `deadline` (the socket
-// is closed when it passes: a paused or dead leader cannot hold the follower).
-asio::awaitable<result<v1::Frame>> exchange(asio::io_context& io, const std::shared_ptr<tcp::socket>& s,
-                                            protocol::frame_reader& reader, const v1::Frame& request,
-                                            std::chrono::milliseconds deadline) {
-  std::string out;
-  if (auto r = protocol::encode_frame(request, out); !r) co_return r.error();
-  asio::steady_timer timer(io, deadline);
-  timer.async_wait([s](boost::system::error_code ec) {
-    if (!ec) s->close(ec);
-  });
-  boost::system::error_code ec;
-  co_await asio::async_write(*s, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
-  std::array<std::byte, 64 * 1024> buf{};
-  while (!ec) {
-    auto next = reader.next();
-    if (!next) {
-      timer.cancel();
-      co_return next.error();
-    }
-    if (next.value()) {
-      timer.cancel();
-      co_return std::move(*next.value());
-    }
-    const std::size_t n = co_await s->async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
-    if (!ec) reader.feed(std::span<const std::byte>(buf.data(), n));
-  }
-  timer.cancel();
-  co_return error(protocol::errc::internal, "replication connection: " + ec.message());
-}
-
 }  // namespace
 
 void replication::follow_tick(const cluster::cluster_state& state) {
@@ -187,34 +157,23 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       t->leader = e.leader;
       t->epoch = e.leader_epoch;
       const auto address = address_of(*st, e.leader);
-      auto hp = common::parse_host_port(address);
-      if (address.empty() || !hp) {
+      if (address.empty()) {
         co_await pause(io_, std::chrono::milliseconds(100));
         continue;
       }
-      auto sock = std::make_shared<tcp::socket>(io_);
-      tcp::resolver resolver(io_);
-      boost::system::error_code ec;
-      auto eps = co_await resolver.async_resolve(hp.value().host, std::to_string(hp.value().port),
-                                                 asio::redirect_error(asio::use_awaitable, ec));
-      if (!ec) co_await asio::async_connect(*sock, eps, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        co_await pause(io_, std::chrono::milliseconds(200));
+      // The broker-to-broker connection (peer_request.h: the one place peers connect).
+      auto connected = co_await connect_peer(io_, address, "txmq-replica-" + std::to_string(node_.id()), reader, corr,
+                                             request_deadline);
+      if (!connected) {
+        if (connected.error().message.find("refused the Hello") != std::string::npos) {
+          common::log::warn("replication: node ", e.leader, ": ", connected.error().message);
+          co_await pause(io_, std::chrono::milliseconds(500));
+        } else {
+          co_await pause(io_, std::chrono::milliseconds(200));
+        }
         continue;
       }
-      sock->set_option(tcp::no_delay(true), ec);
-      reader = protocol::frame_reader();
-      v1::Frame hello;
-      hello.set_correlation_id(++corr);
-      hello.mutable_hello()->set_protocol_version(1);
-      hello.mutable_hello()->set_client_id("txmq-replica-" + std::to_string(node_.id()));
-      auto ok = co_await exchange(io_, sock, reader, hello, request_deadline);
-      if (!ok || !ok.value().has_hello_ok()) {
-        common::log::warn("replication: node ", e.leader, " (", address, ") refused this follower's Hello",
-                          ok && ok.value().has_error() ? ": " + ok.value().error().message() : "");
-        co_await pause(io_, std::chrono::milliseconds(500));
-        continue;
-      }
+      auto sock = std::move(connected).value();
       t->socket = sock;
     }
     auto sock = t->socket;
