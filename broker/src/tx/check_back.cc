@@ -292,10 +292,8 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
     if (r.value().change && cluster_.await && r.value().state == tx_state::committed) {
       // Cluster mode: the messages are copied once the outcome is on the home ISR.
       const storage::txid id = before.id;
-      cluster_.await({*r.value().change}, [this, id](result<void> g) {
-        if (!g) return;  // the next leader of the home partition copies it
-        if (auto rec = store_.find_tx(id); rec && rec.value() && !rec.value()->copied) start_copy(*rec.value());
-      });
+      const auto change = *r.value().change;
+      cluster_.await({change}, [this, id, change](result<void> g) { confirmed_commit(id, change, g.has_value()); });
     }
   }));
 }

@@ -50,9 +50,28 @@ void tx_coordinator::start_copy(storage::tx_record rec) {
   });
 }
 
+void tx_coordinator::confirmed_commit(const storage::txid& id, const storage::group_change_ref& change, bool on_isr) {
+  confirming_.erase(id);
+  if (!on_isr) {
+    unconfirmed_[id] = change;
+    return;
+  }
+  unconfirmed_.erase(id);
+  if (auto rec = store_.find_tx(id); rec && rec.value() && !rec.value()->copied) start_copy(*rec.value());
+}
+
 void tx_coordinator::retry_copies() {
-  if (uncopied_.empty() || std::chrono::steady_clock::now() < next_copy_retry_) return;
+  if ((uncopied_.empty() && unconfirmed_.empty()) || std::chrono::steady_clock::now() < next_copy_retry_) return;
   next_copy_retry_ = std::chrono::steady_clock::now() + k_copy_retry;
+  // Commits whose outcome was not yet on the home ISR: the gate is asked again (taken out of
+  // the map first: an answer may come at once and put one back).
+  std::vector<std::pair<storage::txid, storage::group_change_ref>> recheck(unconfirmed_.begin(), unconfirmed_.end());
+  unconfirmed_.clear();
+  for (auto& [id, change] : recheck) {
+    if (cluster_.owner && cluster_.owner(change.topic, change.partition)) continue;  // the new home leader copies it
+    if (!cluster_.await || !confirming_.insert(id).second) continue;
+    cluster_.await({change}, [this, id = id, change = change](result<void> g) { confirmed_commit(id, change, g.has_value()); });
+  }
   std::vector<storage::tx_record> again;
   for (auto it = uncopied_.begin(); it != uncopied_.end();) {
     if (cluster_.owner && cluster_.owner(it->second.home_topic, it->second.home_partition)) {

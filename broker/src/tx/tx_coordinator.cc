@@ -261,6 +261,21 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
     if (outcome == v1::COMMIT && found_before) release_acks(*found_before);
     const storage::tx_record* before = found_before ? &*found_before : r ? &r.value().before : nullptr;
     if (r && r.value().status == storage::resolve_status::applied) resolved(*before, r.value(), by);
+    if (r && r.value().change && cluster_.await && r.value().status != storage::resolve_status::conflict) {
+      // Cluster mode: answered once the home ISR holds the outcome; a COMMIT's copies start
+      // then, whether or not the client is still there (confirm_commit).
+      auto res = std::move(r.value());
+      const auto change = *res.change;
+      res.change.reset();
+      const storage::txid id = before->id;
+      return cluster_.await({change}, [this, weak, corr, tx_text, id, change, res = std::move(res)](result<void> g) {
+        if (res.state == tx_state::committed) confirmed_commit(id, change, g.has_value());
+        auto c = weak.lock();
+        if (!c) return;
+        if (!g) return c->respond_error(corr, wire_code(g.error()), "transaction " + tx_text + ": " + g.error().message);
+        answer_end_tx(*c, corr, res);
+      });
+    }
     auto c = weak.lock();
     if (!c) return;
     if (r && stale && r.value().status == storage::resolve_status::applied) {
@@ -275,24 +290,6 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
       return c->respond_error(corr, wire_code(r.error()), text);
     }
     auto& res = r.value();
-    if (res.change && cluster_.await && res.status != storage::resolve_status::conflict) {
-      // Cluster mode: answered once the home ISR holds the outcome; a COMMIT's copies into
-      // the messages' partitions then run (whoever leads the home partition finishes them).
-      auto change = *res.change;
-      res.change.reset();
-      const storage::txid id = before->id;
-      return cluster_.await({change}, [this, weak, corr, tx_text, id, res = std::move(res)](result<void> g) mutable {
-        // Copies start only once the outcome is on the home ISR: a message is never exposed
-        // for a transaction a failover could still see PREPARED (and a check roll back).
-        if (g && res.state == tx_state::committed) {
-          if (auto rec = store_.find_tx(id); rec && rec.value() && !rec.value()->copied) start_copy(*rec.value());
-        }
-        auto c = weak.lock();
-        if (!c) return;
-        if (!g) return c->respond_error(corr, wire_code(g.error()), "transaction " + tx_text + ": " + g.error().message);
-        answer_end_tx(*c, corr, res);
-      });
-    }
     if (res.status == storage::resolve_status::conflict) {
       std::string text = "transaction " + tx_text + " was already " + state_text(res.state);
       if (before->resolved_by && (before->state == tx_state::committed || before->state == tx_state::rolled_back)) {

@@ -234,6 +234,11 @@ class tx_coordinator {
   std::unordered_map<storage::txid, storage::tx_record, protocol::uuid_hash> uncopied_;
   std::chrono::steady_clock::time_point next_copy_retry_{};
   void start_copy(storage::tx_record rec);
+  // A COMMIT's gate answered: on the home ISR → its copies start; not (yet) → asked again every
+  // retry while this node still leads the home partition (a new leader takes it over).
+  void confirmed_commit(const storage::txid& id, const storage::group_change_ref& change, bool on_isr);
+  std::unordered_map<storage::txid, storage::group_change_ref, protocol::uuid_hash> unconfirmed_;
+  std::unordered_set<storage::txid, protocol::uuid_hash> confirming_;
   void retry_copies();
   // Answers with the Error (NOT_LEADER and the like) the cluster hooks gave.
   static void respond_with(responder& c, std::uint64_t corr, v1::Error e);
