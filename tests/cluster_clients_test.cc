@@ -365,6 +365,8 @@ TEST_F(cluster_clients_test, transactions_commit_into_key_partitions_and_topic_d
   ASSERT_EQ(parts.size(), 3u) << json.out;
   std::map<std::uint32_t, std::uint64_t> expected;
   for (int i = 0; i < 30; ++i) ++expected[protocol::partition_for_key("entry-" + std::to_string(i), 3)];
+  // The committed transaction's two messages, each in its key's partition (entry-2's rolled back: nowhere).
+  for (const char* k : {"entry-0", "entry-1"}) ++expected[protocol::partition_for_key(k, 3)];
   for (const auto& v : parts) {
     const auto& p = v.as_object();
     const auto partition = static_cast<std::uint32_t>(p.at("partition").to_number<std::int64_t>());
