@@ -6,8 +6,9 @@
 //    twice only as a redelivery, attempt > 1); a leader SIGKILLed and restarted: the group keeps
 //    reading the other partitions meanwhile, and the victim's partitions' messages (stored after
 //    its return) arrive once it is back; the CLI `consume` reads through the bootstrap list too;
-//  - Prepare is refused in a cluster (INVALID_ARGUMENT naming cluster mode), through the
-//    transactional producer, and nothing is stored;
+//  - transactions in a cluster (docs/cluster.md "Transactions"), through the transactional
+//    producer and a bootstrap list: a committed one's message lands in its key's partition (on
+//    its leader), a rolled-back one's nowhere;
 //  - `topic describe` shows each partition's leader, epoch, replicas and ISR with the leader's
 //    offsets; /metrics has the cluster families, and the controller counted the elections of
 //    the kill and the return.
@@ -318,7 +319,7 @@ TEST_F(cluster_clients_test, a_group_reads_every_leader_through_a_bootstrap_list
   EXPECT_EQ(metric(page, "txmq_isr_expands_total"), 0.0) << page;
 }
 
-TEST_F(cluster_clients_test, prepare_is_refused_and_topic_describe_shows_leaders_epochs_and_isr) {
+TEST_F(cluster_clients_test, transactions_commit_into_key_partitions_and_topic_describe_shows_leaders_epochs_and_isr) {
   auto c1 = connect_to(address(1));
   wait_three_nodes(*c1);
   client::admin admin(c1);
@@ -327,29 +328,45 @@ TEST_F(cluster_clients_test, prepare_is_refused_and_topic_describe_shows_leaders
   const auto ids = publish("ledger", "entry", 30);
   ASSERT_EQ(ids.size(), 30u);
 
-  // Transactions: refused, not half-stored on whichever node got the Prepare.
+  // Transactions: served by the home partition's leader (the producer follows it), a commit's
+  // messages copied into their key's partitions (two keys: often two leaders), a rollback's
+  // nowhere.
   producer::transactional_producer_options to;
   to.connection.address = bootstrap();
   to.connection.producer_group = "payments";
   to.request_timeout = milliseconds(5000);
   producer::transactional_producer tp(to);
-  auto tx = tp.begin();
-  tx.add({.topic = "ledger", .key = "entry-0", .body = "in a transaction"});
-  auto prepared = tx.prepare();
-  ASSERT_FALSE(prepared);
-  EXPECT_EQ(prepared.error().code, protocol::errc::invalid_argument) << prepared.error();
-  EXPECT_NE(prepared.error().message.find("not supported in cluster mode"), std::string::npos) << prepared.error();
+  {
+    auto tx = tp.begin();
+    tx.add({.topic = "ledger", .key = "entry-0", .body = "in a transaction"});
+    tx.add({.topic = "ledger", .key = "entry-1", .body = "in a transaction too"});
+    auto prepared = tx.prepare();
+    ASSERT_TRUE(prepared) << prepared.error();
+    auto committed = tx.commit();
+    ASSERT_TRUE(committed) << committed.error();
+    auto dropped = tp.begin();
+    dropped.add({.topic = "ledger", .key = "entry-2", .body = "rolled back"});
+    ASSERT_TRUE(dropped.prepare());
+    ASSERT_TRUE(dropped.rollback());
+  }
 
-  // topic describe: every partition with its leader, epoch, replicas and ISR, and the leader's offsets.
-  const auto json = run_txmq({"--json", "topic", "describe", "ledger"}, "", bootstrap());
-  ASSERT_EQ(json.status, 0) << json;
+  // topic describe: every partition with its leader, epoch, replicas and ISR, and the leader's
+  // offsets (the committed transaction's two messages included once copied).
+  cli_result json;
+  ASSERT_TRUE(eventually([&] {
+    json = run_txmq({"--json", "topic", "describe", "ledger"}, "", bootstrap());
+    auto o = json.status == 0 ? json.objects() : decltype(json.objects()){};
+    return o.size() == 1 && o[0].at("messages").to_number<std::int64_t>() == 32;
+  })) << json.out << logs();
   const auto objects = json.objects();
   ASSERT_EQ(objects.size(), 1u) << json.out;
-  EXPECT_EQ(objects[0].at("messages").to_number<std::int64_t>(), 30) << json.out;
+  EXPECT_EQ(objects[0].at("messages").to_number<std::int64_t>(), 32) << json.out;
   const auto& parts = objects[0].at("partition_info").as_array();
   ASSERT_EQ(parts.size(), 3u) << json.out;
   std::map<std::uint32_t, std::uint64_t> expected;
   for (int i = 0; i < 30; ++i) ++expected[protocol::partition_for_key("entry-" + std::to_string(i), 3)];
+  // The committed transaction's two messages, each in its key's partition (entry-2's rolled back: nowhere).
+  for (const char* k : {"entry-0", "entry-1"}) ++expected[protocol::partition_for_key(k, 3)];
   for (const auto& v : parts) {
     const auto& p = v.as_object();
     const auto partition = static_cast<std::uint32_t>(p.at("partition").to_number<std::int64_t>());

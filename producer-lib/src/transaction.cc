@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "txmq/common/backoff.h"
+#include "txmq/protocol/partitioner.h"
 #include "wire_message.h"
 
 namespace txmq::producer {
@@ -34,21 +37,122 @@ const char* to_string(tx_decision d) noexcept {
   return "unknown";
 }
 
-struct transactional_producer::impl {
+// Where a transaction lives in a cluster (docs/cluster.md "Transactions"): the partition of its
+// first message, keyed by its key, else by its id, as the broker computes it.
+struct home_route {
+  std::string topic;
+  std::string key;  // the key, or the message id when keyless
+};
+
+struct transactional_producer::impl : std::enable_shared_from_this<transactional_producer::impl> {
   transactional_producer_options options;
   std::shared_ptr<client::connection> conn;
   std::atomic<std::uint64_t> answered_commit{0}, answered_rollback{0}, answered_unknown{0};
+  // Cluster mode: the last Metadata (nullopt: not asked yet; cluster() false: a single broker,
+  // everything over `conn` as before) and one connection per node, each answering check-backs
+  // (the leader of a transaction's home partition checks it, whichever node that is).
+  std::mutex mu;
+  std::optional<v1::MetadataResponse> metadata;
+  std::map<std::string, std::shared_ptr<client::connection>> nodes;
+
+  std::shared_ptr<client::connection> node(const std::string& address) {
+    std::lock_guard lock(mu);
+    auto& c = nodes[address];
+    if (!c) {
+      auto o = conn->options();
+      o.address = address;
+      o.fail_while_unreachable = true;  // a dead leader fails at once: Metadata, then the new one
+      c = std::make_shared<client::connection>(std::move(o));
+      std::weak_ptr<impl> weak = weak_from_this();
+      c->set_request_handler([weak](const v1::Frame& frame) -> std::optional<v1::Frame> {
+        auto self = weak.lock();
+        if (!self) return std::nullopt;
+        return self->answer_check(frame);
+      });
+    }
+    return c;
+  }
+
+  // Reads Metadata (over `conn`, or a node connection when it is down) and connects to every
+  // node it names. A broker that does not know Metadata counts as a single broker.
+  void refresh(std::chrono::milliseconds timeout) {
+    v1::Frame frame;
+    frame.mutable_metadata();
+    auto via = conn;
+    if (!via->is_connected()) {
+      std::lock_guard lock(mu);
+      for (auto& [a, c] : nodes) {
+        if (c->is_connected()) {
+          via = c;
+          break;
+        }
+      }
+    }
+    auto r = via->request(frame, timeout);
+    if (!r) {
+      if (r.error().is(protocol::errc::unknown_request)) {
+        std::lock_guard lock(mu);
+        metadata.emplace();  // cluster() false
+      }
+      return;
+    }
+    if (!r.value().has_metadata_response()) return;
+    auto m = std::move(*r.value().mutable_metadata_response());
+    if (m.cluster()) {
+      for (auto& n : m.nodes()) {
+        if (!n.address().empty()) (void)node(n.address());
+      }
+    }
+    std::lock_guard lock(mu);
+    metadata = std::move(m);
+  }
+
+  // The connection to the leader of the route's partition; `conn` on a single broker or when
+  // no leader is known (the broker then answers NOT_LEADER, and the next try reads Metadata).
+  std::shared_ptr<client::connection> target(const home_route* route) {
+    if (!route) return conn;
+    std::string address;
+    {
+      std::lock_guard lock(mu);
+      if (!metadata || !metadata->cluster()) return conn;
+      for (auto& t : metadata->topics()) {
+        if (t.name() != route->topic || t.partitions() == 0 || t.partition_info_size() != static_cast<int>(t.partitions())) {
+          continue;
+        }
+        address = t.partition_info(static_cast<int>(protocol::partition_for_key(route->key, t.partitions()))).leader_address();
+      }
+    }
+    return address.empty() ? conn : node(address);
+  }
 
   // Sends `request` until it gets an answer that is not a retriable error, or request_timeout
   // has passed since the first try. Prepare and EndTx are idempotent per txid, so a retry after
-  // a lost connection is safe.
-  client::result<v1::Frame> request_with_retries(const v1::Frame& request) const {
+  // a lost connection is safe. In a cluster each try goes to the leader of the transaction's
+  // home partition, and a retriable failure (NOT_LEADER, a lost connection) reads Metadata again.
+  client::result<v1::Frame> request_with_retries(const v1::Frame& request, const home_route* route = nullptr) {
     const auto deadline = clock::now() + options.request_timeout;
     common::backoff retry_delay(options.retry_backoff_initial, options.retry_backoff_max);
+    if (route) {
+      bool known = false;
+      {
+        std::lock_guard lock(mu);
+        known = metadata.has_value();
+      }
+      if (!known) refresh(options.request_timeout);
+    }
     for (int attempt = 1;; ++attempt) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-      auto answer = conn->request(request, std::max(left, std::chrono::milliseconds(1)));
+      auto answer = target(route)->request(request, std::max(left, std::chrono::milliseconds(1)));
       if (answer || !answer.error().retriable()) return answer;
+      bool cluster = false;
+      {
+        std::lock_guard lock(mu);
+        cluster = metadata && metadata->cluster();
+      }
+      if (route && cluster) {
+        refresh(std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()),
+                         std::chrono::milliseconds(1)));
+      }
       const auto delay = retry_delay.next();
       if (clock::now() + delay >= deadline) {
         return error(answer.error().code, answer.error().message + " (after " + std::to_string(attempt) + " attempts in " +
@@ -96,6 +200,7 @@ struct transaction::data {
   std::string ack_group;
   bool mixed_ack_groups = false;
   std::vector<consumed_ref> acks;
+  home_route home;  // set by prepare()
 
   client::result<v1::EndTxResponse> end(tx_decision decision) {
     if (current != state::prepared) {
@@ -105,7 +210,7 @@ struct transaction::data {
     v1::Frame request;
     request.mutable_end_tx()->set_txid(std::string(id.raw()));
     request.mutable_end_tx()->set_outcome(to_wire(decision));
-    auto answer = producer->request_with_retries(request);
+    auto answer = producer->request_with_retries(request, &home);
     if (!answer) {
       // TX_ALREADY_RESOLVED is final; anything else leaves the outcome to the check-back.
       if (answer.error().is(protocol::errc::tx_already_resolved)) current = state::failed;
@@ -183,7 +288,9 @@ client::result<void> transaction::prepare() {
       ref->set_offset(a.offset);
     }
   }
-  auto answer = d.producer->request_with_retries(request);
+  const auto& first = prepare->messages(0);
+  d.home = {first.topic(), first.has_key() ? first.key() : first.id()};
+  auto answer = d.producer->request_with_retries(request, &d.home);
   if (!answer) return answer.error();
   if (!answer.value().has_prepare_response()) {
     return error(errc::unexpected_response, "the broker answered Prepare for " + d.id.to_string() + " with frame body " +
@@ -273,7 +380,14 @@ transactional_producer::check_counts transactional_producer::checks_answered() c
 const std::shared_ptr<client::connection>& transactional_producer::conn() const noexcept { return impl_->conn; }
 
 void transactional_producer::close() {
-  if (impl_ && impl_->conn) impl_->conn->close();
+  if (!impl_) return;
+  if (impl_->conn) impl_->conn->close();
+  std::map<std::string, std::shared_ptr<client::connection>> nodes;
+  {
+    std::lock_guard lock(impl_->mu);
+    nodes.swap(impl_->nodes);
+  }
+  for (auto& [a, c] : nodes) c->close();
 }
 
 }  // namespace txmq::producer

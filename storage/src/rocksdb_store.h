@@ -271,6 +271,7 @@ class rocksdb_store final : public store {
   void prepare(prepare_request request, completion<prepare_result> done) override;
   void resolve(resolve_request request, completion<resolve_result> done) override;
   void record_checks(std::vector<check_update> updates, completion<void> done) override;
+  void mark_copied(txid id, completion<std::optional<group_change_ref>> done) override;
   result<std::optional<tx_record>> find_tx(const txid& id) const override;
   result<std::vector<tx_record>> due_checks(std::int64_t until_ms, std::size_t limit, std::int64_t from_ms) const override;
   result<std::vector<tx_record>> list_txs(std::optional<tx_state> state, std::size_t limit,
@@ -339,6 +340,17 @@ class rocksdb_store final : public store {
   // change sequence (its seq set here) and returns the sequence's new end.
   std::uint64_t log_group_change(group_ctx& ctx, std::uint32_t tid, std::uint32_t p, partition_state& ps,
                                  v1::GroupChange& change);
+  // Transaction replication (rocksdb_store_tx_replica.cc): a home transaction's record after a
+  // change, written into its home partition's change sequence; nullopt for a single node's
+  // transaction (no home) or a home partition missing here.
+  std::optional<group_change_ref> log_tx_change(group_ctx& ctx, const records::TxRecord& rec);
+  // A follower's side: the leader's record of a transaction stored as it is (due index moved).
+  result<void> apply_tx_change(group_ctx& ctx, const std::string& value);
+  // Snapshots: the home partition's transactions read at `snap`, and a follower's replaced.
+  result<void> snapshot_txs(std::string_view topic, std::uint32_t partition, const rocksdb::Snapshot* snap,
+                            v1::GroupSnapshot& out) const;
+  result<void> install_txs(group_ctx& ctx, const std::string& topic, std::uint32_t partition,
+                           const v1::GroupSnapshot& snap);
   // Whether update_group and ensure_group may change this partition's group state here.
   bool group_owned(const topic_state& t, std::uint32_t p) const {
     return !options_.log_group_changes || t.partitions[p]->group_owner;

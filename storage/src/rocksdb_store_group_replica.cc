@@ -227,6 +227,7 @@ result<v1::GroupSnapshot> rocksdb_store::group_snapshot(std::string_view topic, 
     (void)any;
     *out.add_groups() = std::move(st);
   }
+  TXMQ_TRY(snapshot_txs(topic, partition, snap.get(), out));
   return out;
 }
 
@@ -255,6 +256,12 @@ void rocksdb_store::apply_group_changes(std::string topic, std::uint32_t partiti
       }
     }
     for (auto c : cs) {
+      if (!c.tx().empty()) {  // a transaction whose home is this partition
+        TXMQ_TRY(apply_tx_change(ctx, c.tx()));
+        (*ps.group_next) = c.seq();
+        log_group_change(ctx, tid, partition, ps, c);
+        continue;
+      }
       const std::string& g = c.group();
       ensure_group_record(ctx, g, topic, c.group_created_ms());
       std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value> cursors;
@@ -342,6 +349,7 @@ void rocksdb_store::install_group_snapshot(std::string topic, std::uint32_t part
         ctx.put(cf_groups, message_key('q', st.group(), tid, partition, d.offset()), rec.SerializeAsString());
       }
     }
+    TXMQ_TRY(install_txs(ctx, topic, partition, snap));
     ps.group_next = snap.next_seq();
     ctx.put(cf_groups, group_seq_key(tid, partition), u64_bytes(snap.next_seq()));
     if (std::find(ctx.group_touched.begin(), ctx.group_touched.end(), &ps) == ctx.group_touched.end()) {

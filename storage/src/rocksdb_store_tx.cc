@@ -21,6 +21,9 @@ result<tx_record> record_fields(const records::TxRecord& rec) {
   out.next_check_ms = rec.next_check_ms();
   out.resolved_ms = rec.resolved_ms();
   if (rec.resolved_by() != 0) out.resolved_by = static_cast<resolver>(rec.resolved_by());
+  out.home_topic = rec.home_topic();
+  out.home_partition = rec.home_partition();
+  out.copied = rec.copied();
   return out;
 }
 
@@ -61,8 +64,30 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
     if (auto existing = wget(ctx, cf_tx, key)) {
       records::TxRecord rec;
       if (!rec.ParseFromString(*existing)) return errc::corruption;
-      if (static_cast<tx_state>(rec.state()) == tx_state::prepared) return prepare_result{true};
+      if (static_cast<tx_state>(rec.state()) == tx_state::prepared) {
+        prepare_result dup{true, std::nullopt};
+        // A retry may follow a first answer that never came: it waits for the same ISR.
+        if (!rec.home_topic().empty()) {
+          if (auto t = writer_topic(ctx, rec.home_topic()); t && rec.home_partition() < t->record.partitions()) {
+            auto& ps = *t->partitions[rec.home_partition()];
+            if (!ps.group_next) {
+              auto v = wget(ctx, cf_groups, group_seq_key(t->record.id(), rec.home_partition()));
+              ps.group_next = v && v->size() == 8 ? get_u64(v->data()) : 0;
+            }
+            dup.change = group_change_ref{rec.home_topic(), rec.home_partition(), *ps.group_next};
+          }
+        }
+        return dup;
+      }
       return errc::tx_not_prepared;
+    }
+    if (req.home_partition) {
+      auto h = writer_topic(ctx, req.home_topic);
+      if (!options_.log_group_changes || !h || *req.home_partition >= h->record.partitions() ||
+          !group_owned(*h, *req.home_partition)) {
+        return error(errc::invalid_argument, "transaction home partition " + req.home_topic + "/" +
+                                                 std::to_string(*req.home_partition) + " is not led here");
+      }
     }
     if (ctx.poisoned) return *ctx.poisoned;
     // Everything that can refuse the request comes before the first write into the batch.
@@ -94,6 +119,12 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
     }
     rec.set_prepared_ms(ctx.now_ms);
     rec.set_next_check_ms(req.first_check_ms);
+    prepare_result out{false, std::nullopt};
+    if (req.home_partition) {
+      rec.set_home_topic(req.home_topic);
+      rec.set_home_partition(*req.home_partition);
+      out.change = log_tx_change(ctx, rec);
+    }
     std::string value = rec.SerializeAsString();
     const std::size_t value_bytes = value.size();
     ctx.put(cf_tx, key, value);
@@ -105,7 +136,7 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
       it->second.bytes = value_bytes;
       prepared_bytes_ += value_bytes;
     }
-    return prepare_result{false};
+    return out;
   });
 }
 
@@ -132,15 +163,56 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
     if (!before) return before.error();
     out.before = std::move(before).value();
     const tx_state wanted = req.outcome == tx_outcome::commit ? tx_state::committed : tx_state::rolled_back;
+    const bool home = !rec.home_topic().empty();
     if (state == tx_state::committed || state == tx_state::rolled_back) {
       out.status = state == wanted ? resolve_status::repeated : resolve_status::conflict;
       out.state = state;
+      if (home) {
+        // The outcome may not be on the home ISR yet (the first answer was lost): wait again.
+        if (auto t = writer_topic(ctx, rec.home_topic()); t && rec.home_partition() < t->record.partitions()) {
+          auto& ps = *t->partitions[rec.home_partition()];
+          if (!ps.group_next) {
+            auto v = wget(ctx, cf_groups, group_seq_key(t->record.id(), rec.home_partition()));
+            ps.group_next = v && v->size() == 8 ? get_u64(v->data()) : 0;
+          }
+          out.change = group_change_ref{rec.home_topic(), rec.home_partition(), *ps.group_next};
+        }
+        return out;
+      }
       if (state == tx_state::committed) {
         for (auto& m : rec.messages()) out.positions.push_back({m.partition(), m.offset(), false});
       }
       return out;
     }
     // Validate before writing anything: every topic must still be there.
+    if (home) {
+      // Cluster mode: nothing is written into a partition here. The record keeps the messages
+      // (with their target partitions and bodies) until the broker has copied them there.
+      auto h = writer_topic(ctx, rec.home_topic());
+      if (!h || rec.home_partition() >= h->record.partitions() || !group_owned(*h, rec.home_partition())) {
+        return error(errc::invalid_argument, "transaction home partition " + rec.home_topic() + "/" +
+                                                 std::to_string(rec.home_partition()) + " is not led here");
+      }
+      if (state == tx_state::prepared && rec.next_check_ms() != 0) {
+        ctx.del(cf_index_, tx_due_key(rec.next_check_ms(), key));
+      }
+      if (wanted != tx_state::committed) {
+        for (auto& m : *rec.mutable_messages()) {
+          m.clear_body();
+          m.clear_headers();
+        }
+      }
+      rec.set_state(static_cast<std::uint32_t>(wanted));
+      rec.set_next_check_ms(0);
+      rec.set_resolved_ms(ctx.now_ms);
+      rec.set_resolved_by(static_cast<std::uint32_t>(req.by));
+      ctx.put(cf_tx, key, rec.SerializeAsString());
+      out.change = log_tx_change(ctx, rec);
+      if (ctx.poisoned) return *ctx.poisoned;
+      out.status = resolve_status::applied;
+      out.state = wanted;
+      return out;
+    }
     std::vector<std::shared_ptr<topic_state>> topics;
     if (wanted == tx_state::committed) {
       for (auto& m : rec.messages()) {
@@ -202,6 +274,11 @@ void rocksdb_store::record_checks(std::vector<check_update> updates, completion<
       records::TxRecord rec;
       if (!rec.ParseFromString(*existing)) return errc::corruption;
       if (static_cast<tx_state>(rec.state()) != tx_state::prepared) continue;
+      if (!rec.home_topic().empty()) {
+        // Only the home partition's leader checks; a follower's record is the leader's.
+        auto h = writer_topic(ctx, rec.home_topic());
+        if (!h || rec.home_partition() >= h->record.partitions() || !group_owned(*h, rec.home_partition())) continue;
+      }
       if (rec.next_check_ms() != 0) ctx.del(cf_index_, tx_due_key(rec.next_check_ms(), key));
       rec.set_check_count(u.check_count);
       if (u.abandon) {
@@ -212,6 +289,8 @@ void rocksdb_store::record_checks(std::vector<check_update> updates, completion<
         ctx.put(cf_index_, tx_due_key(u.next_check_ms, key), "");
       }
       ctx.put(cf_tx, key, rec.SerializeAsString());
+      // Check counts travel with the record (not waited for: a lost count costs one check).
+      (void)log_tx_change(ctx, rec);
     }
     return outcome::success();
   });

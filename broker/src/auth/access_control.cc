@@ -155,11 +155,14 @@ bool access_control::exists(const std::string& name) const {
 
 bool access_control::allows(const std::string& principal, permission p, std::string_view resource) const {
   if (!enabled_) return true;
-  // Fetching replicas (and so every message and group state) is for the cluster's brokers
-  // only: not even admin may pose as a follower.
-  if (p == permission::replicate || principal == k_cluster_principal) {
-    return p == permission::replicate && principal == k_cluster_principal && !cluster_hash_.empty();
+  // The brokers' own principal fetches replicas and produces the copies of committed
+  // transactions' messages into partitions led by other brokers (docs/cluster.md
+  // "Transactions"); nothing else. Fetching replicas (and so every message and group state) is
+  // for the cluster's brokers only: not even admin may pose as a follower.
+  if (principal == k_cluster_principal) {
+    return (p == permission::replicate || p == permission::produce) && !cluster_hash_.empty();
   }
+  if (p == permission::replicate) return false;
   if (principal == k_admin_principal) return true;
   // A deleted principal's connections are closed; until they are, they may do nothing.
   if (!by_name_.count(principal)) return false;
@@ -255,7 +258,7 @@ void access_control::grant(storage::acl_entry e, std::function<void(result<bool>
     return done(invalid("'admin' holds every permission already; grant to another principal"));
   }
   if (e.principal == k_cluster_principal) {
-    return done(invalid("'" + e.principal + "' is the brokers' own principal; it holds replicate and nothing else"));
+    return done(invalid("'" + e.principal + "' is the brokers' own principal; it holds replicate and produce and nothing else"));
   }
   if (!by_name_.count(e.principal)) {
     return done(invalid("no principal '" + e.principal + "'; create it with: txmq principal create " + e.principal));

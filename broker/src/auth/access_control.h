@@ -34,7 +34,8 @@ namespace txmq::broker::auth {
 inline constexpr std::string_view k_admin_principal = "admin";
 
 // The principal of cluster_token_file (docs/cluster.md "Between brokers"): the other brokers of
-// the cluster. It holds replicate (ReplicaFetch) and nothing else, and nobody else holds
+// the cluster. It holds replicate (ReplicaFetch) and produce (a transaction's home leader
+// copies committed messages to other leaders) and nothing else, and nobody else holds
 // replicate; it cannot be created, deleted or granted anything.
 inline constexpr std::string_view k_cluster_principal = "txmq-cluster";
 

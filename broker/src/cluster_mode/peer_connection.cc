@@ -5,7 +5,9 @@
 #include <array>
 #include <span>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
@@ -140,6 +142,24 @@ asio::awaitable<result<std::shared_ptr<peer_link>>> connect_peer(asio::io_contex
                         (e.code() == v1::NOT_AUTHENTICATED ? " (is cluster_token_file the same on every broker?)" : ""));
   }
   co_return link;
+}
+
+void peer_request(asio::io_context& io, const peer_identity& id, std::string address, v1::Frame request,
+                  std::chrono::milliseconds deadline, std::function<void(result<v1::Frame>)> done) {
+  asio::co_spawn(
+      io,
+      [&io, id, address = std::move(address), request = std::move(request), deadline,
+       done = std::move(done)]() mutable -> asio::awaitable<void> {
+        auto link = co_await connect_peer(io, id, address, deadline);
+        if (!link) {
+          done(link.error());
+          co_return;
+        }
+        auto answer = co_await link.value()->exchange(std::move(request), deadline);
+        link.value()->close();
+        done(std::move(answer));
+      },
+      asio::detached);
 }
 
 }  // namespace txmq::broker::cluster_mode

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -70,5 +71,12 @@ boost::asio::awaitable<result<std::shared_ptr<peer_link>>> connect_peer(boost::a
                                                                          const peer_identity& id,
                                                                          const std::string& address,
                                                                          std::chrono::milliseconds deadline);
+
+// One request over a fresh connection (connect with `id` as above, the request, its answer,
+// close), all within `deadline`; `done` runs on the io thread. Used for the copies of committed
+// transactions' messages to other leaders (service/cluster_tx.cc), which are rare next to
+// replication and need no connection kept.
+void peer_request(boost::asio::io_context& io, const peer_identity& id, std::string address, v1::Frame request,
+                  std::chrono::milliseconds deadline, std::function<void(result<v1::Frame>)> done);
 
 }  // namespace txmq::broker::cluster_mode

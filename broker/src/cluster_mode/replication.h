@@ -79,6 +79,9 @@ class replication {
 
   // min_insync_replicas of a topic with `replicas` copies (DESIGN §8: 2 from 3 replicas, else 1).
   [[nodiscard]] static std::size_t min_insync(std::int32_t replicas) { return replicas >= 3 ? 2 : 1; }
+  // How this broker reaches its peers (TLS, cluster token): also used by requests other than
+  // replication, e.g. a transaction's copies to other leaders.
+  [[nodiscard]] const peer_identity& peer() const noexcept { return settings_.peer; }
 
   // Whether a Produce to this partition may be appended here now: this node leads it under the
   // snapshot's epoch and has recorded that epoch in its log. Replicated topics only.

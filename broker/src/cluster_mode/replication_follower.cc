@@ -262,6 +262,21 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       continue;
     }
     auto& ans = *a.value().mutable_replica_fetch_response();
+    if (ans.batches_size() == 0 && !store_.has_topic(topic) && ans.partitions() > 0) {
+      // An empty partition (no message yet) may already carry group or transaction changes
+      // (a transaction homed here, docs/cluster.md "Transactions"): the follower needs the
+      // topic to take the snapshot and report its change sequence, so it creates it now
+      // instead of on the first message.
+      storage::topic_config cfg;
+      cfg.name = topic;
+      cfg.partitions = ans.partitions();
+      auto made = co_await await_store<storage::topic_info>(io_, [&](auto done) { store_.create_topic(cfg, done); });
+      if (!made && !store_.has_topic(topic)) {
+        common::log::warn("partition ", topic, "/", partition, ": creating the followed topic failed: ", made.error().message);
+        co_await pause(io_, std::chrono::milliseconds(500));
+      }
+      continue;
+    }
     if (ans.batches_size() == 0) {
       // No messages; group changes may still have come (acks of messages fetched before).
       if (!need_group_snapshot && !co_await apply_group_part(k, ans)) need_group_snapshot = true;

@@ -45,6 +45,13 @@ not_leader refusal(const cluster::cluster_state& state, const std::string& topic
 
 }  // namespace
 
+std::optional<not_leader> partition_refusal(const cluster::cluster_state& state, node_id self, const std::string& topic,
+                                            std::int32_t partition) {
+  const auto* ps = find_partition(state, topic, partition);
+  if (ps != nullptr && ps->leader == self) return std::nullopt;
+  return refusal(state, topic, partition, self);
+}
+
 std::string address_of(const cluster::cluster_state& state, node_id id) {
   for (const auto& n : state.nodes) {
     if (n.id == id) return n.advertise;

@@ -44,6 +44,11 @@ struct produce_route {
 [[nodiscard]] produce_route route_produce(const cluster::cluster_state& state, node_id self, const std::string& topic,
                                           const std::vector<const std::string*>& keys, std::uint32_t& round_robin);
 
+// nullopt when `self` leads the partition in `state`; otherwise why not (NOT_LEADER, with the
+// leader's address when known).
+[[nodiscard]] std::optional<not_leader> partition_refusal(const cluster::cluster_state& state, node_id self,
+                                                          const std::string& topic, std::int32_t partition);
+
 // The advertised address of `id` among the live nodes, or "" when it is not live.
 [[nodiscard]] std::string address_of(const cluster::cluster_state& state, node_id id);
 

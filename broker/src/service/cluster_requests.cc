@@ -125,18 +125,6 @@ void service::fetch_in_cluster(const std::shared_ptr<responder>& c, std::uint64_
   respond_not_leader(*c, corr, *refused);
 }
 
-void service::refuse_prepare_in_cluster(responder& c, std::uint64_t corr) {
-  // A transaction's half messages, outcome and check-backs live in one node's store, and its
-  // COMMIT writes the messages into that store's partitions: in a cluster those may be led
-  // elsewhere (consumers, which read leaders, would never see them) and nothing survives the
-  // node. Refused until transaction state is replicated and owned by a partition leader.
-  c.respond_error(corr, v1::INVALID_ARGUMENT,
-                  "transactions are not supported in cluster mode yet (node " + std::to_string(cluster_->id()) +
-                      " of cluster '" + cluster_->cluster_name() +
-                      "'): Prepare is refused so that no transaction is half-stored on one node; use a single "
-                      "broker for transactions, or the outbox relay (docs/cluster.md \"Transactions\")");
-}
-
 void service::drain(std::chrono::milliseconds wait, std::function<void()> done) {
   if (!replication_ || stopped_) return done();
   replication_->drain(wait, std::move(done));
@@ -166,7 +154,10 @@ void service::set_replication(const cluster_mode::replication_settings& s) {
   replication_->on_group_leadership([this](const std::string& topic, std::int32_t partition, bool leading) {
     groups_->partition_leadership(topic, partition, leading);
     webhooks_->partition_leadership(topic, partition, leading);
+    // Transactions homed in the partition move with it (docs/cluster.md "Transactions").
+    tx_->home_leadership(topic, static_cast<std::uint32_t>(partition), leading);
   });
+  set_tx_cluster();
 }
 
 void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,

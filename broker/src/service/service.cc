@@ -156,7 +156,6 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
     case v1::Frame::kDlqList: return groups_->dlq_list(c, corr, frame.dlq_list());
     case v1::Frame::kDlqRedrive: return groups_->dlq_redrive(c, corr, frame.dlq_redrive().group());
     case v1::Frame::kPrepare:
-      if (cluster_ != nullptr) return refuse_prepare_in_cluster(*c, corr);
       return tx_->prepare(c, corr, *frame.mutable_prepare());
     case v1::Frame::kEndTx: return tx_->end_tx(c, corr, frame.end_tx());
     case v1::Frame::kTxList: return tx_->list(c, corr, frame.tx_list());

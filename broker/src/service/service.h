@@ -130,9 +130,13 @@ class service {
   // A Fetch naming only topics of which this node leads no partition is answered NOT_LEADER
   // (the consumer's metadata is stale); otherwise the groups serve it, from led partitions only.
   void fetch_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::FetchRequest& req);
-  // Transactions are not served in a cluster yet (docs/cluster.md "Transactions"): Prepare is
-  // refused with INVALID_ARGUMENT, never stored on whichever node received it.
-  void refuse_prepare_in_cluster(responder& c, std::uint64_t corr);
+  // Transactions in a cluster (service/cluster_tx.cc, docs/cluster.md "Transactions"): the
+  // coordinator's hooks. tx_owner: nullopt when this node leads the home partition now (ready
+  // under its epoch), else the NOT_LEADER error; place_tx: a Prepare's home and partitions.
+  void set_tx_cluster();
+  [[nodiscard]] std::optional<v1::Error> tx_owner(const std::string& topic, std::uint32_t partition) const;
+  [[nodiscard]] std::optional<v1::Error> place_tx(storage::prepare_request& pr) const;
+  void copy_tx(const storage::tx_record& rec, std::function<void(result<void>)> done);
   // The ProduceResponse for stored messages (both append paths answer with it).
   static v1::Frame produce_answer(std::uint64_t corr, const std::vector<storage::position>& positions);
   // The produce metrics of one append: messages, duplicates and bytes stored (or an error). Both

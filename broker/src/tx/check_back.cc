@@ -90,6 +90,7 @@ void tx_coordinator::on_tick() {
     for (auto& g : freed) pump(g);
   }
   record(std::move(undecided));
+  retry_copies();
   timer_.expires_after(settings_.scan_interval);
   timer_.async_wait([this](boost::system::error_code ec) {
     if (!ec) on_tick();
@@ -120,6 +121,8 @@ void tx_coordinator::scan(std::int64_t now, std::vector<undecided_check>& undeci
   backlog_.clear();
   for (auto& rec : due.value()) {
     if (busy_.count(rec.id)) continue;
+    // Cluster mode: only the home partition's leader checks (its record is replicated).
+    if (cluster_.owner && !rec.home_topic.empty() && cluster_.owner(rec.home_topic, rec.home_partition)) continue;
     if (!pool_.has_producer(rec.producer_group)) {
       undecided.push_back({rec.id, rec.check_count, "no_producer"});
       busy_.insert(rec.id);
@@ -286,6 +289,12 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
       return;
     }
     if (r.value().status == storage::resolve_status::applied) resolved(before, r.value(), resolver::check);
+    if (r.value().change && cluster_.await && r.value().state == tx_state::committed) {
+      // Cluster mode: the messages are copied once the outcome is on the home ISR.
+      const storage::txid id = before.id;
+      const auto change = *r.value().change;
+      cluster_.await({change}, [this, id, change](result<void> g) { confirmed_commit(id, change, g.has_value()); });
+    }
   }));
 }
 

@@ -90,6 +90,12 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
                                  {settings_.max_message_bytes, settings_.auto_create_topics, settings_.max_topics}, store_);
   if (!checked) return c->respond_error(corr, wire_code(checked.error()), std::move(checked.error().message));
 
+  if (cluster_.place && !req.acks().empty()) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            "transaction " + tx_text +
+                                " carries acks (read-process-write), which cluster mode does not replicate yet "
+                                "(docs/cluster.md \"Transactions\")");
+  }
   std::vector<storage::ack_ref> acks;
   if (!req.acks().empty()) {
     if (auto bad = bad_name("ack group", req.ack_group())) {
@@ -132,6 +138,11 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
   pr.first_check_ms = now_ms() + timeout.count();
   if (settings_.auto_create_topics) pr.auto_create_partitions = settings_.default_partitions;
   pr.sync = settings_.sync;
+  if (cluster_.place) {
+    pr.auto_create_partitions.reset();  // the cluster's topics are made in etcd
+    pr.sync = true;                     // a follower's report is of fsynced changes: so is the leader's
+    if (auto refused = cluster_.place(pr)) return respond_with(*c, corr, std::move(*refused));
+  }
   const std::int64_t first_check = pr.first_check_ms;
   const bool plain = pr.acks.empty();
   std::weak_ptr<responder> weak = c;
@@ -176,6 +187,15 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
     out.set_correlation_id(corr);
     out.mutable_prepare_response()->set_duplicate(duplicate);
     out.mutable_prepare_response()->set_first_check_ms(due);
+    if (r && r.value().change && cluster_.await) {
+      // Cluster mode: answered once the home partition's ISR holds the prepared record.
+      return cluster_.await({*r.value().change}, [weak, corr, tx_text, out = std::move(out)](result<void> g) mutable {
+        auto c = weak.lock();
+        if (!c) return;
+        if (!g) return c->respond_error(corr, wire_code(g.error()), "transaction " + tx_text + ": " + g.error().message);
+        c->respond(std::move(out));
+      });
+    }
     c->respond(std::move(out));
   }));
 }
@@ -208,7 +228,7 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
   // there is nothing to claim, and the store hands back the record it resolved
   // (resolve_result::before). Any other goes through find_tx() and claim_acks() first.
   std::optional<storage::tx_record> found_before;
-  if (no_acks_.erase(id.value()) == 0) {
+  if (no_acks_.erase(id.value()) == 0 || cluster_.owner) {
     auto found = store_.find_tx(id.value());
     if (!found) {
       return c->respond_error(corr, wire_code(found.error()),
@@ -218,6 +238,11 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
       return c->respond_error(corr, v1::UNKNOWN_TX, unknown_tx_text(tx_text));
     }
     found_before = std::move(*found.value());
+    if (cluster_.owner && !found_before->home_topic.empty()) {
+      if (auto refused = cluster_.owner(found_before->home_topic, found_before->home_partition)) {
+        return respond_with(*c, corr, std::move(*refused));
+      }
+    }
   }
   storage::resolve_request rr;
   rr.id = id.value();
@@ -236,6 +261,21 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
     if (outcome == v1::COMMIT && found_before) release_acks(*found_before);
     const storage::tx_record* before = found_before ? &*found_before : r ? &r.value().before : nullptr;
     if (r && r.value().status == storage::resolve_status::applied) resolved(*before, r.value(), by);
+    if (r && r.value().change && cluster_.await && r.value().status != storage::resolve_status::conflict) {
+      // Cluster mode: answered once the home ISR holds the outcome; a COMMIT's copies start
+      // then, whether or not the client is still there (confirm_commit).
+      auto res = std::move(r.value());
+      const auto change = *res.change;
+      res.change.reset();
+      const storage::txid id = before->id;
+      return cluster_.await({change}, [this, weak, corr, tx_text, id, change, res = std::move(res)](result<void> g) {
+        if (res.state == tx_state::committed) confirmed_commit(id, change, g.has_value());
+        auto c = weak.lock();
+        if (!c) return;
+        if (!g) return c->respond_error(corr, wire_code(g.error()), "transaction " + tx_text + ": " + g.error().message);
+        answer_end_tx(*c, corr, res);
+      });
+    }
     auto c = weak.lock();
     if (!c) return;
     if (r && stale && r.value().status == storage::resolve_status::applied) {
@@ -249,7 +289,7 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
                              : "resolving transaction " + tx_text + " failed: " + r.error().message;
       return c->respond_error(corr, wire_code(r.error()), text);
     }
-    const auto& res = r.value();
+    auto& res = r.value();
     if (res.status == storage::resolve_status::conflict) {
       std::string text = "transaction " + tx_text + " was already " + state_text(res.state);
       if (before->resolved_by && (before->state == tx_state::committed || before->state == tx_state::rolled_back)) {
@@ -258,19 +298,23 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
       text += std::string("; ") + (outcome == v1::COMMIT ? "COMMIT" : "ROLLBACK") + " changes nothing";
       return c->respond_error(corr, v1::TX_ALREADY_RESOLVED, text);
     }
-    v1::Frame out;
-    out.set_correlation_id(corr);
-    auto* resp = out.mutable_end_tx_response();
-    resp->set_state(wire_state(res.state));
-    resp->set_already_resolved(res.status == storage::resolve_status::repeated);
-    for (auto& p : res.positions) {
-      auto* pos = resp->add_positions();
-      pos->set_partition(p.partition);
-      pos->set_offset(p.offset);
-      pos->set_duplicate(p.duplicate);
-    }
-    c->respond(std::move(out));
+    answer_end_tx(*c, corr, res);
   }));
+}
+
+void tx_coordinator::answer_end_tx(responder& c, std::uint64_t corr, const storage::resolve_result& res) {
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  auto* resp = out.mutable_end_tx_response();
+  resp->set_state(wire_state(res.state));
+  resp->set_already_resolved(res.status == storage::resolve_status::repeated);
+  for (auto& p : res.positions) {
+    auto* pos = resp->add_positions();
+    pos->set_partition(p.partition);
+    pos->set_offset(p.offset);
+    pos->set_duplicate(p.duplicate);
+  }
+  c.respond(std::move(out));
 }
 
 void tx_coordinator::resolved(const storage::tx_record& before, const storage::resolve_result& r, resolver by) {

@@ -91,6 +91,25 @@ class tx_coordinator {
   using check_filter = std::function<bool(const responder& c, const std::string& group)>;
   void set_check_filter(check_filter f) { may_check_ = std::move(f); }
 
+  // Cluster mode (docs/cluster.md "Transactions"), set by the service; unset on a single node,
+  // whose path is unchanged. A transaction lives in its home partition's change sequence.
+  struct cluster_hooks {
+    // Places a Prepare: its home partition and each message's partition; an Error (NOT_LEADER
+    // with the leader's address, ...) when this node may not take it.
+    std::function<std::optional<v1::Error>(storage::prepare_request&)> place;
+    // nullopt when this node leads the home partition now (EndTx, check-back); else the Error.
+    std::function<std::optional<v1::Error>(const std::string& topic, std::uint32_t partition)> owner;
+    // The ISR gate (replication::await_group).
+    std::function<void(std::vector<storage::group_change_ref>, std::function<void(result<void>)>)> await;
+    // Copies a committed transaction's messages into their partitions, same ids (deduplicated).
+    std::function<void(const storage::tx_record&, std::function<void(result<void>)>)> copy;
+  };
+  void set_cluster(cluster_hooks h) { cluster_ = std::move(h); }
+  // This node now leads (or no longer leads) a partition: as a home partition, its prepared
+  // transactions are checked from here (the next scan reads the whole due index) and its
+  // committed transactions not yet copied are copied.
+  void home_leadership(const std::string& topic, std::uint32_t partition, bool leading);
+
   // Counts the stored PREPARED and ABANDONED transactions for the gauges and starts the timer.
   [[nodiscard]] result<void> start();
   // Stops the timer; checks still open stay due in the store and are asked again after a start.
@@ -209,6 +228,21 @@ class tx_coordinator {
   std::map<std::string, std::deque<storage::txid>> returning_;
   static constexpr std::size_t k_max_orphans_per_group = 200'000;
   check_filter may_check_;
+  cluster_hooks cluster_;
+  // Committed home transactions whose messages are being copied or wait for a retry.
+  std::unordered_set<storage::txid, protocol::uuid_hash> copying_;
+  std::unordered_map<storage::txid, storage::tx_record, protocol::uuid_hash> uncopied_;
+  std::chrono::steady_clock::time_point next_copy_retry_{};
+  void start_copy(storage::tx_record rec);
+  // A COMMIT's gate answered: on the home ISR → its copies start; not (yet) → asked again every
+  // retry while this node still leads the home partition (a new leader takes it over).
+  void confirmed_commit(const storage::txid& id, const storage::group_change_ref& change, bool on_isr);
+  std::unordered_map<storage::txid, storage::group_change_ref, protocol::uuid_hash> unconfirmed_;
+  std::unordered_set<storage::txid, protocol::uuid_hash> confirming_;
+  void retry_copies();
+  // Answers with the Error (NOT_LEADER and the like) the cluster hooks gave.
+  static void respond_with(responder& c, std::uint64_t corr, v1::Error e);
+  static void answer_end_tx(responder& c, std::uint64_t corr, const storage::resolve_result& res);
   // Connections that declared a producer group, by connection id.
   std::unordered_map<std::uint64_t, std::weak_ptr<responder>> producers_;
 };

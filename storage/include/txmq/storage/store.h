@@ -215,6 +215,12 @@ struct tx_record {
   std::int64_t next_check_ms = 0;  // 0 once no further check is due
   std::int64_t resolved_ms = 0;
   std::optional<resolver> resolved_by;
+  // Cluster mode (docs/cluster.md "Transactions"): the home partition whose change sequence
+  // replicates the record (home_topic empty: a single node's transaction), and whether a
+  // COMMIT's messages were copied into their partitions (until then they keep their bodies).
+  std::string home_topic;
+  std::uint32_t home_partition = 0;
+  bool copied = false;
 };
 
 struct prepare_request {
@@ -225,10 +231,20 @@ struct prepare_request {
   std::int64_t first_check_ms = 0;    // when the first check-back is due; 0 = never checked
   std::optional<std::uint32_t> auto_create_partitions;
   bool sync = true;
+  // Cluster mode (store_options::log_group_changes): the transaction's home partition. The
+  // record is also written as a change of that partition's change sequence (replica.h), and a
+  // COMMIT then writes no message locally: each message keeps the partition set here
+  // (v1::Message::partition) and the broker copies it there (mark_copied when done). The home
+  // partition must exist here and be owned (led); otherwise errc::invalid_argument.
+  std::string home_topic;
+  std::optional<std::uint32_t> home_partition;
 };
 
 struct prepare_result {
   bool duplicate = false;  // the txid was already prepared (a retried Prepare): nothing written
+  // A home transaction's record written (or, for a duplicate, the change sequence's end):
+  // answer once the home partition's ISR holds it.
+  std::optional<group_change_ref> change;
 };
 
 struct resolve_request {
@@ -251,6 +267,9 @@ struct resolve_result {
   // The record as the writer found it, before this call (messages without body and headers):
   // what the caller would otherwise look up with find_tx() before resolving.
   tx_record before;
+  // A home transaction (cluster mode): where its home partition's change sequence ends after
+  // this call (also for repeated: the outcome may not be on the ISR yet).
+  std::optional<group_change_ref> change;
 };
 
 struct check_update {
@@ -424,6 +443,13 @@ class store {
   virtual void resolve(resolve_request request, completion<resolve_result> done) = 0;
   // Records check attempts; entries whose transaction is no longer PREPARED are ignored.
   virtual void record_checks(std::vector<check_update> updates, completion<void> done) = 0;
+  // Cluster mode: a committed home transaction's messages are all in their partitions; its
+  // bodies are dropped and the change replicated. Answers the change's ref (nullopt when there
+  // was nothing to do: unknown, not committed, or already copied).
+  virtual void mark_copied(txid id, completion<std::optional<group_change_ref>> done) {
+    (void)id;
+    done(std::optional<group_change_ref>{});
+  }
   // find_tx and list_txs read transactions as of the last durable write: a resolution shows
   // once its fsync succeeded (when its caller hears of it), never before, and a prepare or
   // resolution whose write or fsync failed does not show.

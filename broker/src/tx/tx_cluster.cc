@@ -1,0 +1,110 @@
+// Transactions in cluster mode (docs/cluster.md "Transactions"): the parts of the coordinator
+// that only run with cluster hooks set. A transaction's record lives in its home partition's
+// change sequence (replicated with the ISR gate, storage/src/rocksdb_store_tx_replica.cc); a
+// COMMIT writes no message locally, and the home partition's leader copies each message into
+// its partition once the outcome is on the home ISR, with the same ids (a copy replayed after
+// a failover is deduplicated), then marks the record copied.
+
+#include "tx/tx_coordinator.h"
+
+#include "io_thread.h"
+#include "txmq/common/log.h"
+
+namespace txmq::broker {
+
+namespace {
+// A copy that failed (its partition's leader moved, replicas missing) is tried again after this.
+constexpr auto k_copy_retry = std::chrono::milliseconds(500);
+}  // namespace
+
+void tx_coordinator::respond_with(responder& c, std::uint64_t corr, v1::Error e) {
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  *out.mutable_error() = std::move(e);
+  c.respond(std::move(out));
+}
+
+void tx_coordinator::start_copy(storage::tx_record rec) {
+  if (!cluster_.copy || rec.copied || rec.state != storage::tx_state::committed) return;
+  if (!copying_.insert(rec.id).second) return;
+  uncopied_.erase(rec.id);
+  const storage::txid id = rec.id;
+  auto keep = std::make_shared<storage::tx_record>(std::move(rec));
+  cluster_.copy(*keep, [this, id, keep](result<void> r) {
+    copying_.erase(id);
+    if (!r) {
+      common::log::debug("tx ", id.to_string(), ": copying its messages failed (tried again): ", r.error().message);
+      uncopied_.emplace(id, std::move(*keep));
+      return;
+    }
+    store_.mark_copied(id, on_io<std::optional<storage::group_change_ref>>(
+                                   io_, [id](result<std::optional<storage::group_change_ref>> m) {
+      // A lost mark only means the copy runs again (deduplicated by id) under the next leader.
+      if (!m) common::log::warn("tx ", id.to_string(), ": marking it copied failed: ", m.error().message);
+    }));
+    std::vector<std::string> topics;
+    for (auto& m : keep->messages) {
+      if (std::find(topics.begin(), topics.end(), m.topic()) == topics.end()) topics.push_back(m.topic());
+    }
+    if (groups_.wake) groups_.wake(topics, {});
+  });
+}
+
+void tx_coordinator::confirmed_commit(const storage::txid& id, const storage::group_change_ref& change, bool on_isr) {
+  confirming_.erase(id);
+  if (!on_isr) {
+    unconfirmed_[id] = change;
+    return;
+  }
+  unconfirmed_.erase(id);
+  if (auto rec = store_.find_tx(id); rec && rec.value() && !rec.value()->copied) start_copy(*rec.value());
+}
+
+void tx_coordinator::retry_copies() {
+  if ((uncopied_.empty() && unconfirmed_.empty()) || std::chrono::steady_clock::now() < next_copy_retry_) return;
+  next_copy_retry_ = std::chrono::steady_clock::now() + k_copy_retry;
+  // Commits whose outcome was not yet on the home ISR: the gate is asked again (taken out of
+  // the map first: an answer may come at once and put one back).
+  std::vector<std::pair<storage::txid, storage::group_change_ref>> recheck(unconfirmed_.begin(), unconfirmed_.end());
+  unconfirmed_.clear();
+  for (auto& [id, change] : recheck) {
+    if (cluster_.owner && cluster_.owner(change.topic, change.partition)) continue;  // the new home leader copies it
+    if (!cluster_.await || !confirming_.insert(id).second) continue;
+    cluster_.await({change}, [this, id = id, change = change](result<void> g) { confirmed_commit(id, change, g.has_value()); });
+  }
+  std::vector<storage::tx_record> again;
+  for (auto it = uncopied_.begin(); it != uncopied_.end();) {
+    if (cluster_.owner && cluster_.owner(it->second.home_topic, it->second.home_partition)) {
+      it = uncopied_.erase(it);  // no longer led here: the home's new leader copies it
+      continue;
+    }
+    again.push_back(it->second);
+    it = uncopied_.erase(it);
+  }
+  for (auto& rec : again) start_copy(std::move(rec));
+}
+
+void tx_coordinator::home_leadership(const std::string& topic, std::uint32_t partition, bool leading) {
+  if (!leading) return;
+  // Replicated due entries were not written by this coordinator: scan the whole index next.
+  written_due_floor_ = 0;
+  // Committed transactions of the partition whose copies may not have finished under the
+  // previous leader. Every record is read (no index by home partition; resolved records go
+  // after dedupe_window).
+  std::optional<storage::txid> after;
+  for (;;) {
+    auto page = store_.list_txs(storage::tx_state::committed, 1000, after);
+    if (!page) {
+      common::log::error("reading committed transactions of ", topic, "/", partition, " failed: ", page.error().message);
+      return;
+    }
+    for (auto& rec : page.value()) {
+      if (rec.home_topic == topic && rec.home_partition == partition && !rec.copied) uncopied_.emplace(rec.id, rec);
+    }
+    if (page.value().size() < 1000) break;
+    after = page.value().back().id;
+  }
+  next_copy_retry_ = {};
+}
+
+}  // namespace txmq::broker

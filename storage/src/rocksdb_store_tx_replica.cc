@@ -1,0 +1,108 @@
+// Transactions replicated with their home partition (cluster mode, docs/cluster.md
+// "Transactions"): a home transaction's record travels in its home partition's change sequence
+// (the one consumer-group changes use, replica.h) as a GroupChange whose `tx` holds the whole
+// record after the change. A follower stores the record as it is; a snapshot carries every
+// transaction whose home is the partition. Written only for records with a home (cluster mode):
+// a single node's transactions never come here.
+
+#include "rocksdb_store.h"
+
+namespace txmq::storage::detail {
+
+std::optional<group_change_ref> rocksdb_store::log_tx_change(group_ctx& ctx, const records::TxRecord& rec) {
+  if (rec.home_topic().empty()) return std::nullopt;
+  auto t = writer_topic(ctx, rec.home_topic());
+  if (!t || rec.home_partition() >= t->record.partitions()) return std::nullopt;
+  v1::GroupChange c;
+  c.set_topic(rec.home_topic());
+  c.set_time_ms(ctx.now_ms);
+  c.set_tx(rec.SerializeAsString());
+  const std::uint64_t end =
+      log_group_change(ctx, t->record.id(), rec.home_partition(), *t->partitions[rec.home_partition()], c);
+  return group_change_ref{rec.home_topic(), rec.home_partition(), end};
+}
+
+result<void> rocksdb_store::apply_tx_change(group_ctx& ctx, const std::string& value) {
+  records::TxRecord rec;
+  if (!rec.ParseFromString(value)) return error(errc::corruption, "a replicated transaction record does not parse");
+  auto id = protocol::uuid::from_bytes(rec.txid());
+  if (!id) return error(errc::corruption, "a replicated transaction record has no txid");
+  forget_prepared(id.value());
+  const std::string key(rec.txid());
+  if (auto existing = wget(ctx, cf_tx, key)) {
+    records::TxRecord old;
+    if (old.ParseFromString(*existing) && old.next_check_ms() != 0) {
+      ctx.del(cf_index_, tx_due_key(old.next_check_ms(), key));
+    }
+  }
+  if (static_cast<tx_state>(rec.state()) == tx_state::prepared && rec.next_check_ms() != 0) {
+    ctx.put(cf_index_, tx_due_key(rec.next_check_ms(), key), "");
+  }
+  ctx.put(cf_tx, key, value);
+  return outcome::success();
+}
+
+result<void> rocksdb_store::snapshot_txs(std::string_view topic, std::uint32_t partition, const rocksdb::Snapshot* snap,
+                                         v1::GroupSnapshot& out) const {
+  // Every transaction record is read: no index by home partition is kept (a snapshot is taken
+  // once per follower and leadership; resolved records go after dedupe_window).
+  return scan(cf_tx, "", "", [&](std::string_view, std::string_view v) -> result<bool> {
+    records::TxRecord rec;
+    if (!rec.ParseFromArray(v.data(), static_cast<int>(v.size()))) return make_error_code(errc::corruption);
+    if (rec.home_topic() == topic && rec.home_partition() == partition) out.add_txs(std::string(v));
+    return true;
+  }, snap);
+}
+
+result<void> rocksdb_store::install_txs(group_ctx& ctx, const std::string& topic, std::uint32_t partition,
+                                        const v1::GroupSnapshot& snap) {
+  // The follower's own records of the partition go first (one may hold an outcome its new
+  // leader never wrote), then the leader's are written.
+  std::vector<std::pair<std::string, std::int64_t>> mine;
+  TXMQ_TRY(scan(cf_tx, "", "", [&](std::string_view k, std::string_view v) -> result<bool> {
+    records::TxRecord rec;
+    if (!rec.ParseFromArray(v.data(), static_cast<int>(v.size()))) return make_error_code(errc::corruption);
+    if (rec.home_topic() == topic && rec.home_partition() == partition) mine.emplace_back(k, rec.next_check_ms());
+    return true;
+  }));
+  for (auto& [key, due] : mine) {
+    if (auto id = protocol::uuid::from_bytes(key)) forget_prepared(id.value());
+    if (due != 0) ctx.del(cf_index_, tx_due_key(due, key));
+    ctx.del(cf_tx, key);
+  }
+  for (auto& v : snap.txs()) {
+    records::TxRecord rec;
+    if (!rec.ParseFromString(v)) return error(errc::corruption, "a snapshot's transaction record does not parse");
+    if (static_cast<tx_state>(rec.state()) == tx_state::prepared && rec.next_check_ms() != 0) {
+      ctx.put(cf_index_, tx_due_key(rec.next_check_ms(), rec.txid()), "");
+    }
+    ctx.put(cf_tx, rec.txid(), v);
+  }
+  return outcome::success();
+}
+
+void rocksdb_store::mark_copied(txid id, completion<std::optional<group_change_ref>> done) {
+  submit<std::optional<group_change_ref>>(
+      true, 128, std::move(done), [this, id](group_ctx& ctx) -> result<std::optional<group_change_ref>> {
+        const std::string key(id.raw());
+        auto existing = wget(ctx, cf_tx, key);
+        if (ctx.poisoned) return *ctx.poisoned;
+        if (!existing) return std::optional<group_change_ref>{};
+        records::TxRecord rec;
+        if (!rec.ParseFromString(*existing)) return errc::corruption;
+        if (static_cast<tx_state>(rec.state()) != tx_state::committed || rec.copied()) {
+          return std::optional<group_change_ref>{};
+        }
+        for (auto& m : *rec.mutable_messages()) {
+          m.clear_body();
+          m.clear_headers();
+        }
+        rec.set_copied(true);
+        ctx.put(cf_tx, key, rec.SerializeAsString());
+        auto ref = log_tx_change(ctx, rec);
+        if (ctx.poisoned) return *ctx.poisoned;
+        return ref;
+      });
+}
+
+}  // namespace txmq::storage::detail
