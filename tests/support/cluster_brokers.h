@@ -67,11 +67,15 @@ class cluster_brokers {
   // Creates the topic once three nodes are live and waits until every partition has a leader
   // and a whole ISR; false (and says why in `why`, with the logs) when that does not happen
   // within 30 s a partition.
-  bool create_topic(const std::string& name, std::uint32_t partitions, std::uint32_t replicas, std::string& why);
+  bool create_topic(const std::string& name, std::uint32_t partitions, std::uint32_t replicas, std::string& why,
+                    std::uint64_t retention_bytes = 0);
   // Broker `id`'s local end offset of the partition (DescribeTopic), 0 when it cannot say.
   std::uint64_t end_offset(int id, const std::string& topic, std::uint32_t partition = 0);
+  // Its local start offset (what retention left), 0 when it cannot say.
+  std::uint64_t start_offset(int id, const std::string& topic, std::uint32_t partition = 0);
   // Reads partition `partition` of broker `id`'s own store into `h` through consumer group
-  // `group` (acking each delivery), until it has read end_offset() distinct offsets; false
+  // `group` (acking each delivery), until it has read every offset from start_offset() to
+  // end_offset(); false
   // when it does not within 120 s (and says how far it got on stderr).
   bool consume_all(int id, const std::string& topic, std::int32_t partition, history& h, const std::string& group);
   // The nodes Metadata lists (registered in etcd), as broker `from` sees them.
