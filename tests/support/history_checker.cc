@@ -47,6 +47,15 @@ void history::resolve(const std::string& id, attempt_outcome outcome) {
   a.outcome = outcome;
 }
 
+std::optional<std::uint64_t> history::lowest_read(std::uint32_t partition) const {
+  std::lock_guard lk(mu_);
+  std::optional<std::uint64_t> low;
+  for (const auto& r : reads_) {
+    if (r.partition == partition && (!low || r.offset < *low)) low = r.offset;
+  }
+  return low;
+}
+
 void history::retained_from(std::uint32_t partition, std::uint64_t start) {
   std::lock_guard lk(mu_);
   retained_from_[partition] = start;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,8 @@ class history {
   // Retention removed partition `partition`'s offsets below `start`: an acknowledgement at
   // such a position (acknowledged_at) is neither lost nor misplaced (counted retained_away).
   void retained_from(std::uint32_t partition, std::uint64_t start);
+  // The lowest offset of `partition` read (consumed()), nullopt when none.
+  [[nodiscard]] std::optional<std::uint64_t> lowest_read(std::uint32_t partition) const;
   [[nodiscard]] history_verdict check() const;
   // How many times the id was read (at any position).
   [[nodiscard]] std::size_t times_consumed(const std::string& id) const;
