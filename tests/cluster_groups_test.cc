@@ -35,6 +35,7 @@
 
 #include "broker_process.h"
 #include "cluster_brokers.h"
+#include "dead_letters.h"
 #include "etcd_process.h"
 #include "eventually.h"
 #include "history_checker.h"
@@ -97,23 +98,7 @@ class cluster_groups_test : public ::testing::Test {
   }
   // The group's dead letters on a broker (its own store), by offset → attempts.
   std::map<std::uint64_t, std::uint32_t> dead_letters(int id) {
-    std::map<std::uint64_t, std::uint32_t> out;
-    auto c = connect_to(cluster_->broker(id).address());
-    if (!c) return out;
-    client::admin admin(c);
-    v1::DlqListRequest req;
-    req.set_group(k_group);
-    req.set_limit(1000);
-    for (;;) {
-      auto r = admin.dlq_list(req);
-      if (!r) return out;
-      for (const auto& d : r.value().dead_letters()) out[d.message().offset()] = d.attempts();
-      if (!r.value().more() || r.value().dead_letters().empty()) return out;
-      const auto& last = r.value().dead_letters().rbegin()->message();
-      req.set_after_topic(last.topic());
-      req.set_after_partition(last.partition());
-      req.set_after_offset(last.offset());
-    }
+    return test::dead_letters(cluster_->broker(id).address(), k_group);
   }
 
   std::unique_ptr<cluster_brokers> cluster_;  // etcd and brokers 1-3

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "cluster_brokers.h"
+#include "dead_letters.h"
 #include "eventually.h"
 #include "history_checker.h"
 #include "positioned_stream.h"
@@ -160,27 +161,6 @@ TEST_F(cluster_retention_test, a_leader_fetched_from_with_a_newer_epoch_is_fence
     EXPECT_FALSE(r && r.value().has_produce_response())
         << "the leader acknowledged a write after a follower told it of a newer epoch\n" << c.logs();
     if (!r) std::cout << "after the fence: " << r.error().to_string() << "\n";
-  }
-}
-
-// A group's dead letters listed by broker `address` (paged DlqList), offset → attempts.
-std::map<std::uint64_t, std::uint32_t> dead_letters(const std::string& address, const std::string& group) {
-  std::map<std::uint64_t, std::uint32_t> out;
-  auto c = connect_to(address);
-  if (!c) return out;
-  client::admin admin(c);
-  v1::DlqListRequest req;
-  req.set_group(group);
-  req.set_limit(1000);
-  for (;;) {
-    auto r = admin.dlq_list(req);
-    if (!r) return out;
-    for (const auto& d : r.value().dead_letters()) out[d.message().offset()] = d.attempts();
-    if (!r.value().more() || r.value().dead_letters().empty()) return out;
-    const auto& last = r.value().dead_letters().rbegin()->message();
-    req.set_after_topic(last.topic());
-    req.set_after_partition(last.partition());
-    req.set_after_offset(last.offset());
   }
 }
 
