@@ -15,6 +15,7 @@
 #include <set>
 
 #include "cluster_brokers.h"
+#include "eventually.h"
 #include "history_checker.h"
 #include "keyed_stream.h"
 

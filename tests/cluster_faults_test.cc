@@ -1,6 +1,6 @@
 // Faults of replicated message partitions beyond a killed leader (issue 14, DESIGN §8,
 // docs/cluster.md "Replication" and "etcd unavailable"): etcd and three txmq-broker processes
-// on free loopback ports (support/replicated_cluster.h), stopped by PID; replicas 3, min ISR 2;
+// on free loopback ports (support/cluster_brokers.h), stopped by PID; replicas 3, min ISR 2;
 // every wait bounded; every history judged by the history checker (acknowledged lost,
 // invented, duplicated, per-key order, and an acknowledged position holding another message).
 //  - a live follower SIGSTOPped past replica_lag_max: acknowledgements pause for about
@@ -32,7 +32,8 @@
 #include "etcd_process.h"
 #include "eventually.h"
 #include "fault_support.h"
-#include "replicated_cluster.h"
+#include "cluster_brokers.h"
+#include "positioned_stream.h"
 #include "txmq/client/error.h"
 #include "txmq/protocol/errc.h"
 #include "txmq/protocol/message_id.h"
@@ -89,7 +90,7 @@ class cluster_faults_test : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
-    etcd_.start();
+    cluster_ = std::make_unique<cluster_brokers>();
   }
   void TearDown() override {
     // Nothing stays stopped (a failed assertion between SIGSTOP and SIGCONT).
@@ -100,12 +101,10 @@ class cluster_faults_test : public ::testing::Test {
     }
   }
   void start(const std::vector<std::string>& args) {
-    cluster_ = std::make_unique<replicated_cluster>(etcd_.url(), args);
-    cluster_->start_all();
+    cluster_->start(args);
   }
 
-  etcd_process etcd_;
-  std::unique_ptr<replicated_cluster> cluster_;
+  std::unique_ptr<cluster_brokers> cluster_;
 };
 
 // replica_lag_max 2 s, well under the 10 s lease: a SIGSTOPped follower stays registered, so
@@ -116,7 +115,7 @@ TEST_F(cluster_faults_test, a_live_lagging_follower_leaves_the_isr_and_rejoins_a
   start({"--node-lease-ttl", "10s", "--replica-lag-max", "2s", "--replication-timeout", "5s"});
   auto& c = *cluster_;
   std::string why;
-  ASSERT_TRUE(c.create_topic(k_topic, 1, 3, &why)) << why << "\n" << c.logs();
+  ASSERT_TRUE(c.create_topic(k_topic, 1, 3, why)) << why << "\n" << c.logs();
   history h;
   positioned_stream s(c.bootstrap(), h, {});
   ASSERT_TRUE(eventually([&] { return s.acks() >= 300; }, 30s)) << c.logs();
@@ -239,7 +238,7 @@ TEST_F(cluster_faults_test, a_live_lagging_follower_leaves_the_isr_and_rejoins_a
 // leaders that could both acknowledge.
 class epoch_sampler {
  public:
-  epoch_sampler(replicated_cluster& c, std::int32_t partitions) : c_(c), partitions_(partitions) {
+  epoch_sampler(cluster_brokers& c, std::int32_t partitions) : c_(c), partitions_(partitions) {
     thread_ = std::thread([this] {
       while (!stop_) {
         for (int id = 1; id <= 3; ++id) {
@@ -284,7 +283,7 @@ class epoch_sampler {
   }
 
  private:
-  replicated_cluster& c_;
+  cluster_brokers& c_;
   std::int32_t partitions_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -302,7 +301,7 @@ TEST_F(cluster_faults_test, etcd_sigkilled_and_restarted_under_a_keyed_stream_lo
   start({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "10s"});
   auto& c = *cluster_;
   std::string why;
-  ASSERT_TRUE(c.create_topic(k_topic, partitions, 3, &why)) << why << "\n" << c.logs();
+  ASSERT_TRUE(c.create_topic(k_topic, partitions, 3, why)) << why << "\n" << c.logs();
   // 16 keys of every partition (reading back hands out one message per key per fetch).
   positioned_stream::options o;
   for (std::uint32_t p = 0; p < static_cast<std::uint32_t>(partitions); ++p) {
@@ -319,7 +318,7 @@ TEST_F(cluster_faults_test, etcd_sigkilled_and_restarted_under_a_keyed_stream_lo
     before[p] = *v;
   }
 
-  etcd_.kill();
+  cluster_->etcd().kill();
   const auto killed = steady_clock::now();
   // 1. etcd away for 8 s, longer than the 3 s lease: every node's session ends (its watchdog,
   // ttl − ttl/5 after its last renewal), and the leaders keep acknowledging: their ISRs are
@@ -376,7 +375,7 @@ TEST_F(cluster_faults_test, etcd_sigkilled_and_restarted_under_a_keyed_stream_lo
                                           "and etcd was away (the ISR shrink cannot be committed)";
   EXPECT_NE(c.broker(p0_leader).log().find("ISR change not written"), std::string::npos)
       << "partition 0's leader did not try (and fail) to shrink its ISR\n" << c.logs();
-  etcd_.start();
+  cluster_->etcd().start();
   const auto back = steady_clock::now();
   std::map<std::uint32_t, double> serving_ms;
   for (std::uint32_t p = 0; p < static_cast<std::uint32_t>(partitions); ++p) {

@@ -23,6 +23,8 @@
 #include <tuple>
 
 #include "cluster_brokers.h"
+#include "eventually.h"
+#include "txmq/client/admin.h"
 #include "history_checker.h"
 #include "txmq/consumer/consumer.h"
 #include "txmq/producer/producer.h"

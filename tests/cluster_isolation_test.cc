@@ -25,7 +25,8 @@
 #include "etcd_process.h"
 #include "eventually.h"
 #include "netns_bridge.h"
-#include "replicated_cluster.h"
+#include "cluster_brokers.h"
+#include "positioned_stream.h"
 #include "store_reader.h"
 #include "txmq/protocol/errc.h"
 #include "txmq/protocol/message_id.h"
@@ -90,16 +91,14 @@ TEST(cluster_isolation, an_isolated_leader_stops_acknowledging_the_others_elect_
   netns_bridge net(3);
   if (!net.ok()) GTEST_SKIP() << "cannot make the network namespaces: " << net.error();
   constexpr auto replication_timeout = 6000ms;
-  etcd_process etcd(net.bridge_address());
-  etcd.start();
-  replicated_cluster c(etcd.url(),
-                       {"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "6s",
+  cluster_brokers c(net.bridge_address());
+  c.make({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "6s",
                         // Listening on the namespace's addresses, not loopback; a test network.
-                        "--insecure"});
+          "--insecure"});
   for (int i = 1; i <= 3; ++i) c.broker(i).set_launch(net.exec_prefix(i), net.cluster_address(i), "0.0.0.0");
   c.start_all();
   std::string why;
-  ASSERT_TRUE(c.create_topic(k_topic, 1, 3, &why)) << why << "\n" << c.logs();
+  ASSERT_TRUE(c.create_topic(k_topic, 1, 3, why)) << why << "\n" << c.logs();
 
   history h;
   positioned_stream s(c.bootstrap(), h, {});

@@ -138,7 +138,7 @@ struct broker::impl {
   }
 
   void schedule_retention() {
-    retention_timer.expires_after(std::chrono::seconds(60));
+    retention_timer.expires_after(config.retention_interval);
     retention_timer.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
       store->enforce_retention([](result<storage::retention_result> r) {
@@ -417,6 +417,8 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
       if (!ctx) return ctx.error();
       rs.peer.tls = std::move(ctx).value();
     }
+    // A quarter of the frame for its other fields and the estimate's slack.
+    rs.max_answer_bytes = static_cast<std::size_t>(config.max_frame_bytes / 4 * 3);
 #ifdef TXMQ_FAULT_HOOKS
     // The deliberately broken build of the history checker's own test (replication.h).
     if (const char* v = std::getenv("TXMQ_TEST_ACK_BEFORE_REPLICAS"); v && std::string_view(v) == "1") {

@@ -118,6 +118,8 @@ const setting k_settings[] = {
      "keep messages this long (0 = no age limit)"},
     {"retention_bytes", kind::size, &broker_config::retention_bytes,
      "keep at most this much per partition (0 = no size limit)"},
+    {"retention_interval", kind::duration, &broker_config::retention_interval,
+     "how often messages past their retention are removed"},
     {"min_free_disk_bytes", kind::size, &broker_config::min_free_disk_bytes,
      "below this much free disk, produce and Prepare answer STORE_FULL (0 = no minimum)"},
     {"webhook_schedule", kind::duration_list, &broker_config::webhook_schedule,

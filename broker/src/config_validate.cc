@@ -144,6 +144,7 @@ result<void> validate(const broker_config& c) {
       !check_positive("webhook_timeout", c.webhook_timeout) ||
       !check_at_least_one("webhook_concurrency", c.webhook_concurrency) ||
       !check_positive("webhook_attempt_retention", c.webhook_attempt_retention) ||
+      !check_positive("retention_interval", c.retention_interval) ||
       !check_positive("webhook_secret_grace", c.webhook_secret_grace)) {
     return invalid(error_text);
   }

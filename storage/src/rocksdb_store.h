@@ -301,6 +301,8 @@ class rocksdb_store final : public store {
   void replica_append(replica_append_request request, completion<std::uint64_t> done) override;
   void truncate(std::string topic, std::uint32_t partition, std::uint64_t offset,
                 completion<std::uint64_t> done) override;
+  void restart_log(std::string topic, std::uint32_t partition, std::uint64_t start, std::uint32_t create_partitions,
+                   completion<std::uint64_t> done) override;
   result<std::vector<epoch_entry>> leader_epochs(std::string_view topic, std::uint32_t partition) const override;
   result<group_changes_read> group_changes(std::string_view topic, std::uint32_t partition, std::uint64_t from_seq,
                                            std::size_t max) const override;
@@ -335,6 +337,9 @@ class rocksdb_store final : public store {
   // entries, loaded from the DB on first use.
   std::vector<epoch_entry>& writer_epochs(std::uint32_t tid, std::uint32_t p);
   result<std::vector<epoch_entry>> load_epochs(std::uint32_t tid, std::uint32_t p) const;
+  // truncate()'s work inside a commit group: messages >= offset (their dedupe ids) and the
+  // epoch entries starting there go; answers the partition's new next offset.
+  result<std::uint64_t> truncate_in(group_ctx& ctx, topic_state& t, std::uint32_t partition, std::uint64_t offset);
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<epoch_entry>> epochs_;  // writer-only
   // Group replication (rocksdb_store_group_replica.cc): appends one change to the partition's
   // change sequence (its seq set here) and returns the sequence's new end.

@@ -161,71 +161,98 @@ void rocksdb_store::truncate(std::string topic, std::uint32_t partition, std::ui
     auto t = writer_topic(ctx, topic);
     if (!t) return make_error_code(errc::unknown_topic);
     if (partition >= t->record.partitions()) return make_error_code(errc::unknown_partition);
-    auto& ps = *t->partitions[partition];
-    const std::uint32_t tid = t->record.id();
-    if (ctx.logs.contains({tid, partition})) {
-      // The same commit group appended to the partition: its batch is not in the DB yet.
-      return error(errc::invalid_argument, "truncating a partition appended to in the same commit group; retry");
-    }
-    // Epoch entries starting at or past the offset go even when the log holds nothing there.
-    auto& epochs = writer_epochs(tid, partition);
-    while (!epochs.empty() && epochs.back().start_offset >= offset) {
-      ctx.del(cf_default, epoch_key(tid, partition, epochs.back().epoch));
-      epochs.pop_back();
-    }
-    if (offset >= ps.next) return ps.next;
-    const std::string prefix = log_prefix(tid, partition);
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[cf_log]));
-    it->SeekForPrev(log_key(tid, partition, offset));
-    if (!it->Valid() || !it->key().starts_with(prefix)) it->Seek(prefix);
-    for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
-      const std::uint64_t base = get_u64(it->key().data() + 8);
-      std::string_view value(it->value().data(), it->value().size());
-      batch_header h;
-      v1::MessageBatch batch;
-      if (!decode(value, h) ||
-          !batch.ParseFromArray(value.data() + batch_header_bytes, static_cast<int>(value.size() - batch_header_bytes))) {
-        return make_error_code(errc::corruption);
-      }
-      if (base + static_cast<std::uint64_t>(batch.messages_size()) <= offset) continue;
-      const int keep = base >= offset ? 0 : static_cast<int>(offset - base);
-      for (int i = keep; i < batch.messages_size(); ++i) {
-        const auto& id = batch.messages(i).id();
-        const std::uint64_t at = base + static_cast<std::uint64_t>(i);
-        std::string existing;
-        auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_dedupe], id, &existing);
-        dedupe_entry e;
-        // Only the entry that points here: an id stored again elsewhere keeps its entry.
-        if (s.ok() && decode(existing, e) && e.topic_id == tid && e.partition == partition && e.offset == at) {
-          ctx.batch.Delete(handles_[cf_dedupe], id);
-        } else if (!s.ok() && !s.IsNotFound()) {
-          return status_error(s, "reading a dedupe entry while truncating");
-        }
-        if (auto u = protocol::uuid::from_bytes(id)) ctx.dedupe.erase(u.value());
-      }
-      const std::string key(it->key().data(), it->key().size());
-      ps.meta.bytes -= std::min<std::uint64_t>(ps.meta.bytes, value.size());
-      if (keep == 0) {
-        ctx.batch.Delete(handles_[cf_log], key);
-        continue;
-      }
-      batch.mutable_messages()->DeleteSubrange(keep, batch.messages_size() - keep);
-      std::int64_t max_publish = 0;
-      for (const auto& m : batch.messages()) max_publish = std::max(max_publish, m.publish_time_ms());
-      std::string out;
-      encode(batch_header{h.version, static_cast<std::uint32_t>(keep), max_publish}, out);
-      batch.AppendToString(&out);
-      ps.meta.bytes += out.size();
-      ctx.batch.Put(handles_[cf_log], key, out);
-    }
-    if (!it->status().ok()) return status_error(it->status(), "truncating '" + topic + "'");
-    ps.next = offset;
-    ps.meta.next_offset = offset;
-    ps.meta.start_offset = std::min(ps.meta.start_offset, offset);
-    ctx.put(cf_default, partition_meta_key(tid, partition), encode(ps.meta));
-    ctx.touched.push_back(&ps);
-    return ps.next;
+    return truncate_in(ctx, *t, partition, offset);
   });
+}
+
+void rocksdb_store::restart_log(std::string topic, std::uint32_t partition, std::uint64_t start,
+                                std::uint32_t create_partitions, completion<std::uint64_t> done) {
+  submit<std::uint64_t>(true, 64, std::move(done),
+                        [this, topic = std::move(topic), partition, start,
+                         create_partitions](group_ctx& ctx) -> result<std::uint64_t> {
+    TXMQ_TRY(auto t, writer_topic_or_create(ctx, topic, create_partitions));
+    if (partition >= t->record.partitions()) return make_error_code(errc::unknown_partition);
+    TXMQ_TRY(truncate_in(ctx, *t, partition, 0));
+    // Empty now (no message, no epoch entry): it starts where the leader's log starts, and the
+    // leader's batches (each with its epoch) are appended from there.
+    auto& ps = *t->partitions[partition];
+    ps.next = start;
+    ps.meta.next_offset = start;
+    ps.meta.start_offset = start;
+    ps.meta.bytes = 0;
+    ctx.put(cf_default, partition_meta_key(t->record.id(), partition), encode(ps.meta));
+    if (std::find(ctx.touched.begin(), ctx.touched.end(), &ps) == ctx.touched.end()) ctx.touched.push_back(&ps);
+    return start;
+  });
+}
+
+result<std::uint64_t> rocksdb_store::truncate_in(group_ctx& ctx, topic_state& ts, std::uint32_t partition,
+                                                 std::uint64_t offset) {
+  const std::string& topic = ts.record.name();
+  auto& ps = *ts.partitions[partition];
+  const std::uint32_t tid = ts.record.id();
+  if (ctx.logs.contains({tid, partition})) {
+    // The same commit group appended to the partition: its batch is not in the DB yet.
+    return error(errc::invalid_argument, "truncating a partition appended to in the same commit group; retry");
+  }
+  // Epoch entries starting at or past the offset go even when the log holds nothing there.
+  auto& epochs = writer_epochs(tid, partition);
+  while (!epochs.empty() && epochs.back().start_offset >= offset) {
+    ctx.del(cf_default, epoch_key(tid, partition, epochs.back().epoch));
+    epochs.pop_back();
+  }
+  if (offset >= ps.next) return ps.next;
+  const std::string prefix = log_prefix(tid, partition);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[cf_log]));
+  it->SeekForPrev(log_key(tid, partition, offset));
+  if (!it->Valid() || !it->key().starts_with(prefix)) it->Seek(prefix);
+  for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    const std::uint64_t base = get_u64(it->key().data() + 8);
+    std::string_view value(it->value().data(), it->value().size());
+    batch_header h;
+    v1::MessageBatch batch;
+    if (!decode(value, h) ||
+        !batch.ParseFromArray(value.data() + batch_header_bytes, static_cast<int>(value.size() - batch_header_bytes))) {
+      return make_error_code(errc::corruption);
+    }
+    if (base + static_cast<std::uint64_t>(batch.messages_size()) <= offset) continue;
+    const int keep = base >= offset ? 0 : static_cast<int>(offset - base);
+    for (int i = keep; i < batch.messages_size(); ++i) {
+      const auto& id = batch.messages(i).id();
+      const std::uint64_t at = base + static_cast<std::uint64_t>(i);
+      std::string existing;
+      auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_dedupe], id, &existing);
+      dedupe_entry e;
+      // Only the entry that points here: an id stored again elsewhere keeps its entry.
+      if (s.ok() && decode(existing, e) && e.topic_id == tid && e.partition == partition && e.offset == at) {
+        ctx.batch.Delete(handles_[cf_dedupe], id);
+      } else if (!s.ok() && !s.IsNotFound()) {
+        return status_error(s, "reading a dedupe entry while truncating");
+      }
+      if (auto u = protocol::uuid::from_bytes(id)) ctx.dedupe.erase(u.value());
+    }
+    const std::string key(it->key().data(), it->key().size());
+    ps.meta.bytes -= std::min<std::uint64_t>(ps.meta.bytes, value.size());
+    if (keep == 0) {
+      ctx.batch.Delete(handles_[cf_log], key);
+      continue;
+    }
+    batch.mutable_messages()->DeleteSubrange(keep, batch.messages_size() - keep);
+    std::int64_t max_publish = 0;
+    for (const auto& m : batch.messages()) max_publish = std::max(max_publish, m.publish_time_ms());
+    std::string out;
+    encode(batch_header{h.version, static_cast<std::uint32_t>(keep), max_publish}, out);
+    batch.AppendToString(&out);
+    ps.meta.bytes += out.size();
+    ctx.batch.Put(handles_[cf_log], key, out);
+  }
+  if (!it->status().ok()) return status_error(it->status(), "truncating '" + topic + "'");
+  ps.next = offset;
+  ps.meta.next_offset = offset;
+  ps.meta.start_offset = std::min(ps.meta.start_offset, offset);
+  ctx.put(cf_default, partition_meta_key(tid, partition), encode(ps.meta));
+  ctx.touched.push_back(&ps);
+  return ps.next;
 }
 
 }  // namespace detail

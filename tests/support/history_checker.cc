@@ -28,6 +28,7 @@ history::history(const history& other) {
   attempts_ = other.attempts_;
   reads_ = other.reads_;
   ack_positions_ = other.ack_positions_;
+  retained_from_ = other.retained_from_;
 }
 
 void history::attempt(const std::string& id, const std::string& key, const std::string& body, std::uint64_t seq) {
@@ -44,6 +45,20 @@ void history::resolve(const std::string& id, attempt_outcome outcome) {
   if (a.outcome == attempt_outcome::acknowledged) return;
   if (outcome == attempt_outcome::unknown && a.outcome == attempt_outcome::failed) return;
   a.outcome = outcome;
+}
+
+std::optional<std::uint64_t> history::lowest_read(std::uint32_t partition) const {
+  std::lock_guard lk(mu_);
+  std::optional<std::uint64_t> low;
+  for (const auto& r : reads_) {
+    if (r.partition == partition && (!low || r.offset < *low)) low = r.offset;
+  }
+  return low;
+}
+
+void history::retained_from(std::uint32_t partition, std::uint64_t start) {
+  std::lock_guard lk(mu_);
+  retained_from_[partition] = start;
 }
 
 void history::acknowledged_at(const std::string& id, std::uint32_t partition, std::uint64_t offset) {
@@ -93,8 +108,15 @@ history_verdict history::check() const {
       v.duplicated.push_back(s.str());
     }
   }
+  // Acknowledged at a position retention removed since (retained_from): gone by design.
+  std::set<std::string> retained_away;
+  for (auto& [pos, ids] : ack_positions_) {
+    auto r = retained_from_.find(pos.first);
+    if (r != retained_from_.end() && pos.second < r->second) retained_away.insert(ids.begin(), ids.end());
+  }
+  v.retained_away = retained_away.size();
   for (auto& [id, a] : attempts_) {
-    if (a.outcome == attempt_outcome::acknowledged && !positions.contains(id)) {
+    if (a.outcome == attempt_outcome::acknowledged && !positions.contains(id) && !retained_away.contains(id)) {
       v.lost.push_back(hex_tail(id) + " (key " + a.key + ", seq " + std::to_string(a.seq) + ")");
     }
   }
@@ -109,6 +131,8 @@ history_verdict history::check() const {
       v.misplaced.push_back(s);
       continue;
     }
+    auto r = retained_from_.find(pos.first);
+    if (r != retained_from_.end() && pos.second < r->second) continue;
     auto it = stored.find(pos);
     if (it != stored.end() && it->second != ids.front()) {
       v.misplaced.push_back(hex_tail(ids.front()) + " acknowledged at " + where + ", which holds " + hex_tail(it->second));
@@ -144,7 +168,7 @@ std::size_t history::times_consumed(const std::string& id) const {
 std::string history_verdict::summary() const {
   std::ostringstream s;
   s << "HISTORY attempts=" << attempts << " acknowledged=" << acknowledged << " failed=" << failed
-    << " unknown=" << unknown << " consumed=" << consumed << " distinct=" << distinct_consumed
+    << " unknown=" << unknown << " consumed=" << consumed << " distinct=" << distinct_consumed << " retained_away=" << retained_away
     << " lost=" << lost.size() << " invented=" << invented.size() << " duplicated=" << duplicated.size()
     << " order_broken=" << order.size() << " misplaced=" << misplaced.size();
   auto examples = [&](const char* what, const std::vector<std::string>& list) {

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ struct history_verdict {
   std::vector<std::string> duplicated;  // ids, with the positions
   std::vector<std::string> order;       // keys, with the sequences out of order
   std::vector<std::string> misplaced;   // ids, with the acknowledged and the read positions
+  std::size_t retained_away = 0;  // acknowledged below a retained_from() start
   std::size_t attempts = 0, acknowledged = 0, failed = 0, unknown = 0, consumed = 0, distinct_consumed = 0;
 
   [[nodiscard]] bool ok() const {
@@ -61,6 +63,11 @@ class history {
   void consumed(const std::string& id, const std::string& key, const std::string& body, std::uint32_t partition,
                 std::uint64_t offset);
 
+  // Retention removed partition `partition`'s offsets below `start`: an acknowledgement at
+  // such a position (acknowledged_at) is neither lost nor misplaced (counted retained_away).
+  void retained_from(std::uint32_t partition, std::uint64_t start);
+  // The lowest offset of `partition` read (consumed()), nullopt when none.
+  [[nodiscard]] std::optional<std::uint64_t> lowest_read(std::uint32_t partition) const;
   [[nodiscard]] history_verdict check() const;
   // How many times the id was read (at any position).
   [[nodiscard]] std::size_t times_consumed(const std::string& id) const;
@@ -80,6 +87,7 @@ class history {
   std::map<std::string, attempt_rec> attempts_;
   std::vector<read_rec> reads_;
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::string>> ack_positions_;
+  std::map<std::uint32_t, std::uint64_t> retained_from_;
 };
 
 }  // namespace txmq::test

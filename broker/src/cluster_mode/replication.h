@@ -60,6 +60,9 @@ struct replication_settings {
   // wait for the fsync, fetch again (reporting it); more = fetch the next messages while the
   // previous are fsynced (each in-flight append is one fetch's messages: bounds the memory).
   std::uint32_t fetch_pipeline = 1;
+  // The largest ReplicaFetch answer a leader builds (its max_frame_bytes less room for the
+  // frame's other fields): message batches and group snapshot pages stay below it.
+  std::size_t max_answer_bytes = 4u << 20;
   // A deliberately broken build for the checker's own test (tests/cluster_replication_test):
   // acknowledge once the leader fsynced, without waiting for the followers. Honoured only
   // when the broker is built with tests (TXMQ_FAULT_HOOKS) and TXMQ_TEST_ACK_BEFORE_REPLICAS=1.
@@ -186,6 +189,13 @@ class replication {
       std::uint32_t max_messages = 0;
     };
     std::array<cached_answer, 4> answers;
+    // The group snapshot each follower is paging through (taken at its first page; later pages
+    // are cut from the same one, so the pages are one consistent state).
+    struct snapshot_pages {
+      std::uint64_t id = 0;
+      std::shared_ptr<const v1::GroupSnapshot> snapshot;
+    };
+    std::map<cluster::node_id, snapshot_pages> snapshots;
     std::size_t next_answer = 0;  // the slot replaced next (the oldest)
   };
   struct follower_task;
@@ -209,7 +219,10 @@ class replication {
   [[nodiscard]] std::uint64_t local_group_end(const std::string& topic, std::int32_t partition) const;
   // The group part of a ReplicaFetch answer (changes from req.group_seq, or the snapshot).
   void add_group_part(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp);
-  // Follower: takes the leader's snapshot of the partition's group state; false on failure.
+  // The page of the follower's group snapshot that req asks for (add_group_part's snapshot part).
+  void add_snapshot_page(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp);
+  // Follower: takes the leader's snapshot of the partition's group state, page by page, and
+  // installs it once whole (never half of it); false on failure.
   boost::asio::awaitable<bool> take_group_snapshot(const key& k, std::shared_ptr<peer_link> link, std::int64_t epoch);
   // Follower: applies the group changes of a fetch answer; false when a snapshot is needed.
   boost::asio::awaitable<bool> apply_group_part(const key& k, const v1::ReplicaFetchResponse& ans);
@@ -245,6 +258,7 @@ class replication {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   clock::time_point lag_published_{};
   std::function<void(const std::string&, std::int32_t, bool)> group_leadership_;
+  std::uint64_t next_snapshot_id_ = 1;
 };
 
 }  // namespace txmq::broker::cluster_mode

@@ -211,6 +211,14 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
           auto own = storage::end_offset_for_epoch(epochs, static_cast<std::uint32_t>(ans.epoch_end_epoch()), end);
           target = std::min(target, own.end_offset);
         }
+        // Never below this log's own start (retention, or a log restarted at the leader's
+        // start with no epoch entry yet): what is below is gone, and the truncation would
+        // move the start back over offsets this log does not hold.
+        storage::read_request sr;
+        sr.topic = topic;
+        sr.partition = p;
+        sr.max_messages = 0;
+        if (auto rs = store_.read(sr)) target = std::max(target, std::min(end, rs.value().start_offset));
         if (target < end) {
           common::log::info("partition ", topic, "/", partition, ": truncating from ", end, " to ", target,
                             " (leader ", e.leader, ", epoch ", e.leader_epoch, ")");
@@ -277,6 +285,26 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       }
       continue;
     }
+    if (ans.batches_size() == 0 && ans.log_start() > pipe->appended) {
+      // Retention on the leader removed messages this log never got: it cannot continue from
+      // its own end. Discard it and start where the leader's log starts (Kafka's log start
+      // offset); the group state stays the leader's snapshot and changes.
+      co_await drain_appends(io_, pipe, 0);
+      common::log::warn("partition ", topic, "/", partition, ": this log ends at ", pipe->appended,
+                        ", below the leader's start offset ", ans.log_start(),
+                        ": discarding it and copying the leader's log from there");
+      const auto start = ans.log_start();
+      auto r = co_await await_store<std::uint64_t>(io_, [&](auto done) {
+        store_.restart_log(topic, p, start, ans.partitions(), done);
+      });
+      if (!r) {
+        common::log::error("partition ", topic, "/", partition, ": restarting the log failed: ", r.error().message);
+        co_await pause(io_, std::chrono::milliseconds(500));
+        continue;
+      }
+      pipe->durable = pipe->appended = start;
+      continue;
+    }
     if (ans.batches_size() == 0) {
       // No messages; group changes may still have come (acks of messages fetched before).
       if (!need_group_snapshot && !co_await apply_group_part(k, ans)) need_group_snapshot = true;
@@ -325,31 +353,57 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
 
 asio::awaitable<bool> replication::take_group_snapshot(const key& k, std::shared_ptr<peer_link> sock,
                                                       std::int64_t epoch) {
-  v1::Frame q;
-  auto* req = q.mutable_replica_fetch();
-  req->set_node_id(node_.id());
-  req->set_topic(k.first);
-  req->set_partition(static_cast<std::uint32_t>(k.second));
-  req->set_leader_epoch(epoch);
-  req->set_group_snapshot(true);
-  auto a = co_await sock->exchange(q, std::chrono::milliseconds(10'000));
-  if (!a) {
-    sock->close();
-    co_return false;
-  }
-  if (!a.value().has_replica_fetch_response() || a.value().replica_fetch_response().group_snapshot_needed()) co_return false;
-  const auto& snap = a.value().replica_fetch_response().group_snapshot();
-  const std::size_t groups = static_cast<std::size_t>(snap.groups_size());
+  // Staged in memory page by page and installed in one store write once the last page came:
+  // a follower never holds (or serves after a failover) half of the leader's group state.
+  v1::GroupSnapshot staged;
+  std::uint64_t from = 0;
+  std::uint64_t id = 0;
+  std::size_t pages = 0;
+  do {
+    v1::Frame q;
+    auto* req = q.mutable_replica_fetch();
+    req->set_node_id(node_.id());
+    req->set_topic(k.first);
+    req->set_partition(static_cast<std::uint32_t>(k.second));
+    req->set_leader_epoch(epoch);
+    req->set_group_snapshot(true);
+    req->set_group_snapshot_from(from);
+    req->set_group_snapshot_id(id);
+    auto a = co_await sock->exchange(q, std::chrono::milliseconds(10'000));
+    if (!a) {
+      sock->close();
+      co_return false;
+    }
+    if (!a.value().has_replica_fetch_response() || a.value().replica_fetch_response().group_snapshot_needed()) co_return false;
+    auto& ans = *a.value().mutable_replica_fetch_response();
+    if (from != 0 && ans.group_snapshot_id() != id) co_return false;  // another snapshot: start over
+    id = ans.group_snapshot_id();
+    staged.set_next_seq(ans.group_snapshot().next_seq());
+    for (auto& part : *ans.mutable_group_snapshot()->mutable_groups()) {
+      // A group cut between two pages continues in the next one.
+      if (staged.groups_size() > 0 && staged.groups(staged.groups_size() - 1).group() == part.group()) {
+        auto* last = staged.mutable_groups(staged.groups_size() - 1);
+        for (auto& d : *part.mutable_deliveries()) *last->add_deliveries() = std::move(d);
+        for (auto& d : *part.mutable_dead()) *last->add_dead() = std::move(d);
+      } else {
+        *staged.add_groups() = std::move(part);
+      }
+    }
+    for (auto& t : *ans.mutable_group_snapshot()->mutable_txs()) staged.add_txs(std::move(t));
+    from = ans.group_snapshot_next();
+    ++pages;
+  } while (from != 0 && *alive_);
+  const std::size_t groups = static_cast<std::size_t>(staged.groups_size());
   auto r = co_await await_store<std::uint64_t>(io_, [&](auto done) {
-    store_.install_group_snapshot(k.first, static_cast<std::uint32_t>(k.second), snap, done);
+    store_.install_group_snapshot(k.first, static_cast<std::uint32_t>(k.second), std::move(staged), done);
   });
   if (!r) {
     common::log::error("partition ", k.first, "/", k.second, ": installing the leader's group snapshot failed: ",
                        r.error().message);
     co_return false;
   }
-  common::log::info("partition ", k.first, "/", k.second, ": group state of ", groups,
-                    " group(s) taken from the leader at change ", r.value());
+  common::log::info("partition ", k.first, "/", k.second, ": group state of ", groups, " group(s) taken from the leader in ",
+                    pages, " page(s) at change ", r.value());
   co_return true;
 }
 

@@ -76,17 +76,7 @@ void replication::await_group(std::vector<storage::group_change_ref> changes, st
 }
 
 void replication::add_group_part(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp) {
-  if (req.group_snapshot()) {
-    auto snap = store_.group_snapshot(req.topic(), req.partition());
-    if (!snap) {
-      common::log::warn("partition ", req.topic(), "/", req.partition(), ": group snapshot failed: ", snap.error().message);
-      resp.set_group_snapshot_needed(true);
-      return;
-    }
-    resp.set_group_end(snap.value().next_seq());
-    *resp.mutable_group_snapshot() = std::move(snap).value();
-    return;
-  }
+  if (req.group_snapshot()) return add_snapshot_page(req, resp);
   auto r = store_.group_changes(req.topic(), req.partition(), req.group_seq(), k_max_group_changes);
   if (!r) {
     common::log::warn("partition ", req.topic(), "/", req.partition(), ": reading group changes failed: ",
@@ -95,7 +85,116 @@ void replication::add_group_part(const v1::ReplicaFetchRequest& req, v1::Replica
   }
   resp.set_group_end(r.value().end);
   resp.set_group_snapshot_needed(r.value().snapshot_needed);
-  for (auto& c : r.value().changes) *resp.add_group_changes() = std::move(c);
+  // Half of an answer at most (the other half is the messages'): changes past it come with the
+  // next fetch.
+  const std::size_t budget = std::max<std::size_t>(settings_.max_answer_bytes / 2, 2048);
+  std::size_t bytes = 0;
+  for (auto& c : r.value().changes) {
+    bytes += c.ByteSizeLong() + 4;
+    if (bytes > budget && resp.group_changes_size() > 0) break;
+    *resp.add_group_changes() = std::move(c);
+  }
+}
+
+void replication::add_snapshot_page(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp) {
+  auto lp = leading_.find({req.topic(), static_cast<std::int32_t>(req.partition())});
+  if (lp == leading_.end()) {
+    resp.set_group_snapshot_needed(true);
+    return;
+  }
+  auto& pages = lp->second.snapshots[req.node_id()];
+  if (req.group_snapshot_from() == 0) {
+    auto snap = store_.group_snapshot(req.topic(), req.partition());
+    if (!snap) {
+      common::log::warn("partition ", req.topic(), "/", req.partition(), ": group snapshot failed: ", snap.error().message);
+      resp.set_group_snapshot_needed(true);
+      return;
+    }
+    pages.id = next_snapshot_id_++;
+    pages.snapshot = std::make_shared<const v1::GroupSnapshot>(std::move(snap).value());
+  } else if (!pages.snapshot || req.group_snapshot_id() != pages.id) {
+    // Not the snapshot this node pages (a new leadership, or another follower task): from 0.
+    resp.set_group_snapshot_needed(true);
+    return;
+  }
+  const auto& snap = *pages.snapshot;
+  resp.set_group_end(snap.next_seq());
+  resp.set_group_snapshot_id(pages.id);
+  auto* out = resp.mutable_group_snapshot();
+  out->set_next_seq(snap.next_seq());
+  // Items in order: per group its head (record, cursor), its deliveries, its dead letters, then
+  // each transaction record;
+  // group_snapshot_from counts the items already sent. A page takes items until the next one
+  // would pass max_answer_bytes (at least one item: a single item is small).
+  const std::size_t budget = std::max<std::size_t>(settings_.max_answer_bytes, 4096);
+  std::size_t bytes = 64;
+  std::uint64_t item = 0;
+  const std::uint64_t from = req.group_snapshot_from();
+  bool full = false;
+  for (const auto& g : snap.groups()) {
+    const std::uint64_t items = 1 + static_cast<std::uint64_t>(g.deliveries_size()) + static_cast<std::uint64_t>(g.dead_size());
+    if (item + items <= from) {
+      item += items;
+      continue;
+    }
+    v1::GroupPartitionState* part = nullptr;
+    auto take = [&](std::size_t size) {
+      if (bytes + size > budget && bytes > 64) {
+        full = true;
+        return false;
+      }
+      bytes += size;
+      if (!part) {
+        // Every page's part of a group carries its record and cursor (installed once).
+        part = out->add_groups();
+        part->set_group(g.group());
+        *part->mutable_topics() = g.topics();
+        part->set_created_ms(g.created_ms());
+        part->set_has_cursor(g.has_cursor());
+        part->set_cursor_floor(g.cursor_floor());
+        part->set_cursor_next(g.cursor_next());
+      }
+      return true;
+    };
+    if (item >= from && !take(64 + g.group().size())) break;
+    ++item;
+    for (const auto& d : g.deliveries()) {
+      if (item++ < from) continue;
+      if (!take(d.ByteSizeLong() + 4)) break;
+      *part->add_deliveries() = d;
+    }
+    if (full) {
+      --item;
+      break;
+    }
+    for (const auto& d : g.dead()) {
+      if (item++ < from) continue;
+      if (!take(d.ByteSizeLong() + 4)) break;
+      *part->add_dead() = d;
+    }
+    if (full) {
+      --item;
+      break;
+    }
+  }
+  // Then the transactions homed in the partition (docs/cluster.md "Transactions"), one item
+  // each, after every group's items.
+  for (int i = 0; !full && i < snap.txs_size(); ++i) {
+    if (item < from) {
+      ++item;
+      continue;
+    }
+    const auto size = snap.txs(i).size() + 4;
+    if (bytes + size > budget && bytes > 64) {
+      full = true;
+      break;
+    }
+    bytes += size;
+    out->add_txs(snap.txs(i));
+    ++item;
+  }
+  resp.set_group_snapshot_next(full ? item : 0);
+  if (!full) pages.snapshot.reset();  // the last page: the follower installs it now
 }
 
 }  // namespace txmq::broker::cluster_mode

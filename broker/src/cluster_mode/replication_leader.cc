@@ -282,14 +282,15 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
   r.from_offset = req.fetch_offset();
   r.max_messages = req.max_messages() ? std::min(req.max_messages(), settings_.max_fetch_messages)
                                       : settings_.max_fetch_messages;
-  r.max_bytes = 4u << 20;
+  // Half an answer: the other half is for the group changes (replication_groups.cc).
+  r.max_bytes = std::min<std::size_t>(4u << 20, settings_.max_answer_bytes / 2);
   auto read = store_.read(r);
   if (!read) return c->respond_error(corr, v1::STORAGE_ERROR, read.error().message);
-  if (!read.value().messages.empty() && read.value().messages.front().offset() != req.fetch_offset()) {
-    // Retention removed what the follower needs next: it cannot copy this log (not built:
-    // restarting the follower from the leader's start offset).
-    return c->respond_error(corr, v1::INVALID_ARGUMENT, "offset " + std::to_string(req.fetch_offset()) +
-                                                            " is below the leader's start offset");
+  resp->set_log_start(read.value().start_offset);
+  if (req.fetch_offset() < read.value().start_offset) {
+    // Retention removed what the follower needs next: no batches, and log_start tells it where
+    // to restart its log (it discards what it holds; docs/cluster.md "Retention").
+    return c->respond(std::move(out));
   }
   v1::ReplicaBatch* batch = nullptr;
   std::uint32_t batch_epoch = 0;

@@ -264,6 +264,9 @@ void service::sync_local_topics() {
     cfg.name = t.name;
     cfg.partitions = static_cast<std::uint32_t>(t.partitions);
     cfg.retention_ms = settings_.default_retention_ms;
+    // The broker's default like a follower's copy (created with auto_create_retention_bytes):
+    // without it a leader kept its whole log under retention_bytes while its followers trimmed.
+    cfg.retention_bytes = settings_.default_retention_bytes;
     creating_locally_.insert(t.name);
     store_.create_topic(cfg, on_io<storage::topic_info>(io_, [this, name = t.name](result<storage::topic_info> r) {
       creating_locally_.erase(name);

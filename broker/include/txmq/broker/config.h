@@ -90,6 +90,9 @@ struct broker_config {
   std::uint32_t default_partitions = 4;
   duration retention = std::chrono::hours(24 * 7);  // 0 = keep regardless of age
   std::uint64_t retention_bytes = 0;                // per partition; 0 = no size limit
+  // How often a retention pass runs (each node's own store; a follower below its leader's
+  // start offset restarts its log there: docs/cluster.md "Retention").
+  duration retention_interval = std::chrono::seconds(60);
   // Below this much free space on the data directory's disk, Produce and Prepare answer
   // STORE_FULL (acks, EndTx, group updates and retention still run); 0 = no minimum.
   std::uint64_t min_free_disk_bytes = 256 * 1024 * 1024;

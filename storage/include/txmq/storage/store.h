@@ -529,6 +529,16 @@ class store {
     (void)topic, (void)partition, (void)offset;
     done(make_error_code(errc::invalid_argument));
   }
+  // A follower whose log ends below the leader's start offset (retention removed what it
+  // never fetched) cannot copy the leader's log from its own end: restart_log discards every
+  // message of the partition (their dedupe ids) and its epoch entries, and makes the log empty
+  // starting at `start` (the leader's start offset; Kafka's log start offset handling); the
+  // topic is created with `create_partitions` partitions when missing. Answers `start`.
+  virtual void restart_log(std::string topic, std::uint32_t partition, std::uint64_t start,
+                           std::uint32_t create_partitions, completion<std::uint64_t> done) {
+    (void)topic, (void)partition, (void)start, (void)create_partitions;
+    done(make_error_code(errc::invalid_argument));
+  }
   [[nodiscard]] virtual result<std::vector<epoch_entry>> leader_epochs(std::string_view topic,
                                                                       std::uint32_t partition) const {
     (void)topic, (void)partition;
