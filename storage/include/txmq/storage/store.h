@@ -2,6 +2,8 @@
 
 // The durable store of a txmq broker: topics and their partitioned message logs, the dedupe
 // index, half (prepared) transactions, consumer-group state and dead letters.
+// It is one piece (over 600 lines) because it is the one contract the broker, the tools and
+// the tests program against; its declarations are grouped by concern below.
 //
 // Threading: every member function is thread-safe. Writes are queued to one writer thread (the
 // group committer): all writes that arrive while it is busy are applied together in one RocksDB
