@@ -349,6 +349,9 @@ class rocksdb_store final : public store {
   // change, written into its home partition's change sequence; nullopt for a single node's
   // transaction (no home) or a home partition missing here.
   std::optional<group_change_ref> log_tx_change(group_ctx& ctx, const records::TxRecord& rec);
+  // The current end of a home transaction's change sequence (what a retried Prepare or EndTx
+  // waits for on the ISR: its first answer may have been lost); nullopt as log_tx_change.
+  std::optional<group_change_ref> tx_home_end(group_ctx& ctx, const records::TxRecord& rec);
   // A follower's side: the leader's record of a transaction stored as it is (due index moved).
   result<void> apply_tx_change(group_ctx& ctx, const std::string& value);
   // Snapshots: the home partition's transactions read at `snap`, and a follower's replaced.

@@ -67,16 +67,7 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
       if (static_cast<tx_state>(rec.state()) == tx_state::prepared) {
         prepare_result dup{true, std::nullopt};
         // A retry may follow a first answer that never came: it waits for the same ISR.
-        if (!rec.home_topic().empty()) {
-          if (auto t = writer_topic(ctx, rec.home_topic()); t && rec.home_partition() < t->record.partitions()) {
-            auto& ps = *t->partitions[rec.home_partition()];
-            if (!ps.group_next) {
-              auto v = wget(ctx, cf_groups, group_seq_key(t->record.id(), rec.home_partition()));
-              ps.group_next = v && v->size() == 8 ? get_u64(v->data()) : 0;
-            }
-            dup.change = group_change_ref{rec.home_topic(), rec.home_partition(), *ps.group_next};
-          }
-        }
+        dup.change = tx_home_end(ctx, rec);
         return dup;
       }
       return errc::tx_not_prepared;
@@ -169,14 +160,7 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
       out.state = state;
       if (home) {
         // The outcome may not be on the home ISR yet (the first answer was lost): wait again.
-        if (auto t = writer_topic(ctx, rec.home_topic()); t && rec.home_partition() < t->record.partitions()) {
-          auto& ps = *t->partitions[rec.home_partition()];
-          if (!ps.group_next) {
-            auto v = wget(ctx, cf_groups, group_seq_key(t->record.id(), rec.home_partition()));
-            ps.group_next = v && v->size() == 8 ? get_u64(v->data()) : 0;
-          }
-          out.change = group_change_ref{rec.home_topic(), rec.home_partition(), *ps.group_next};
-        }
+        out.change = tx_home_end(ctx, rec);
         return out;
       }
       if (state == tx_state::committed) {

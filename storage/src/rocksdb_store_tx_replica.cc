@@ -22,6 +22,18 @@ std::optional<group_change_ref> rocksdb_store::log_tx_change(group_ctx& ctx, con
   return group_change_ref{rec.home_topic(), rec.home_partition(), end};
 }
 
+std::optional<group_change_ref> rocksdb_store::tx_home_end(group_ctx& ctx, const records::TxRecord& rec) {
+  if (rec.home_topic().empty()) return std::nullopt;
+  auto t = writer_topic(ctx, rec.home_topic());
+  if (!t || rec.home_partition() >= t->record.partitions()) return std::nullopt;
+  auto& ps = *t->partitions[rec.home_partition()];
+  if (!ps.group_next) {
+    auto v = wget(ctx, cf_groups, group_seq_key(t->record.id(), rec.home_partition()));
+    ps.group_next = v && v->size() == 8 ? get_u64(v->data()) : 0;
+  }
+  return group_change_ref{rec.home_topic(), rec.home_partition(), *ps.group_next};
+}
+
 result<void> rocksdb_store::apply_tx_change(group_ctx& ctx, const std::string& value) {
   records::TxRecord rec;
   if (!rec.ParseFromString(value)) return error(errc::corruption, "a replicated transaction record does not parse");

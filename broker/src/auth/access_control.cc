@@ -72,34 +72,12 @@ result<std::string> read_token_file(std::string_view key, const std::string& pat
 }
 
 result<std::string> read_admin_token(const std::string& path) {
-  const std::string advice = "; put a random token of at least " + std::to_string(k_min_admin_token_chars) +
-                             " characters in it, e.g. `printf 'txmq_%s' $(openssl rand -hex 24) > " + path +
-                             " && chmod 600 " + path + "`";
   if (path.empty()) {
     return invalid("auth = true needs admin_token_file (--admin-token-file FILE), a file holding the admin "
                    "principal's token; make one with `printf 'txmq_%s' $(openssl rand -hex 24) > FILE && chmod 600 "
                    "FILE`");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return invalid("cannot read admin_token_file " + path + ": " + std::strerror(errno) + advice);
-  }
-  std::ostringstream os;
-  os << in.rdbuf();
-  std::string token = os.str();
-  const auto first = token.find_first_not_of(" \t\r\n");
-  const auto last = token.find_last_not_of(" \t\r\n");
-  token = first == std::string::npos ? std::string() : token.substr(first, last - first + 1);
-  if (token.size() < k_min_admin_token_chars) {
-    return invalid("admin_token_file " + path + " holds a token of " + std::to_string(token.size()) +
-                   " characters; at least " + std::to_string(k_min_admin_token_chars) + " are needed" + advice);
-  }
-  for (unsigned char ch : token) {
-    if (ch <= 0x20 || ch == 0x7f) {
-      return invalid("admin_token_file " + path + " holds a token with a space or control character" + advice);
-    }
-  }
-  return token;
+  return read_token_file("admin_token_file", path);
 }
 
 access_control::access_control(boost::asio::io_context& io, storage::store& store, bool enabled,
