@@ -134,7 +134,10 @@ void service::copy_tx(const storage::tx_record& rec, std::function<void(result<v
   };
   if (*left == 0) return finish(outcome::success());
   const std::string txid(rec.id.raw());
-  for (auto& [topic, ms] : local) {
+  // Named copies, not structured bindings: clang 14 (the fuzz build) cannot capture those.
+  for (auto& entry : local) {
+    const std::string& topic = entry.first;
+    const auto& ms = entry.second;
     storage::append_request ar;
     ar.topic = topic;
     ar.sync = true;
@@ -163,7 +166,9 @@ void service::copy_tx(const storage::tx_record& rec, std::function<void(result<v
       });
     }));
   }
-  for (auto& [where, ms] : remote) {
+  for (auto& entry : remote) {
+    const auto where = entry.first;
+    const auto& ms = entry.second;
     if (!replication_) {
       finish(error(protocol::errc::internal, "copy to " + where.first + " at " + where.second + ": no replication"));
       continue;
