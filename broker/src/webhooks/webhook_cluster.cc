@@ -69,7 +69,7 @@ void webhook_notifier::sync_cluster(const std::vector<std::pair<std::string, std
     if (google::protobuf::util::MessageDifferencer::Equals(s.rec, rec)) continue;
     // A rotated secret or a disable made through another node.
     s.rec = rec;
-    store_.put_webhook(rec, [id](result<void> r) {
+    store_.put_webhook(rec, [id = id](result<void> r) {  // init-capture: clang 14 cannot capture a binding
       if (!r) common::log::error("webhooks: storing ", id, "'s new state failed: ", r.error().message);
     });
   }
