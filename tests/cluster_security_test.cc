@@ -27,6 +27,8 @@
 #include "store_reader.h"
 #include "test_certificates.h"
 #include "txmq/client/admin.h"
+#include "txmq/producer/transaction.h"
+#include "txmq/protocol/partitioner.h"
 
 namespace txmq::test {
 namespace {
@@ -263,6 +265,74 @@ TEST_F(cluster_security_test, replicates_over_tls_with_auth_and_survives_a_leade
     EXPECT_TRUE(verdict.ok()) << "broker " << id << ": " << verdict.summary();
     EXPECT_GE(verdict.acknowledged, 600u);
   }
+}
+
+// With auth and TLS on, a COMMIT's messages reach partitions led by other brokers: the home
+// leader copies them as a Produce over its peer connection, authenticated as txmq-cluster,
+// which therefore holds produce (docs/cluster.md "Transactions", "Between brokers"). Without
+// that permission the copy is refused NOT_AUTHORIZED and retried forever: the second message
+// never appears on its partition's leader.
+TEST_F(cluster_security_test, a_commit_reaches_partitions_led_by_other_brokers_with_auth_on) {
+  const std::string topic = "secure-tx";
+  constexpr std::uint32_t partitions = 3;
+  std::string why;
+  ASSERT_TRUE(cluster_->create_topic(topic, partitions, 3, why)) << why;
+  // Two keys whose partitions have different leaders (the controller spreads leaderships).
+  std::map<std::uint32_t, std::int64_t> leader;
+  ASSERT_TRUE(eventually([&] {
+    for (std::uint32_t p = 0; p < partitions; ++p) {
+      auto v = cluster_->view(topic, static_cast<std::int32_t>(p));
+      if (!v || v->leader <= 0 || v->isr.size() != 3) return false;
+      leader[p] = v->leader;
+    }
+    return true;
+  }, 20s)) << cluster_->logs();
+  std::string home_key, other_key;
+  for (int i = 0; i < 200 && other_key.empty(); ++i) {
+    const std::string k = "acct-" + std::to_string(i);
+    const auto p = protocol::partition_for_key(k, partitions);
+    if (home_key.empty()) {
+      home_key = k;
+    } else if (leader[p] != leader[protocol::partition_for_key(home_key, partitions)]) {
+      other_key = k;
+    }
+  }
+  ASSERT_FALSE(other_key.empty()) << "every partition has one leader";
+  const auto other_partition = protocol::partition_for_key(other_key, partitions);
+  const int other_leader = static_cast<int>(leader[other_partition]);
+  const auto before = cluster_->end_offset(other_leader, topic, other_partition);
+
+  producer::transactional_producer_options o;
+  o.connection = client_options(k_admin_token);
+  o.connection.address = cluster_->bootstrap();
+  o.connection.producer_group = "payers";
+  o.request_timeout = 20000ms;
+  o.checker = [](const producer::tx_check&) { return producer::tx_decision::commit; };
+  producer::transactional_producer tp(std::move(o));
+  std::string failed;
+  ASSERT_TRUE(eventually([&] {
+    auto tx = tp.begin();
+    for (const auto& key : {home_key, other_key}) {
+      producer::outgoing_message m;
+      m.topic = topic;
+      m.key = key;
+      m.body = "tx-" + key;
+      tx.add(std::move(m));
+    }
+    if (auto p = tx.prepare(); !p) {
+      failed = p.error().to_string();  // e.g. NOT_LEADER while the leaders record their epochs: again
+      return false;
+    }
+    if (auto c = tx.commit(); !c) {
+      failed = c.error().to_string();
+      return false;
+    }
+    return true;
+  }, 30s)) << failed << "\n" << cluster_->logs();
+  // The copy to the other leader is made after EndTx is answered: wait for it there.
+  EXPECT_TRUE(eventually([&] { return cluster_->end_offset(other_leader, topic, other_partition) > before; }, 15s))
+      << "the commit's message of " << other_key << " never reached broker " << other_leader << "\n"
+      << cluster_->logs();
 }
 
 TEST_F(cluster_security_test, replica_fetch_is_refused_to_every_client_principal) {
