@@ -30,6 +30,8 @@ packages=(
   clang-14 libclang-rt-14-dev
   # cluster mode's coordinator (DESIGN.md §8) and the `cluster` label's tests: etcd 3.4
   etcd-server
+  # etcdctl: cluster_security_test reads what etcd holds (no token, only its hash)
+  etcd-client
 )
 # Node.js and npm run the OpenAPI validator and the Standard Webhooks library in the tests
 # (tests/node, pinned by its package-lock.json). Debian's nodejs + npm, unless a node and npm
