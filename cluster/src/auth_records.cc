@@ -8,6 +8,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
+#include "etcd_json.h"
 #include "txmq/cluster/errc.h"
 
 namespace txmq::cluster {
@@ -15,11 +16,9 @@ namespace txmq::cluster {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-namespace {
+using detail::bad_value;
 
-error bad_value(std::string_view what, std::string_view why) {
-  return {errc::bad_response, "etcd holds " + std::string(what) + " that txmq did not write: " + std::string(why)};
-}
+namespace {
 
 std::string to_hex(std::string_view bytes) {
   static constexpr char digits[] = "0123456789abcdef";

@@ -15,11 +15,9 @@
 namespace txmq::cluster {
 namespace asio = boost::asio;
 namespace json = boost::json;
-namespace {
+using detail::bad_value;
 
-error bad_value(std::string_view what, std::string_view why) {
-  return {errc::bad_response, "etcd holds " + std::string(what) + " that txmq did not write: " + std::string(why)};
-}
+namespace {
 
 result<json::object> parse(std::string_view what, std::string_view text) {
   std::error_code ec;

@@ -12,6 +12,7 @@
 
 #include <boost/json/value.hpp>
 
+#include "txmq/cluster/errc.h"
 #include "txmq/cluster/etcd_client.h"
 
 namespace txmq::cluster::detail {
@@ -24,6 +25,12 @@ namespace txmq::cluster::detail {
 [[nodiscard]] std::string encode_lease_id(std::int64_t id);  // keepalive and revoke
 [[nodiscard]] std::string encode_watch_create(std::string_view key, std::string_view range_end,
                                               std::int64_t start_revision);
+
+// A record under the cluster prefix that txmq cannot read (a topic, partition, principal or
+// grant written by something else): bad_response saying what and why.
+[[nodiscard]] inline error bad_value(std::string_view what, std::string_view why) {
+  return {errc::bad_response, "etcd holds " + std::string(what) + " that txmq did not write: " + std::string(why)};
+}
 
 // Parses an answer's text into an object. Errors: bad_response.
 [[nodiscard]] result<boost::json::object> parse_object(std::string_view text);

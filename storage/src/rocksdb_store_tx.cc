@@ -27,6 +27,21 @@ result<tx_record> record_fields(const records::TxRecord& rec) {
   return out;
 }
 
+// A record after its outcome: the bodies dropped unless `keep_bodies` (a cluster commit: the
+// home leader still copies them), no check due, when and by whom it was resolved.
+void settle(records::TxRecord& rec, tx_state outcome, resolver by, std::int64_t now_ms, bool keep_bodies) {
+  if (!keep_bodies) {
+    for (auto& m : *rec.mutable_messages()) {
+      m.clear_body();
+      m.clear_headers();
+    }
+  }
+  rec.set_state(static_cast<std::uint32_t>(outcome));
+  rec.set_next_check_ms(0);
+  rec.set_resolved_ms(now_ms);
+  rec.set_resolved_by(static_cast<std::uint32_t>(by));
+}
+
 }  // namespace
 
 result<tx_record> rocksdb_store::to_tx_record(std::string_view value) const {
@@ -180,16 +195,7 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
       if (state == tx_state::prepared && rec.next_check_ms() != 0) {
         ctx.del(cf_index_, tx_due_key(rec.next_check_ms(), key));
       }
-      if (wanted != tx_state::committed) {
-        for (auto& m : *rec.mutable_messages()) {
-          m.clear_body();
-          m.clear_headers();
-        }
-      }
-      rec.set_state(static_cast<std::uint32_t>(wanted));
-      rec.set_next_check_ms(0);
-      rec.set_resolved_ms(ctx.now_ms);
-      rec.set_resolved_by(static_cast<std::uint32_t>(req.by));
+      settle(rec, wanted, req.by, ctx.now_ms, wanted == tx_state::committed);
       ctx.put(cf_tx, key, rec.SerializeAsString());
       out.change = log_tx_change(ctx, rec);
       if (ctx.poisoned) return *ctx.poisoned;
@@ -230,14 +236,7 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
       }
     }
     // Bodies live on in the log (commit) or are not wanted (rollback); keep the outcome small.
-    for (auto& m : *rec.mutable_messages()) {
-      m.clear_body();
-      m.clear_headers();
-    }
-    rec.set_state(static_cast<std::uint32_t>(wanted));
-    rec.set_next_check_ms(0);
-    rec.set_resolved_ms(ctx.now_ms);
-    rec.set_resolved_by(static_cast<std::uint32_t>(req.by));
+    settle(rec, wanted, req.by, ctx.now_ms, false);
     ctx.put(cf_tx, key, rec.SerializeAsString());
     if (ctx.poisoned) return *ctx.poisoned;
     out.status = resolve_status::applied;
