@@ -116,7 +116,14 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   for (std::size_t i = 0; i < cf_count; ++i) {
     rocksdb::ColumnFamilyOptions cf;
-    cf.write_buffer_size = i == cf_log ? options_.write_buffer_bytes : std::max<std::size_t>(options_.write_buffer_bytes / 4, 2 << 20);
+    // Every family takes a whole write buffer (the budget above bounds them together). With a
+    // quarter size, the tx family (a Prepare writes its record with the bodies, the commit
+    // overwrites it moments later) filled five times a second at 33,000 tx/s and its L0->L1
+    // compactions rewrote L1 each time (82 MB compacted for 29 MB flushed in an 8 s run; 18 MB
+    // at full size), and the dedupe family flushed as often as the log under publish. Every
+    // flush of any family also starts a new WAL, whose first fsync syncs the directory too
+    // (issue #15, docs/BENCHMARKS.md "Fifth round").
+    cf.write_buffer_size = options_.write_buffer_bytes;
     cf.max_write_buffer_number = 3;
     cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
     cf.compression = rocksdb::kNoCompression;
@@ -165,6 +172,19 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
                                            k_cf_names[i] + "': not a txmq store, refusing to open it");
       }
     }
+  }
+
+  if (!env_) {
+    // Compactions run below the io, writer and syncer threads: on a machine of few cores they
+    // otherwise take a core from a commit group mid-way (the tail at a steady rate, issue #15).
+    // They still get every idle cycle, and RocksDB slows writes (level0_slowdown_writes_trigger)
+    // before L0 grows without bound, so a starved compaction cannot pile up unseen. Flushes
+    // (the HIGH pool) keep their priority: a full memtable stops writes. Process-wide, once.
+    static const bool lowered = [] {
+      (void)rocksdb::Env::Default()->LowerThreadPoolCPUPriority(rocksdb::Env::LOW, rocksdb::CpuPriority::kLow);
+      return true;
+    }();
+    (void)lowered;
   }
 
   rocksdb::DB* raw = nullptr;
