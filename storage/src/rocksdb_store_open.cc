@@ -174,19 +174,6 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     }
   }
 
-  if (!env_) {
-    // Compactions run below the io, writer and syncer threads: on a machine of few cores they
-    // otherwise take a core from a commit group mid-way (the tail at a steady rate, issue #15).
-    // They still get every idle cycle, and RocksDB slows writes (level0_slowdown_writes_trigger)
-    // before L0 grows without bound, so a starved compaction cannot pile up unseen. Flushes
-    // (the HIGH pool) keep their priority: a full memtable stops writes. Process-wide, once.
-    static const bool lowered = [] {
-      (void)rocksdb::Env::Default()->LowerThreadPoolCPUPriority(rocksdb::Env::LOW, rocksdb::CpuPriority::kLow);
-      return true;
-    }();
-    (void)lowered;
-  }
-
   rocksdb::DB* raw = nullptr;
   auto s = rocksdb::DB::Open(db_options, path.string(), cfs, &handles_, &raw);
   if (!s.ok()) {
