@@ -217,7 +217,12 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
     if (wanted == tx_state::committed) {
       for (int i = 0; i < rec.messages_size(); ++i) {
         auto* m = rec.mutable_messages(i);
-        v1::Message copy = *m;
+        // The body and headers move into the log's copy: settle() below drops them from the
+        // record anyway, so only the small fields are copied (issue #15).
+        v1::Message copy;
+        copy.mutable_body()->swap(*m->mutable_body());
+        copy.mutable_headers()->swap(*m->mutable_headers());
+        copy.MergeFrom(*m);
         copy.set_txid(key);
         auto pos = append_one(ctx, *topics[static_cast<std::size_t>(i)], encode_message(std::move(copy), ctx.now_ms));
         out.positions.push_back(pos);

@@ -108,6 +108,38 @@ TEST_F(store_tx_test, commit_makes_the_messages_visible_with_their_txid) {
   EXPECT_THAT(due_check_ids(now() + 100'000), IsEmpty());
 }
 
+// The commit moves each body and its headers into the log instead of copying them (issue #15):
+// what is read back is the whole message, and the outcome record keeps no body.
+TEST_F(store_tx_test, commit_writes_each_message_whole_and_keeps_no_body_in_the_outcome) {
+  const txid id = protocol::uuid::make_v4();
+  auto m = make_message("payload", "acct-9", "pay");
+  (*m.mutable_headers())["trace"] = "t-1";
+  (*m.mutable_headers())["kind"] = "debit";
+  const std::string message_id = m.id();
+  prepare(id, {m}, now() + 6'000);
+  auto r = resolve(id, tx_outcome::commit);
+  ASSERT_THAT(r.positions, SizeIs(1));
+  auto got = read("pay", r.positions[0].partition, r.positions[0].offset, 1);
+  ASSERT_THAT(got.messages, SizeIs(1));
+  const auto& stored = got.messages[0];
+  EXPECT_EQ(stored.id(), message_id);
+  EXPECT_EQ(stored.body(), "payload");
+  EXPECT_EQ(stored.key(), "acct-9");
+  ASSERT_EQ(stored.headers().size(), 2);
+  EXPECT_EQ(stored.headers().at("trace"), "t-1");
+  EXPECT_EQ(stored.headers().at("kind"), "debit");
+  EXPECT_EQ(stored.txid(), id.raw());
+  auto tx = find_tx(id);
+  ASSERT_TRUE(tx);
+  ASSERT_THAT(tx->messages, SizeIs(1));
+  EXPECT_TRUE(tx->messages[0].body().empty());
+  EXPECT_TRUE(tx->messages[0].headers().empty());
+  EXPECT_TRUE(tx->messages[0].txid().empty());
+  EXPECT_EQ(tx->messages[0].id(), message_id);
+  EXPECT_EQ(tx->messages[0].topic(), "pay");
+  EXPECT_EQ(tx->messages[0].offset(), r.positions[0].offset);
+}
+
 TEST_F(store_tx_test, repeated_commit_answers_repeated_and_writes_nothing) {
   const txid id = prepare_two(now() + 6'000);
   auto first = resolve(id, tx_outcome::commit);
