@@ -116,14 +116,15 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   for (std::size_t i = 0; i < cf_count; ++i) {
     rocksdb::ColumnFamilyOptions cf;
-    // Every family takes a whole write buffer (the budget above bounds them together). With a
-    // quarter size, the tx family (a Prepare writes its record with the bodies, the commit
-    // overwrites it moments later) filled five times a second at 33,000 tx/s and its L0->L1
-    // compactions rewrote L1 each time (82 MB compacted for 29 MB flushed in an 8 s run; 18 MB
-    // at full size), and the dedupe family flushed as often as the log under publish. Every
-    // flush of any family also starts a new WAL, whose first fsync syncs the directory too
-    // (issue #15, docs/BENCHMARKS.md "Fifth round").
-    cf.write_buffer_size = options_.write_buffer_bytes;
+    // The log and the transaction families (records and their due index) take a whole write
+    // buffer, the others a quarter (the budget above bounds them together). With a quarter
+    // size, the tx family (a Prepare writes its record with the bodies, the commit overwrites
+    // it moments later) filled five times a second at 33,000 tx/s, each flush starting a new
+    // WAL, and its L0->L1 compactions rewrote L1 each time: 82 MB compacted for 29 MB flushed
+    // in an 8 s run, 18 MB at full size (issue #15, docs/BENCHMARKS.md "Fifth round"). The
+    // dedupe family stays small: a whole buffer for it cost publish CPU in an A/B.
+    const bool whole = i == cf_log || i == cf_tx || i == cf_index_;
+    cf.write_buffer_size = whole ? options_.write_buffer_bytes : std::max<std::size_t>(options_.write_buffer_bytes / 4, 2 << 20);
     cf.max_write_buffer_number = 3;
     cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
     cf.compression = rocksdb::kNoCompression;

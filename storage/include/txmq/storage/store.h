@@ -61,8 +61,8 @@ struct store_options {
   // Upper bound of the bytes one commit group merges (the queue keeps the rest for the next).
   std::size_t max_group_bytes = 32u << 20;
   std::size_t block_cache_bytes = 64u << 20;
-  // Memtable size of each column family (log, dedupe, tx, index, groups) and the budget of
-  // all memtables together (a family over its share is flushed early).
+  // Memtable size of the message log and of the transaction records and their due index (the
+  // other families get a quarter), and the budget of all memtables together.
   std::size_t write_buffer_bytes = 16u << 20;
   std::size_t memtable_budget_bytes = 64u << 20;
   // Unix milliseconds; tests inject a fake clock. Default: the system clock.
