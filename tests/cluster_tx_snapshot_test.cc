@@ -35,9 +35,7 @@ constexpr int k_committed = 80;
 TEST(cluster_tx_snapshot_test, a_wiped_follower_pages_in_the_tx_records_and_as_leader_resolves_and_copies_them) {
   if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
   cluster_brokers c;
-  c.start({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "10s",
-           "--max-message-bytes", "8KiB", "--max-frame-bytes", "72KiB", "--tx-timeout", "1s",
-           "--tx-check-schedule", "500ms", "--tx-check-answer-timeout", "2s", "--tx-max-checks", "100000"});
+  c.start(tx_test_flags({"--max-message-bytes", "8KiB", "--max-frame-bytes", "72KiB"}));
   std::string why;
   ASSERT_TRUE(c.create_topic("home", 1, 3, why)) << why;
   ASSERT_TRUE(c.create_topic("dest", 3, 1, why)) << why;
