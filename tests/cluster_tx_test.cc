@@ -63,9 +63,7 @@ class cluster_tx_test : public ::testing::Test {
   void SetUp() override {
     if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
     cluster_ = std::make_unique<cluster_brokers>();
-    cluster_->start({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "10s",
-                     "--tx-timeout", "1s", "--tx-check-schedule", "500ms", "--tx-check-answer-timeout", "2s",
-                     "--tx-max-checks", "1000"});
+    cluster_->start(tx_test_flags());
   }
   std::string logs() const { return cluster_->logs(); }
 

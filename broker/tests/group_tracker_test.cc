@@ -151,6 +151,40 @@ TEST_F(group_tracker_test, extend_moves_the_deadline) {
   EXPECT_THAT(t->ack({ref(0)}, now_).results, ElementsAre(errc{}));
 }
 
+// Read-process-write in a cluster (docs/cluster.md "Transactions"): an extend carrying a txid
+// holds the delivery for that transaction only.
+TEST_F(group_tracker_test, a_transactions_hold_keeps_the_delivery_for_it_alone) {
+  produce({std::nullopt});
+  auto t = make_tracker();
+  fetch_offsets(*t);
+  const std::string a = "tx-a", b = "tx-b";
+  EXPECT_THAT(t->extend({ref(0)}, 60'000ms, now_, a).results, ElementsAre(errc{}));
+  EXPECT_THAT(t->extend({ref(0)}, 60'000ms, now_, b).results, ElementsAre(errc::unknown_delivery)) << "held by a";
+  EXPECT_THAT(t->ack({ref(0)}, now_).results, ElementsAre(errc::unknown_delivery)) << "the consumer's own ack";
+  EXPECT_THAT(t->nack({ref(0)}, 0ms, now_).results, ElementsAre(errc::unknown_delivery)) << "the consumer's own nack";
+  EXPECT_THAT(t->ack({ref(0)}, now_, b).results, ElementsAre(errc::unknown_delivery)) << "another transaction";
+  // The consumer's extend never shortens the hold: past its own deadline it is still in flight.
+  EXPECT_THAT(t->extend({ref(0)}, 100ms, now_).results, ElementsAre(errc{}));
+  now_ += 5000;
+  persist(t->expire(now_));
+  EXPECT_TRUE(fetch_offsets(*t).empty()) << "held: not redelivered";
+  EXPECT_THAT(t->extend({ref(0)}, 60'000ms, now_, a).results, ElementsAre(errc{})) << "the holder again (a claim)";
+  EXPECT_THAT(t->ack({ref(0)}, now_, a).results, ElementsAre(errc{}));
+  EXPECT_THAT(t->ack({ref(0)}, now_, a).results, ElementsAre(errc::unknown_delivery)) << "done once";
+}
+
+TEST_F(group_tracker_test, a_release_by_the_holding_transaction_redelivers_to_anyone) {
+  produce({std::nullopt});
+  auto t = make_tracker();
+  fetch_offsets(*t);
+  EXPECT_THAT(t->extend({ref(0)}, 60'000ms, now_, "tx-b").results, ElementsAre(errc{}));
+  EXPECT_THAT(t->nack({ref(0)}, 10ms, now_, "tx-b").results, ElementsAre(errc{}));
+  now_ += 20;
+  persist(t->expire(now_));
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
+  EXPECT_THAT(t->ack({ref(0)}, now_).results, ElementsAre(errc{})) << "no longer held";
+}
+
 TEST_F(group_tracker_test, max_attempts_moves_the_message_to_dead_letters_and_frees_its_key) {
   produce({"k", "k"});
   auto t = make_tracker();

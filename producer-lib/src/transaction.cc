@@ -286,6 +286,7 @@ client::result<void> transaction::prepare() {
       ref->set_topic(a.topic);
       ref->set_partition(a.partition);
       ref->set_offset(a.offset);
+      if (a.attempt != 0) ref->set_attempt(a.attempt);
     }
   }
   const auto& first = prepare->messages(0);

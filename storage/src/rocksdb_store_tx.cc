@@ -15,7 +15,7 @@ result<tx_record> record_fields(const records::TxRecord& rec) {
   out.id = id.value();
   out.producer_group = rec.producer_group();
   out.state = static_cast<tx_state>(rec.state());
-  for (auto& a : rec.acks()) out.acks.push_back({a.group(), a.topic(), a.partition(), a.offset()});
+  for (auto& a : rec.acks()) out.acks.push_back({a.group(), a.topic(), a.partition(), a.offset(), a.attempt()});
   out.prepared_ms = rec.prepared_ms();
   out.check_count = rec.check_count();
   out.next_check_ms = rec.next_check_ms();
@@ -122,6 +122,7 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
       r->set_topic(a.topic);
       r->set_partition(a.partition);
       r->set_offset(a.offset);
+      if (a.attempt != 0) r->set_attempt(a.attempt);
     }
     rec.set_prepared_ms(ctx.now_ms);
     rec.set_next_check_ms(req.first_check_ms);

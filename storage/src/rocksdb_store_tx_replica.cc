@@ -102,7 +102,10 @@ void rocksdb_store::mark_copied(txid id, completion<std::optional<group_change_r
         if (!existing) return std::optional<group_change_ref>{};
         records::TxRecord rec;
         if (!rec.ParseFromString(*existing)) return errc::corruption;
-        if (static_cast<tx_state>(rec.state()) != tx_state::committed || rec.copied()) {
+        // A committed record: its messages (and acks) are in place; a rolled-back one with acks
+        // (cluster read-process-write): its holds are released.
+        const auto st = static_cast<tx_state>(rec.state());
+        if ((st != tx_state::committed && st != tx_state::rolled_back) || rec.copied()) {
           return std::optional<group_change_ref>{};
         }
         for (auto& m : *rec.mutable_messages()) {

@@ -36,6 +36,17 @@ struct partition_view {
   std::vector<std::int64_t> replicas;
 };
 
+// The flags of the transaction tests: a 3 s lease, quick check-backs (1 s to the first, then
+// every 500 ms), `tx_max_checks` high enough that nothing is abandoned during a test, and then
+// `extra`.
+inline std::vector<std::string> tx_test_flags(std::vector<std::string> extra = {}) {
+  std::vector<std::string> flags{"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "10s",
+                                 "--tx-timeout", "1s", "--tx-check-schedule", "500ms", "--tx-check-answer-timeout",
+                                 "2s", "--tx-max-checks", "100000"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
+}
+
 class cluster_brokers {
  public:
   // Starts etcd (the caller checked etcd_process::available()); with `etcd_host` (e.g. a test

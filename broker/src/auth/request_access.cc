@@ -44,9 +44,18 @@ std::vector<need> fetch(const v1::Frame& f, const lk& l) {
   }
   return consume(f.fetch().group(), topics);
 }
-std::vector<need> ack(const v1::Frame& f, const lk&) { return consume(f.ack().group(), ref_topics(f.ack().refs())); }
-std::vector<need> nack(const v1::Frame& f, const lk&) { return consume(f.nack().group(), ref_topics(f.nack().refs())); }
-std::vector<need> extend(const v1::Frame& f, const lk&) {
+// A settle carrying `tx` is a transaction's home leader settling deliveries for it
+// (read-process-write in a cluster): brokers of the cluster only, as ReplicaFetch.
+std::vector<need> ack(const v1::Frame& f, const lk& l) {
+  if (!f.ack().tx().empty()) return replicate(f, l);
+  return consume(f.ack().group(), ref_topics(f.ack().refs()));
+}
+std::vector<need> nack(const v1::Frame& f, const lk& l) {
+  if (!f.nack().tx().empty()) return replicate(f, l);
+  return consume(f.nack().group(), ref_topics(f.nack().refs()));
+}
+std::vector<need> extend(const v1::Frame& f, const lk& l) {
+  if (!f.extend().tx().empty()) return replicate(f, l);
   return consume(f.extend().group(), ref_topics(f.extend().refs()));
 }
 

@@ -221,7 +221,8 @@ void consumer_groups::serve_waiters(group_entry& g) {
 }
 
 void consumer_groups::settle(const std::shared_ptr<responder>& c, std::uint64_t corr, settle_kind kind,
-                             const std::string& group, const google::protobuf::RepeatedPtrField<v1::DeliveryRef>& refs, std::uint32_t ms) {
+                             const std::string& group, const google::protobuf::RepeatedPtrField<v1::DeliveryRef>& refs, std::uint32_t ms,
+                             std::string_view tx) {
   auto it = groups_.find(group);
   if (it == groups_.end()) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + group + "'");
   if (refs.empty() || static_cast<std::size_t>(refs.size()) > k_max_refs) {
@@ -234,9 +235,9 @@ void consumer_groups::settle(const std::shared_ptr<responder>& c, std::uint64_t 
   for (auto& r : refs) mrefs.push_back({r.topic(), r.partition(), r.offset(), r.attempt()});
   auto& g = it->second;
   const auto now = now_ms();
-  auto res = kind == settle_kind::ack    ? g.tracker->ack(mrefs, now)
-             : kind == settle_kind::nack ? g.tracker->nack(mrefs, std::chrono::milliseconds(ms), now)
-                                         : g.tracker->extend(mrefs, std::chrono::milliseconds(ms), now);
+  auto res = kind == settle_kind::ack    ? g.tracker->ack(mrefs, now, tx)
+             : kind == settle_kind::nack ? g.tracker->nack(mrefs, std::chrono::milliseconds(ms), now, tx)
+                                         : g.tracker->extend(mrefs, std::chrono::milliseconds(ms), now, tx);
   if (metrics_) {
     std::uint64_t ok = 0;
     for (auto e : res.results) ok += e == protocol::errc{} ? 1 : 0;

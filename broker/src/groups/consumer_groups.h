@@ -82,9 +82,11 @@ class consumer_groups {
   // its wait is over, or the broker stops).
   void fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::FetchRequest& req);
   enum class settle_kind { ack, nack, extend };
-  // Ack, Nack (ms: the retry delay, 0 = the retry schedule) or Extend (ms: by how much).
+  // Ack, Nack (ms: the retry delay, 0 = the retry schedule) or Extend (ms: by how much). `tx`:
+  // settled on behalf of that transaction by its home leader (group_tracker::extend's hold).
   void settle(const std::shared_ptr<responder>& c, std::uint64_t corr, settle_kind kind, const std::string& group,
-              const google::protobuf::RepeatedPtrField<v1::DeliveryRef>& refs, std::uint32_t ms);
+              const google::protobuf::RepeatedPtrField<v1::DeliveryRef>& refs, std::uint32_t ms,
+              std::string_view tx = {});
   void create_group(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateGroupRequest& req);
   void describe_group(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& group);
   void list_groups(const std::shared_ptr<responder>& c, std::uint64_t corr);

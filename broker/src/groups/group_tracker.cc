@@ -308,6 +308,7 @@ result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, c
 }
 
 void group_tracker::finish(std::size_t pidx, std::uint64_t offset) {
+  if (!holds_.empty()) holds_.erase({pidx, offset});
   auto& part = partitions_[pidx];
   auto it = part.pending.find(offset);
   if (it == part.pending.end()) return;
@@ -336,6 +337,7 @@ void group_tracker::finish(std::size_t pidx, std::uint64_t offset) {
 
 void group_tracker::fail_delivery(std::size_t pidx, std::uint64_t offset, std::chrono::milliseconds delay,
                                   std::int64_t now_ms, const char* why, storage::group_update& update) {
+  if (!holds_.empty()) holds_.erase({pidx, offset});
   auto& part = partitions_[pidx];
   auto& e = part.pending.at(offset);
   if (e.attempt >= settings_.max_attempts) {
@@ -369,14 +371,23 @@ group_tracker::entry* group_tracker::in_flight_entry(const delivery_ref& r, std:
   return &it->second;
 }
 
+const std::string* group_tracker::holder(std::size_t pidx, std::uint64_t offset) const {
+  if (holds_.empty()) return nullptr;
+  auto it = holds_.find({pidx, offset});
+  return it == holds_.end() ? nullptr : &it->second;
+}
+
 template <class Fn>
-group_tracker::refs_result group_tracker::settle(const std::vector<delivery_ref>& refs, std::int64_t now_ms, Fn&& fn) {
+group_tracker::refs_result group_tracker::settle(const std::vector<delivery_ref>& refs, std::int64_t now_ms,
+                                                 std::string_view tx, bool extend, Fn&& fn) {
   refs_result out;
   out.update.group = name_;
   for (auto& r : refs) {
     std::size_t pidx = 0;
     auto* e = in_flight_entry(r, now_ms, pidx);
-    if (!e) {
+    const std::string* held = e ? holder(pidx, r.offset) : nullptr;
+    // A held delivery is the holding transaction's to settle; the consumer may only extend it.
+    if (!e || (held && *held != tx && !(extend && tx.empty()))) {
       out.results.push_back(errc::unknown_delivery);
       continue;
     }
@@ -386,25 +397,33 @@ group_tracker::refs_result group_tracker::settle(const std::vector<delivery_ref>
   return out;
 }
 
-group_tracker::refs_result group_tracker::ack(const std::vector<delivery_ref>& refs, std::int64_t now_ms) {
-  return settle(refs, now_ms, [&](std::size_t pidx, const delivery_ref& r, entry&, storage::group_update& update) {
+group_tracker::refs_result group_tracker::ack(const std::vector<delivery_ref>& refs, std::int64_t now_ms,
+                                              std::string_view tx) {
+  return settle(refs, now_ms, tx, false, [&](std::size_t pidx, const delivery_ref& r, entry&, storage::group_update& update) {
     finish(pidx, r.offset);
     update.acks.push_back({r.topic, r.partition, r.offset});
   });
 }
 
 group_tracker::refs_result group_tracker::nack(const std::vector<delivery_ref>& refs, std::chrono::milliseconds delay,
-                                               std::int64_t now_ms) {
-  return settle(refs, now_ms, [&](std::size_t pidx, const delivery_ref& r, entry& e, storage::group_update& update) {
+                                               std::int64_t now_ms, std::string_view tx) {
+  return settle(refs, now_ms, tx, false, [&](std::size_t pidx, const delivery_ref& r, entry& e, storage::group_update& update) {
     const auto d = delay.count() > 0 ? delay : retry_delay(e.attempt);
     fail_delivery(pidx, r.offset, d, now_ms, "nacked", update);
   });
 }
 
 group_tracker::refs_result group_tracker::extend(const std::vector<delivery_ref>& refs, std::chrono::milliseconds by,
-                                                 std::int64_t now_ms) {
-  return settle(refs, now_ms, [&](std::size_t pidx, const delivery_ref& r, entry& e, storage::group_update& update) {
-    e.when_ms = now_ms + by.count();
+                                                 std::int64_t now_ms, std::string_view tx) {
+  return settle(refs, now_ms, tx, true, [&](std::size_t pidx, const delivery_ref& r, entry& e, storage::group_update& update) {
+    const std::int64_t until = now_ms + by.count();
+    if (!tx.empty()) {
+      holds_[{pidx, r.offset}] = std::string(tx);
+      e.when_ms = until;
+    } else {
+      // A consumer's extend never shortens a transaction's hold.
+      e.when_ms = holder(pidx, r.offset) ? std::max(e.when_ms, until) : until;
+    }
     set_timeline(pidx, r.offset, e, e.when_ms);
     update.deliveries.push_back(record_of(partitions_[pidx], r.offset, e));
   });
@@ -451,6 +470,7 @@ void group_tracker::drop_partition(const std::string& topic, std::uint32_t p) {
   }
   // The slot stays (indices are held by the timeline) but names no topic: nothing matches it.
   part = partition{};
+  std::erase_if(holds_, [&](const auto& h) { return h.first.first == it->second; });
   index_.erase(it);
 }
 

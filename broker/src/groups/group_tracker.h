@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -118,12 +119,20 @@ class group_tracker {
   };
   // Only messages in flight whose deadline has not passed (and, when the ref names an attempt,
   // in that attempt) can be acked, nacked or extended.
-  [[nodiscard]] refs_result ack(const std::vector<delivery_ref>& refs, std::int64_t now_ms);
+  //
+  // `tx` (cluster mode, read-process-write, docs/cluster.md "Transactions"): the txid on whose
+  // behalf a transaction's home leader settles. An extend by a transaction *holds* the delivery
+  // for it: until that transaction acks (COMMIT) or nacks (ROLLBACK) it, another
+  // transaction's settle of it is refused (unknown_delivery), and so is the consumer's own ack or
+  // nack; the consumer's extend never shortens the hold. The holder is kept in memory; the
+  // hold's deadline is the delivery record's (replicated), so after a failover the delivery stays
+  // in flight until that deadline, with no holder named.
+  [[nodiscard]] refs_result ack(const std::vector<delivery_ref>& refs, std::int64_t now_ms, std::string_view tx = {});
   // delay 0: the retry schedule decides. After max_attempts deliveries the message is dead.
   [[nodiscard]] refs_result nack(const std::vector<delivery_ref>& refs, std::chrono::milliseconds delay,
-                                 std::int64_t now_ms);
+                                 std::int64_t now_ms, std::string_view tx = {});
   [[nodiscard]] refs_result extend(const std::vector<delivery_ref>& refs, std::chrono::milliseconds by,
-                                   std::int64_t now_ms);
+                                   std::int64_t now_ms, std::string_view tx = {});
 
   // Deadlines that passed become retries (or dead letters). Returns the update to persist.
   [[nodiscard]] storage::group_update expire(std::int64_t now_ms);
@@ -188,9 +197,14 @@ class group_tracker {
   void make_ready(std::size_t pidx, std::uint64_t offset, entry& e);
   // The in-flight entry a ref names, or nullptr.
   entry* in_flight_entry(const delivery_ref& r, std::int64_t now_ms, std::size_t& pidx);
-  // Applies fn to each ref's in-flight entry; refs without one answer unknown_delivery.
+  // Applies fn to each ref's in-flight entry; refs without one, or held by a transaction other
+  // than `tx` (an ack or nack; `extend` true: an extend by another transaction), answer
+  // unknown_delivery.
   template <class Fn>
-  refs_result settle(const std::vector<delivery_ref>& refs, std::int64_t now_ms, Fn&& fn);
+  refs_result settle(const std::vector<delivery_ref>& refs, std::int64_t now_ms, std::string_view tx, bool extend,
+                     Fn&& fn);
+  // The transaction holding (pidx, offset), or nullptr.
+  [[nodiscard]] const std::string* holder(std::size_t pidx, std::uint64_t offset) const;
   void deliver(std::size_t pidx, std::uint64_t offset, entry& e, v1::Message msg, std::uint64_t member,
                std::chrono::milliseconds ack_deadline, std::int64_t now_ms, fetch_result& out);
   void set_timeline(std::size_t pidx, std::uint64_t offset, entry& e, std::optional<std::int64_t> when);
@@ -219,6 +233,8 @@ class group_tracker {
   std::multimap<std::int64_t, std::pair<std::size_t, std::uint64_t>> timeline_;
   std::uint64_t in_flight_count_ = 0;
   std::size_t rotate_ = 0;  // fairness across partitions
+  // Deliveries held by a transaction (extend with a tx), by (partition index, offset) → txid.
+  std::map<std::pair<std::size_t, std::uint64_t>, std::string> holds_;
 };
 
 }  // namespace txmq::broker

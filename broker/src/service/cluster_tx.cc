@@ -40,6 +40,11 @@ v1::Error plain_error(v1::ErrorCode code, std::string text) {
 }  // namespace
 
 std::optional<v1::Error> service::tx_owner(const std::string& topic, std::uint32_t partition) const {
+  return leads_now(topic, partition, "the transaction's home partition");
+}
+
+std::optional<v1::Error> service::leads_now(const std::string& topic, std::uint32_t partition,
+                                            const std::string& what) const {
   const auto state = cluster_->snapshot();
   if (!state) {
     return not_leader_error({.topic = topic,
@@ -48,7 +53,7 @@ std::optional<v1::Error> service::tx_owner(const std::string& topic, std::uint32
                                      " has not read the cluster's state from etcd yet; retry"});
   }
   if (auto refused = cluster_mode::partition_refusal(*state, cluster_->id(), topic, static_cast<std::int32_t>(partition))) {
-    refused->text = "the transaction's home partition: " + refused->text;
+    refused->text = what + ": " + refused->text;
     return not_leader_error(*refused);
   }
   std::int32_t replicas = 1;
@@ -59,7 +64,7 @@ std::optional<v1::Error> service::tx_owner(const std::string& topic, std::uint32
     return not_leader_error({.topic = topic,
                              .partition = static_cast<std::int32_t>(partition),
                              .text = "node " + std::to_string(cluster_->id()) +
-                                     " is not (yet) the leader of the transaction's home partition " + topic + "/" +
+                                     " is not (yet) the leader of " + what + " " + topic + "/" +
                                      std::to_string(partition) + " at its current epoch; refresh metadata and retry"});
   }
   return std::nullopt;
@@ -210,6 +215,10 @@ void service::set_tx_cluster() {
     replication_->await_group(std::move(changes), std::move(done));
   };
   h.copy = [this](const storage::tx_record& rec, std::function<void(result<void>)> done) { copy_tx(rec, std::move(done)); };
+  h.settle_acks = [this](tx_coordinator::settle_step step, const storage::txid& id,
+                         const std::vector<storage::ack_ref>& acks, std::function<void(result<std::vector<bool>>)> done) {
+    settle_tx_acks(step, id, acks, std::move(done));
+  };
   tx_->set_cluster(std::move(h));
 }
 

@@ -140,11 +140,23 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
     case v1::Frame::kFetch:
       if (cluster_ != nullptr) return fetch_in_cluster(c, corr, frame.fetch());
       return groups_->fetch(c, corr, frame.fetch());
-    case v1::Frame::kAck: return groups_->settle(c, corr, settle_kind::ack, frame.ack().group(), frame.ack().refs(), 0);
+    case v1::Frame::kAck:
+      if (!frame.ack().tx().empty()) {
+        return settle_for_tx(c, corr, settle_kind::ack, frame.ack().group(), frame.ack().refs(), 0, frame.ack().tx());
+      }
+      return groups_->settle(c, corr, settle_kind::ack, frame.ack().group(), frame.ack().refs(), 0);
     case v1::Frame::kNack:
+      if (!frame.nack().tx().empty()) {
+        return settle_for_tx(c, corr, settle_kind::nack, frame.nack().group(), frame.nack().refs(),
+                             frame.nack().delay_ms(), frame.nack().tx());
+      }
       return groups_->settle(c, corr, settle_kind::nack, frame.nack().group(), frame.nack().refs(),
                              frame.nack().delay_ms());
     case v1::Frame::kExtend:
+      if (!frame.extend().tx().empty()) {
+        return settle_for_tx(c, corr, settle_kind::extend, frame.extend().group(), frame.extend().refs(),
+                             frame.extend().extend_ms(), frame.extend().tx());
+      }
       return groups_->settle(c, corr, settle_kind::extend, frame.extend().group(), frame.extend().refs(),
                              frame.extend().extend_ms());
     case v1::Frame::kCreateTopic: return create_topic(c, corr, frame.create_topic());

@@ -137,6 +137,19 @@ class service {
   [[nodiscard]] std::optional<v1::Error> tx_owner(const std::string& topic, std::uint32_t partition) const;
   [[nodiscard]] std::optional<v1::Error> place_tx(storage::prepare_request& pr) const;
   void copy_tx(const storage::tx_record& rec, std::function<void(result<void>)> done);
+  // nullopt when this node leads `topic`/`partition` now (ready under its epoch), else the
+  // NOT_LEADER error, its text naming the partition as `what`.
+  [[nodiscard]] std::optional<v1::Error> leads_now(const std::string& topic, std::uint32_t partition,
+                                                   const std::string& what) const;
+  // Read-process-write in a cluster (service/cluster_tx_acks.cc): the coordinator's
+  // settle_acks hook (each ack's input partition leader settles it on the transaction's behalf:
+  // here, or forwarded as an Ack/Nack/Extend carrying `tx`), and the handler of such forwarded
+  // requests (NOT_LEADER unless this node leads every partition they name).
+  void settle_tx_acks(tx_coordinator::settle_step step, const storage::txid& id,
+                      const std::vector<storage::ack_ref>& acks, std::function<void(result<std::vector<bool>>)> done);
+  void settle_for_tx(const std::shared_ptr<responder>& c, std::uint64_t corr, consumer_groups::settle_kind kind,
+                     const std::string& group, const google::protobuf::RepeatedPtrField<v1::DeliveryRef>& refs,
+                     std::uint32_t ms, const std::string& tx);
   // The ProduceResponse for stored messages (both append paths answer with it).
   static v1::Frame produce_answer(std::uint64_t corr, const std::vector<storage::position>& positions);
   // The produce metrics of one append: messages, duplicates and bytes stored (or an error). Both

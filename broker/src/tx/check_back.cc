@@ -270,8 +270,28 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
   rr.outcome = outcome;
   rr.by = resolver::check;
   rr.sync = settings_.sync;
+  const auto& rec = *found.value();
+  if (cluster_.settle_acks && outcome == tx_outcome::commit && !rec.acks.empty()) {
+    // Cluster read-process-write: the holds are taken again before the COMMIT is written; if
+    // that cannot be done now, the transaction stays PREPARED and the next check asks again.
+    auto before = std::make_shared<storage::tx_record>(rec);
+    return claim_in_cluster(*before, [this, rr, before](result<std::optional<std::string>> claim) mutable {
+      if (!claim) {
+        busy_.erase(before->id);
+        common::log::warn("tx ", before->id.to_string(), ": its check-back said commit, but holding its acks' "
+                          "deliveries failed (asked again at its next check): ", claim.error().message);
+        return;
+      }
+      if (claim.value()) {
+        common::log::info("tx ", before->id.to_string(), " rolled back instead of committed by its check-back: ",
+                          *claim.value());
+        rr.outcome = tx_outcome::rollback;
+      }
+      write_check_resolve(rr, false, std::move(*before));
+    });
+  }
   bool claimed = false;
-  if (outcome == tx_outcome::commit) {
+  if (!cluster_.settle_acks && outcome == tx_outcome::commit) {
     if (auto stale = claim_acks(*found.value())) {
       common::log::info("tx ", check.id.to_string(), " rolled back instead of committed by its check-back: ", *stale);
       rr.outcome = tx_outcome::rollback;
@@ -279,7 +299,11 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
       claimed = true;
     }
   }
-  store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, claimed, before = std::move(*found.value())](
+  write_check_resolve(rr, claimed, std::move(*found.value()));
+}
+
+void tx_coordinator::write_check_resolve(const storage::resolve_request& rr, bool claimed, storage::tx_record rec) {
+  store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, claimed, before = std::move(rec)](
                                                         result<storage::resolve_result> r) {
     if (claimed) release_acks(before);
     busy_.erase(before.id);
@@ -289,8 +313,9 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
       return;
     }
     if (r.value().status == storage::resolve_status::applied) resolved(before, r.value(), resolver::check);
-    if (r.value().change && cluster_.await && r.value().state == tx_state::committed) {
-      // Cluster mode: the messages are copied once the outcome is on the home ISR.
+    if (r.value().change && cluster_.await && (r.value().state == tx_state::committed || !before.acks.empty())) {
+      // Cluster mode: the messages are copied (the acks applied, or a rollback's holds
+      // released) once the outcome is on the home ISR.
       const storage::txid id = before.id;
       const auto change = *r.value().change;
       cluster_.await({change}, [this, id, change](result<void> g) { confirmed_commit(id, change, g.has_value()); });

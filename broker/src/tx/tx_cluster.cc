@@ -25,28 +25,70 @@ void tx_coordinator::respond_with(responder& c, std::uint64_t corr, v1::Error e)
 }
 
 void tx_coordinator::start_copy(storage::tx_record rec) {
-  if (!cluster_.copy || rec.copied || rec.state != storage::tx_state::committed) return;
+  if (!cluster_.copy || rec.copied) return;
+  const bool committed = rec.state == storage::tx_state::committed;
+  // A rolled-back record has something to do only when it holds deliveries (read-process-write).
+  if (!committed && (rec.state != storage::tx_state::rolled_back || rec.acks.empty() || !cluster_.settle_acks)) return;
   if (!copying_.insert(rec.id).second) return;
   uncopied_.erase(rec.id);
   const storage::txid id = rec.id;
   auto keep = std::make_shared<storage::tx_record>(std::move(rec));
-  cluster_.copy(*keep, [this, id, keep](result<void> r) {
+  auto finish = [this, id, keep](result<void> r) {
     copying_.erase(id);
     if (!r) {
-      common::log::debug("tx ", id.to_string(), ": copying its messages failed (tried again): ", r.error().message);
+      common::log::debug("tx ", id.to_string(), ": its follow-up (copies, acks, releases) failed (tried again): ",
+                         r.error().message);
       uncopied_.emplace(id, std::move(*keep));
       return;
     }
     store_.mark_copied(id, on_io<std::optional<storage::group_change_ref>>(
                                    io_, [id](result<std::optional<storage::group_change_ref>> m) {
-      // A lost mark only means the copy runs again (deduplicated by id) under the next leader.
+      // A lost mark only means the follow-up runs again (copies deduplicated by id, acks and
+      // releases of the same attempt refused once done) under the next leader.
       if (!m) common::log::warn("tx ", id.to_string(), ": marking it copied failed: ", m.error().message);
     }));
     std::vector<std::string> topics;
     for (auto& m : keep->messages) {
       if (std::find(topics.begin(), topics.end(), m.topic()) == topics.end()) topics.push_back(m.topic());
     }
-    if (groups_.wake) groups_.wake(topics, {});
+    if (groups_.wake && !topics.empty()) groups_.wake(topics, {});
+  };
+  // Read-process-write: the acks (COMMIT) or the releases (ROLLBACK), after the copies. A
+  // delivery that is no longer in flight in its attempt was settled by an earlier try of this
+  // same step (the hold kept it from anyone else): done.
+  auto settle = [this, id, keep, committed, finish](result<void> r) {
+    if (!r || keep->acks.empty() || !cluster_.settle_acks) return finish(std::move(r));
+    cluster_.settle_acks(committed ? settle_step::ack : settle_step::release, id, keep->acks,
+                         [id, keep, committed, finish](result<std::vector<bool>> s) {
+      if (!s) return finish(s.error());
+      for (std::size_t i = 0; i < keep->acks.size(); ++i) {
+        if (s.value()[i]) continue;
+        const auto& a = keep->acks[i];
+        common::log::info("tx ", id.to_string(), ": ", committed ? "ack" : "release", " of ", a.topic, "/",
+                          a.partition, "@", a.offset, " (attempt ", a.attempt, ") found it settled already");
+      }
+      finish(outcome::success());
+    });
+  };
+  if (committed) return cluster_.copy(*keep, settle);
+  settle(outcome::success());
+}
+
+void tx_coordinator::claim_in_cluster(const storage::tx_record& rec,
+                                      std::function<void(result<std::optional<std::string>>)> then) {
+  auto acks = std::make_shared<std::vector<storage::ack_ref>>(rec.acks);
+  cluster_.settle_acks(settle_step::hold, rec.id, *acks, [acks, then = std::move(then)](result<std::vector<bool>> r) {
+    if (!r) return then(r.error());
+    for (std::size_t i = 0; i < acks->size(); ++i) {
+      if (r.value()[i]) continue;
+      const auto& a = (*acks)[i];
+      return then(std::optional<std::string>(
+          "it acks " + a.topic + "/" + std::to_string(a.partition) + "@" + std::to_string(a.offset) + " (attempt " +
+          std::to_string(a.attempt) + "), which consumer group '" + a.group +
+          "' no longer has in flight for it (its hold ran out, or it was settled); committing would publish its "
+          "result twice"));
+    }
+    then(std::optional<std::string>{});
   });
 }
 
@@ -92,17 +134,24 @@ void tx_coordinator::home_leadership(const std::string& topic, std::uint32_t par
   // previous leader. Every record is read (no index by home partition; resolved records go
   // after dedupe_window).
   std::optional<storage::txid> after;
-  for (;;) {
-    auto page = store_.list_txs(storage::tx_state::committed, 1000, after);
-    if (!page) {
-      common::log::error("reading committed transactions of ", topic, "/", partition, " failed: ", page.error().message);
-      return;
+  // Rolled-back ones too when read-process-write may have left holds to release.
+  for (auto state : {storage::tx_state::committed, storage::tx_state::rolled_back}) {
+    if (state == storage::tx_state::rolled_back && !cluster_.settle_acks) break;
+    after.reset();
+    for (;;) {
+      auto page = store_.list_txs(state, 1000, after);
+      if (!page) {
+        common::log::error("reading resolved transactions of ", topic, "/", partition, " failed: ", page.error().message);
+        return;
+      }
+      for (auto& rec : page.value()) {
+        if (rec.home_topic != topic || rec.home_partition != partition || rec.copied) continue;
+        if (state == storage::tx_state::rolled_back && rec.acks.empty()) continue;
+        uncopied_.emplace(rec.id, rec);
+      }
+      if (page.value().size() < 1000) break;
+      after = page.value().back().id;
     }
-    for (auto& rec : page.value()) {
-      if (rec.home_topic == topic && rec.home_partition == partition && !rec.copied) uncopied_.emplace(rec.id, rec);
-    }
-    if (page.value().size() < 1000) break;
-    after = page.value().back().id;
   }
   next_copy_retry_ = {};
 }

@@ -90,12 +90,6 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
                                  {settings_.max_message_bytes, settings_.auto_create_topics, settings_.max_topics}, store_);
   if (!checked) return c->respond_error(corr, wire_code(checked.error()), std::move(checked.error().message));
 
-  if (cluster_.place && !req.acks().empty()) {
-    return c->respond_error(corr, v1::INVALID_ARGUMENT,
-                            "transaction " + tx_text +
-                                " carries acks (read-process-write), which cluster mode does not replicate yet "
-                                "(docs/cluster.md \"Transactions\")");
-  }
   std::vector<storage::ack_ref> acks;
   if (!req.acks().empty()) {
     if (auto bad = bad_name("ack group", req.ack_group())) {
@@ -105,18 +99,22 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
       return c->respond_error(corr, v1::INVALID_ARGUMENT,
                               "at most " + std::to_string(k_max_acks) + " acks per transaction");
     }
-    auto* tracker = groups_.find_group ? groups_.find_group(req.ack_group()) : nullptr;
-    if (!tracker) {
-      return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + req.ack_group() + "'");
-    }
-    for (auto& a : req.acks()) {
-      if (!tracker->outstanding(a.topic(), a.partition(), a.offset())) {
-        return c->respond_error(corr, v1::UNKNOWN_DELIVERY,
-                                "transaction " + tx_text + " acks " + a.topic() + "/" + std::to_string(a.partition()) +
-                                    "@" + std::to_string(a.offset()) + ", which group '" + req.ack_group() +
-                                    "' has not delivered or has already settled (acked or dead-lettered)");
+    if (cluster_.settle_acks) {
+      // Cluster mode: the input partitions' leaders hold the deliveries (below), whichever
+      // node they are; each ack keeps its attempt.
+      for (auto& a : req.acks()) acks.push_back({req.ack_group(), a.topic(), a.partition(), a.offset(), a.attempt()});
+    } else {
+      auto* tracker = groups_.find_group ? groups_.find_group(req.ack_group()) : nullptr;
+      if (!tracker) return c->respond_error(corr, v1::UNKNOWN_GROUP, "no consumer group '" + req.ack_group() + "'");
+      for (auto& a : req.acks()) {
+        if (!tracker->outstanding(a.topic(), a.partition(), a.offset())) {
+          return c->respond_error(corr, v1::UNKNOWN_DELIVERY,
+                                  "transaction " + tx_text + " acks " + a.topic() + "/" + std::to_string(a.partition()) +
+                                      "@" + std::to_string(a.offset()) + ", which group '" + req.ack_group() +
+                                      "' has not delivered or has already settled (acked or dead-lettered)");
+        }
+        acks.push_back({req.ack_group(), a.topic(), a.partition(), a.offset()});
       }
-      acks.push_back({req.ack_group(), a.topic(), a.partition(), a.offset()});
     }
   }
 
@@ -143,10 +141,53 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
     pr.sync = true;                     // a follower's report is of fsynced changes: so is the leader's
     if (auto refused = cluster_.place(pr)) return respond_with(*c, corr, std::move(*refused));
   }
+  if (!cluster_.settle_acks || pr.acks.empty()) return write_prepare(c, corr, std::move(pr));
+  // Cluster read-process-write: the input deliveries are held for this transaction (each input
+  // partition's leader, answered once its ISR holds the hold) before the record is written, so
+  // an answered Prepare means no input is redelivered while the transaction is undecided. A
+  // retried Prepare takes the holds again (the same transaction may); one of a transaction
+  // already resolved goes straight to the store, which answers it.
+  auto existing = store_.find_tx(pr.id);
+  const bool known = existing && existing.value();
+  if (known && existing.value()->state != tx_state::prepared) return write_prepare(c, corr, std::move(pr));
+  auto keep = std::make_shared<storage::prepare_request>(std::move(pr));
+  std::weak_ptr<responder> weak = c;
+  cluster_.settle_acks(settle_step::hold, keep->id, keep->acks,
+                       [this, weak, corr, keep, known, tx_text](result<std::vector<bool>> held) {
+    auto c = weak.lock();
+    std::vector<storage::ack_ref> taken, refused;
+    if (held) {
+      for (std::size_t i = 0; i < keep->acks.size(); ++i) (held.value()[i] ? taken : refused).push_back(keep->acks[i]);
+    }
+    if (held && refused.empty() && c) return write_prepare(c, corr, std::move(*keep));
+    // Not prepared after all: what was held for it is let go (unless the transaction exists,
+    // from an earlier Prepare whose answer was lost: its holds stay until it is resolved).
+    if (!known && !taken.empty()) {
+      cluster_.settle_acks(settle_step::release, keep->id, taken, [tx_text](result<std::vector<bool>> r) {
+        if (!r) common::log::warn("tx ", tx_text, ": releasing the holds of a refused Prepare failed: ", r.error().message);
+      });
+    }
+    if (!c) return;
+    if (!held) {
+      return c->respond_error(corr, wire_code(held.error()),
+                              "transaction " + tx_text + ": holding its acks' deliveries failed: " + held.error().message);
+    }
+    const auto& a = refused.front();
+    c->respond_error(corr, v1::UNKNOWN_DELIVERY,
+                     "transaction " + tx_text + " acks " + a.topic + "/" + std::to_string(a.partition) + "@" +
+                         std::to_string(a.offset) + " (attempt " + std::to_string(a.attempt) + "), which group '" +
+                         a.group + "' does not have in flight in that attempt (settled, its deadline passed, or "
+                         "another transaction holds it)");
+  });
+}
+
+void tx_coordinator::write_prepare(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                                   storage::prepare_request pr) {
   const std::int64_t first_check = pr.first_check_ms;
   const bool plain = pr.acks.empty();
   std::weak_ptr<responder> weak = c;
-  store_.prepare(std::move(pr), on_io<storage::prepare_result>(io_, [this, weak, corr, txid = id.value(), first_check,
+  const storage::txid txid_value = pr.id;
+  store_.prepare(std::move(pr), on_io<storage::prepare_result>(io_, [this, weak, corr, txid = txid_value, first_check,
                                                                      plain](result<storage::prepare_result> r) {
     // Its first check is in the due index (or, after a failed write, perhaps): the next scan of
     // the index starts no later (check_back.cc).
@@ -249,11 +290,36 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
   rr.outcome = outcome == v1::COMMIT ? tx_outcome::commit : tx_outcome::rollback;
   rr.by = by;
   rr.sync = settings_.sync;
+  if (cluster_.settle_acks && rr.outcome == tx_outcome::commit && found_before && !found_before->acks.empty() &&
+      (found_before->state == tx_state::prepared || found_before->state == tx_state::abandoned)) {
+    // Cluster read-process-write: the holds are taken again before the COMMIT is written.
+    std::weak_ptr<responder> weak = c;
+    auto rec = std::make_shared<storage::tx_record>(std::move(*found_before));
+    return claim_in_cluster(*rec, [this, weak, corr, rr, outcome, rec, tx_text](
+                                      result<std::optional<std::string>> claim) mutable {
+      auto c = weak.lock();
+      if (!c) return;  // nothing written: the producer's retry or a check-back decides
+      if (!claim) {
+        return c->respond_error(corr, wire_code(claim.error()),
+                                "transaction " + tx_text + ": holding its acks' deliveries failed: " + claim.error().message);
+      }
+      if (claim.value()) rr.outcome = tx_outcome::rollback;
+      write_resolve(c, corr, rr, outcome, claim.value(), std::move(*rec));
+    });
+  }
   std::optional<std::string> stale;
-  if (rr.outcome == tx_outcome::commit && found_before) {
+  if (!cluster_.settle_acks && rr.outcome == tx_outcome::commit && found_before) {
     stale = claim_acks(*found_before);
     if (stale) rr.outcome = tx_outcome::rollback;
   }
+  write_resolve(c, corr, std::move(rr), outcome, std::move(stale), std::move(found_before));
+}
+
+void tx_coordinator::write_resolve(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                                   storage::resolve_request rr, v1::TxOutcome outcome,
+                                   std::optional<std::string> stale, std::optional<storage::tx_record> found_before) {
+  const storage::resolver by = rr.by;
+  const std::string tx_text = rr.id.to_string();
   std::weak_ptr<responder> weak = c;
   store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, weak, corr, by, outcome, tx_text, stale,
                                                      found_before = std::move(found_before)](
@@ -268,11 +334,17 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
       const auto change = *res.change;
       res.change.reset();
       const storage::txid id = before->id;
-      return cluster_.await({change}, [this, weak, corr, tx_text, id, change, res = std::move(res)](result<void> g) {
-        if (res.state == tx_state::committed) confirmed_commit(id, change, g.has_value());
+      const bool follow_up = res.state == tx_state::committed || !before->acks.empty();
+      return cluster_.await({change}, [this, weak, corr, tx_text, id, change, follow_up, stale,
+                                    res = std::move(res)](result<void> g) {
+        if (follow_up) confirmed_commit(id, change, g.has_value());
         auto c = weak.lock();
         if (!c) return;
         if (!g) return c->respond_error(corr, wire_code(g.error()), "transaction " + tx_text + ": " + g.error().message);
+        if (stale && res.status == storage::resolve_status::applied) {
+          common::log::info("tx ", tx_text, " rolled back instead of committed: ", *stale);
+          return c->respond_error(corr, v1::UNKNOWN_DELIVERY, "transaction " + tx_text + " was rolled back: " + *stale);
+        }
         answer_end_tx(*c, corr, res);
       });
     }
@@ -347,9 +419,11 @@ void tx_coordinator::resolved(const storage::tx_record& before, const storage::r
   }
   if (!committed) return;
   // The store applied the acks in the commit write; the in-memory trackers must not hand those
-  // messages out again.
+  // messages out again. (Cluster mode: the input partitions' leaders apply them, start_copy.)
   std::map<std::string, std::vector<storage::message_ref>> acks;
-  for (auto& a : before.acks) acks[a.group].push_back({a.topic, a.partition, a.offset});
+  for (auto& a : cluster_.settle_acks ? std::vector<storage::ack_ref>{} : before.acks) {
+    acks[a.group].push_back({a.topic, a.partition, a.offset});
+  }
   std::vector<std::string> groups;
   for (auto& [group, refs] : acks) {
     if (auto* t = groups_.find_group ? groups_.find_group(group) : nullptr) t->acked_elsewhere(refs);

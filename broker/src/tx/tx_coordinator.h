@@ -91,6 +91,11 @@ class tx_coordinator {
   using check_filter = std::function<bool(const responder& c, const std::string& group)>;
   void set_check_filter(check_filter f) { may_check_ = std::move(f); }
 
+  enum class settle_step : std::uint8_t { hold, ack, release };
+  // How long a hold keeps a transaction's input deliveries in flight (renewed when a COMMIT is
+  // decided): longer than the check schedule takes to decide or abandon a transaction.
+  static constexpr std::chrono::hours k_ack_hold{24};
+
   // Cluster mode (docs/cluster.md "Transactions"), set by the service; unset on a single node,
   // whose path is unchanged. A transaction lives in its home partition's change sequence.
   struct cluster_hooks {
@@ -103,6 +108,14 @@ class tx_coordinator {
     std::function<void(std::vector<storage::group_change_ref>, std::function<void(result<void>)>)> await;
     // Copies a committed transaction's messages into their partitions, same ids (deduplicated).
     std::function<void(const storage::tx_record&, std::function<void(result<void>)>)> copy;
+    // Read-process-write: settles a transaction's acks on each input partition's leader on its
+    // behalf (docs/cluster.md "Transactions"): `hold` at Prepare and again before a COMMIT is
+    // written, `ack` once a COMMIT is on the home ISR, `release` once a ROLLBACK is. Answers, per
+    // ack in order, whether it applied (false: that delivery is not in flight in that attempt,
+    // or another transaction holds it), or an error when some leader could not be asked.
+    std::function<void(settle_step, const storage::txid&, const std::vector<storage::ack_ref>&,
+                       std::function<void(result<std::vector<bool>>)>)>
+        settle_acks;
   };
   void set_cluster(cluster_hooks h) { cluster_ = std::move(h); }
   // This node now leads (or no longer leads) a partition: as a home partition, its prepared
@@ -151,6 +164,17 @@ class tx_coordinator {
 
   void resolve(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& what,
                const std::string& txid_bytes, v1::TxOutcome outcome, storage::resolver by);
+  // The store's part of Prepare and of a resolve (after the holds or the claim in cluster mode).
+  void write_prepare(const std::shared_ptr<responder>& c, std::uint64_t corr, storage::prepare_request pr);
+  void write_resolve(const std::shared_ptr<responder>& c, std::uint64_t corr, storage::resolve_request rr,
+                     v1::TxOutcome outcome, std::optional<std::string> stale,
+                     std::optional<storage::tx_record> found_before);
+  // Cluster read-process-write, before a COMMIT is written: the transaction's holds are taken
+  // again (each delivery still in flight in its attempt and held by no other transaction).
+  // `then` gets why it must roll back instead (nullopt: commit), or the error that stopped the
+  // claim (nothing is written then).
+  void claim_in_cluster(const storage::tx_record& rec,
+                        std::function<void(result<std::optional<std::string>>)> then);
   // Read-process-write: a COMMIT may apply its acks only while each consumed delivery is still
   // in flight in its group and no other commit is applying it. Otherwise (its deadline passed,
   // another consumer processed it and acked, or its transaction committed first) committing
@@ -169,6 +193,7 @@ class tx_coordinator {
   void pump(const std::string& group);
   void send_check(responder& c, const storage::tx_record& rec);
   void resolve_by_check(const open_check& check, storage::tx_outcome outcome);
+  void write_check_resolve(const storage::resolve_request& rr, bool claimed, storage::tx_record rec);
   // Records undecided checks (one store write) and abandons the transactions that reached
   // tx_max_checks.
   void record(std::vector<undecided_check> undecided);
@@ -233,6 +258,8 @@ class tx_coordinator {
   std::unordered_set<storage::txid, protocol::uuid_hash> copying_;
   std::unordered_map<storage::txid, storage::tx_record, protocol::uuid_hash> uncopied_;
   std::chrono::steady_clock::time_point next_copy_retry_{};
+  // A resolved home transaction's follow-up: a COMMIT's copies and acks, a ROLLBACK's releases
+  // (read-process-write); marked done in the record (mark_copied) when all went through.
   void start_copy(storage::tx_record rec);
   // A COMMIT's gate answered: on the home ISR → its copies start; not (yet) → asked again every
   // retry while this node still leads the home partition (a new leader takes it over).

@@ -64,6 +64,10 @@ struct consumed_ref {
   std::string topic;
   std::uint32_t partition = 0;
   std::uint64_t offset = 0;
+  // The delivery's attempt (delivery::message.attempt()). In a cluster the broker holds and
+  // acks exactly that delivery (a later redelivery of the message is not this one's to ack);
+  // 0: whichever delivery is in flight. A single broker ignores it.
+  std::uint32_t attempt = 0;
 };
 
 struct transactional_producer_options {

@@ -201,6 +201,8 @@ struct ack_ref {
   std::string topic;
   std::uint32_t partition = 0;
   std::uint64_t offset = 0;
+  // The delivery's attempt (cluster mode's holds name it; a single node ignores it).
+  std::uint32_t attempt = 0;
   friend bool operator==(const ack_ref&, const ack_ref&) = default;
 };
 
@@ -219,7 +221,8 @@ struct tx_record {
   std::optional<resolver> resolved_by;
   // Cluster mode (docs/cluster.md "Transactions"): the home partition whose change sequence
   // replicates the record (home_topic empty: a single node's transaction), and whether a
-  // COMMIT's messages were copied into their partitions (until then they keep their bodies).
+  // COMMIT's messages were copied into their partitions (until then they keep their bodies)
+  // and its acks applied, or a ROLLBACK's holds on its acks' deliveries released.
   std::string home_topic;
   std::uint32_t home_partition = 0;
   bool copied = false;
@@ -445,9 +448,10 @@ class store {
   virtual void resolve(resolve_request request, completion<resolve_result> done) = 0;
   // Records check attempts; entries whose transaction is no longer PREPARED are ignored.
   virtual void record_checks(std::vector<check_update> updates, completion<void> done) = 0;
-  // Cluster mode: a committed home transaction's messages are all in their partitions; its
-  // bodies are dropped and the change replicated. Answers the change's ref (nullopt when there
-  // was nothing to do: unknown, not committed, or already copied).
+  // Cluster mode: a committed home transaction's messages are all in their partitions and its
+  // acks applied (or a rolled-back one's holds released); its bodies are dropped and the change
+  // replicated. Answers the change's ref (nullopt when there was nothing to do: unknown, not
+  // resolved, or already marked).
   virtual void mark_copied(txid id, completion<std::optional<group_change_ref>> done) {
     (void)id;
     done(std::optional<group_change_ref>{});
