@@ -151,6 +151,19 @@ void service::set_replication(const cluster_mode::replication_settings& s) {
   groups_->set_replication_gate([this](std::vector<storage::group_change_ref> changes, std::function<void(result<void>)> done) {
     replication_->await_group(std::move(changes), std::move(done));
   });
+  // The dead-letter queue is listed and redriven by each partition's leader (docs/cluster.md
+  // "Dead letters and admin reads"): the partitions this node leads, ready under their epoch.
+  groups_->set_ownership([this] {
+    consumer_groups::owned_partitions out;
+    const auto state = cluster_->snapshot();
+    if (!state) return out;
+    for (const auto& [k, e] : state->partitions) {
+      if (e.state.leader != cluster_->id()) continue;
+      if (topic_replicas(*state, k.first) > 1 && !replication_->ready_to_lead(k.first, k.second)) continue;
+      out.emplace(std::pair{k.first, static_cast<std::uint32_t>(k.second)}, e.state.leader_epoch);
+    }
+    return out;
+  });
   replication_->on_group_leadership([this](const std::string& topic, std::int32_t partition, bool leading) {
     groups_->partition_leadership(topic, partition, leading);
     webhooks_->partition_leadership(topic, partition, leading);

@@ -1,0 +1,213 @@
+#include "txmq/client/cluster_admin.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "txmq/client/admin.h"
+#include "txmq/client/leader_router.h"
+
+namespace txmq::client {
+namespace {
+
+using partition_key = std::pair<std::string, std::uint32_t>;
+using clock = std::chrono::steady_clock;
+
+struct expected_leader {
+  std::string address;
+  std::int64_t epoch = 0;
+};
+
+// Who should answer for each partition, by the Metadata; partitions without a leader apart.
+struct leader_plan {
+  std::map<partition_key, expected_leader> partitions;
+  std::set<std::string> addresses;
+  std::vector<partition_key> unavailable;
+};
+
+leader_plan plan_of(const v1::MetadataResponse& m) {
+  leader_plan out;
+  for (const auto& t : m.topics()) {
+    for (const auto& p : t.partition_info()) {
+      const partition_key k{t.name(), p.partition()};
+      if (p.leader() < 0 || p.leader_address().empty()) {
+        out.unavailable.push_back(k);
+        continue;
+      }
+      out.partitions[k] = {p.leader_address(), p.leader_epoch()};
+      out.addresses.insert(p.leader_address());
+    }
+  }
+  return out;
+}
+
+// Marks in `covered` the partitions `address` served at the epoch the Metadata names; false when
+// it served one the Metadata gives to another node or epoch (its view or the Metadata is stale).
+bool take_served(const leader_plan& plan, const std::string& address,
+                 const google::protobuf::RepeatedPtrField<v1::ServedPartition>& served, std::set<partition_key>& covered) {
+  bool consistent = true;
+  for (const auto& s : served) {
+    auto it = plan.partitions.find({s.topic(), s.partition()});
+    if (it == plan.partitions.end() || it->second.address != address || it->second.epoch != s.leader_epoch()) {
+      consistent = false;
+      continue;
+    }
+    covered.insert(it->first);
+  }
+  return consistent;
+}
+
+// Every partition of `address` in the plan (it answered UNKNOWN_GROUP: nothing of the group there).
+void cover_all_of(const leader_plan& plan, const std::string& address, std::set<partition_key>& covered) {
+  for (const auto& [k, l] : plan.partitions) {
+    if (l.address == address) covered.insert(k);
+  }
+}
+
+bool all_covered(const leader_plan& plan, const std::set<partition_key>& covered) {
+  return std::all_of(plan.partitions.begin(), plan.partitions.end(), [&](const auto& e) { return covered.contains(e.first); });
+}
+
+bool dead_letter_less(const v1::DeadLetter& a, const v1::DeadLetter& b) {
+  const auto& x = a.message();
+  const auto& y = b.message();
+  if (x.topic() != y.topic()) return x.topic() < y.topic();
+  if (x.partition() != y.partition()) return x.partition() < y.partition();
+  return x.offset() < y.offset();
+}
+
+// Up to `limit` dead letters from one connection, page after page.
+result<std::vector<v1::DeadLetter>> list_pages(std::shared_ptr<connection> conn, const std::string& group, std::size_t limit,
+                                               const leader_plan* plan, const std::string& address,
+                                               std::set<partition_key>* covered, bool* consistent) {
+  admin a(std::move(conn));
+  std::vector<v1::DeadLetter> out;
+  v1::DlqListRequest req;
+  req.set_group(group);
+  while (out.size() < limit) {
+    req.set_limit(static_cast<std::uint32_t>(std::min<std::size_t>(limit - out.size(), 1000)));
+    auto r = a.dlq_list(req);
+    if (!r) return r.error();
+    if (plan != nullptr && !take_served(*plan, address, r.value().served(), *covered)) *consistent = false;
+    for (auto& dl : *r.value().mutable_dead_letters()) out.push_back(std::move(dl));
+    if (!r.value().more() || r.value().dead_letters_size() == 0) break;
+    const auto& last = out.back().message();
+    req.set_after_topic(last.topic());
+    req.set_after_partition(last.partition());
+    req.set_after_offset(last.offset());
+  }
+  return out;
+}
+
+std::chrono::milliseconds backoff(int round) { return std::chrono::milliseconds(std::min(100 * (round + 1), 1000)); }
+
+}  // namespace
+
+result<dlq_listing> dlq_list_all(const std::shared_ptr<connection>& conn, const std::string& group, std::size_t limit,
+                                 std::chrono::milliseconds deadline) {
+  const auto until = clock::now() + deadline;
+  auto router = std::make_shared<leader_router>(conn);
+  error last(protocol::errc::not_leader, "the partitions' leadership kept moving");
+  for (int round = 0;; ++round) {
+    if (round > 0) {
+      if (clock::now() + backoff(round) > until) return last;
+      std::this_thread::sleep_for(backoff(round));
+    }
+    auto m = router->refresh();
+    if (!m && m.error().is(protocol::errc::unknown_request)) m = v1::MetadataResponse{};  // a broker before Metadata
+    if (!m) {
+      last = m.error();
+      continue;
+    }
+    if (!m.value().cluster()) {
+      TXMQ_TRY(auto all, list_pages(conn, group, limit, nullptr, {}, nullptr, nullptr));
+      return dlq_listing{std::move(all), {}};
+    }
+    const auto plan = plan_of(m.value());
+    std::set<partition_key> covered;
+    bool consistent = true;
+    bool known = false;
+    bool failed = false;
+    dlq_listing out;
+    out.unavailable = plan.unavailable;
+    for (const auto& address : plan.addresses) {
+      auto r = list_pages(router->connection_for(address), group, limit, &plan, address, &covered, &consistent);
+      if (!r && r.error().is(protocol::errc::unknown_group)) {
+        cover_all_of(plan, address, covered);
+        continue;
+      }
+      if (!r) {
+        last = error(r.error().code, "node " + address + ": " + r.error().message);
+        failed = true;
+        continue;
+      }
+      known = true;
+      for (auto& dl : r.value()) out.dead_letters.push_back(std::move(dl));
+    }
+    if (failed || !consistent || !all_covered(plan, covered)) continue;
+    if (!known && !plan.addresses.empty()) return error(protocol::errc::unknown_group, "no consumer group '" + group + "'");
+    std::sort(out.dead_letters.begin(), out.dead_letters.end(), dead_letter_less);
+    if (out.dead_letters.size() > limit) out.dead_letters.resize(limit);
+    return out;
+  }
+}
+
+result<dlq_redrive_result> dlq_redrive_all(const std::shared_ptr<connection>& conn, const std::string& group,
+                                           std::chrono::milliseconds deadline) {
+  const auto until = clock::now() + deadline;
+  auto router = std::make_shared<leader_router>(conn);
+  error last(protocol::errc::not_leader, "the partitions' leadership kept moving");
+  dlq_redrive_result out;
+  // Partitions redriven by their leader at the epoch the Metadata named; a node is asked again
+  // only while one of its partitions is not (its redrive is idempotent: what it redrove is no
+  // longer dead).
+  std::set<partition_key> covered;
+  bool known = false;
+  for (int round = 0;; ++round) {
+    if (round > 0) {
+      if (clock::now() + backoff(round) > until) return last;
+      std::this_thread::sleep_for(backoff(round));
+    }
+    auto m = router->refresh();
+    if (!m && m.error().is(protocol::errc::unknown_request)) m = v1::MetadataResponse{};
+    if (!m) {
+      last = m.error();
+      continue;
+    }
+    if (!m.value().cluster()) {
+      auto r = admin(conn).dlq_redrive(group);
+      if (!r) return r.error();
+      out.redriven = r.value().redriven();
+      return out;
+    }
+    const auto plan = plan_of(m.value());
+    out.unavailable = plan.unavailable;
+    // A partition covered under an older epoch stays covered: its redrive was on its ISR.
+    std::set<std::string> ask;
+    for (const auto& [k, l] : plan.partitions) {
+      if (!covered.contains(k)) ask.insert(l.address);
+    }
+    bool failed = false;
+    for (const auto& address : ask) {
+      auto r = admin(router->connection_for(address)).dlq_redrive(group);
+      if (!r && r.error().is(protocol::errc::unknown_group)) {
+        cover_all_of(plan, address, covered);
+        continue;
+      }
+      if (!r) {
+        last = error(r.error().code, "node " + address + ": " + r.error().message);
+        failed = true;
+        continue;
+      }
+      known = true;
+      out.redriven += r.value().redriven();
+      (void)take_served(plan, address, r.value().served(), covered);
+    }
+    if (failed || !all_covered(plan, covered)) continue;
+    if (!known && !plan.partitions.empty()) return error(protocol::errc::unknown_group, "no consumer group '" + group + "'");
+    return out;
+  }
+}
+
+}  // namespace txmq::client
