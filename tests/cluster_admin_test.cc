@@ -5,7 +5,8 @@
 // letters (max_attempts 2). Then:
 //  - a leader of a partition with dead letters is SIGKILLed; `txmq dlq list` pointed at a node
 //    that does not lead that partition lists every dead letter of every partition (the CLI asks
-//    each partition's leader, client/cluster_admin.h);
+//    each partition's leader, client/cluster_admin.h), and `txmq group describe` counts each
+//    once;
 //  - the node restarted and back in the ISR, `txmq dlq redrive` through a follower's address
 //    redrives every dead letter once (the count); the leader of that partition is SIGKILLed
 //    again: the new leader lists none, a second redrive redrives none, and the group gets each
@@ -172,6 +173,16 @@ TEST_F(cluster_admin_test, dead_letters_are_listed_and_redriven_through_any_node
   EXPECT_TRUE(eventually([&] { return (listed = cli_dead_ids(other, &why)) && *listed == poison_ids; }, 20s))
       << "listed through node " << other << ": " << (listed ? listed->size() : 0) << " of " << poison_ids.size() << " " << why
       << "\n" << logs();
+
+  // The group's figures through the same node: each partition's row from its leader, so the
+  // dead letters counted once each (a follower's copy is not counted).
+  std::uint64_t described = 0;
+  EXPECT_TRUE(eventually([&] {
+    auto d = txmq(cluster_->broker(other), {"--json", "group", "describe", k_group});
+    if (d.status != 0 || d.objects().size() != 1) return false;
+    described = d.objects()[0].at("dead_letters").to_number<std::uint64_t>();
+    return described == poison_ids.size() && d.objects()[0].at("partitions").as_array().size() == k_partitions;
+  }, 20s)) << described << " dead letters described\n" << logs();
 
   // 2. Back to three nodes; redrive through a node that does not lead p0.
   cluster_->broker(killed).start();

@@ -1,6 +1,7 @@
 #include "txmq/client/cluster_admin.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -102,10 +103,70 @@ result<std::vector<v1::DeadLetter>> list_pages(std::shared_ptr<connection> conn,
 
 std::chrono::milliseconds backoff(int round) { return std::chrono::milliseconds(std::min(100 * (round + 1), 1000)); }
 
-}  // namespace
+// Joins the GroupInfos of one group from several nodes: each partition's row from the node
+// that served it (its leader at the Metadata's epoch).
+void merge_group(const leader_plan& plan, const std::string& address, const v1::GroupInfo& part, v1::GroupInfo& into) {
+  into.set_name(part.name());
+  for (const auto& t : part.topics()) {
+    if (std::find(into.topics().begin(), into.topics().end(), t) == into.topics().end()) into.add_topics(t);
+  }
+  if (into.created_ms() == 0 || (part.created_ms() != 0 && part.created_ms() < into.created_ms())) {
+    into.set_created_ms(part.created_ms());
+  }
+  for (const auto& row : part.partitions()) {
+    auto it = plan.partitions.find({row.topic(), row.partition()});
+    if (it == plan.partitions.end() || it->second.address != address) continue;
+    *into.add_partitions() = row;
+    into.set_dead_letters(into.dead_letters() + row.dead());
+  }
+}
 
-result<dlq_listing> dlq_list_all(const std::shared_ptr<connection>& conn, const std::string& group, std::size_t limit,
-                                 std::chrono::milliseconds deadline) {
+void sort_rows(v1::GroupInfo& g) {
+  std::sort(g.mutable_partitions()->begin(), g.mutable_partitions()->end(), [](const auto& a, const auto& b) {
+    return a.topic() != b.topic() ? a.topic() < b.topic() : a.partition() < b.partition();
+  });
+}
+
+// Asks every leader for its groups (one group, or all), merged; nullopt-like error when the
+// answers did not cover every partition (retry).
+result<std::map<std::string, v1::GroupInfo>> groups_from_leaders(leader_router& router, const leader_plan& plan,
+                                                                  const std::string* group, bool& complete) {
+  std::map<std::string, v1::GroupInfo> out;
+  std::set<partition_key> covered;
+  complete = true;
+  for (const auto& address : plan.addresses) {
+    admin a(router.connection_for(address));
+    std::vector<v1::GroupInfo> infos;
+    if (group != nullptr) {
+      auto r = a.describe_group(*group);
+      if (!r && r.error().is(protocol::errc::unknown_group)) {
+        cover_all_of(plan, address, covered);
+        continue;
+      }
+      if (!r) return error(r.error().code, "node " + address + ": " + r.error().message);
+      infos.push_back(std::move(r.value()));
+    } else {
+      auto r = a.list_groups();
+      if (!r) return error(r.error().code, "node " + address + ": " + r.error().message);
+      for (auto& g : *r.value().mutable_groups()) infos.push_back(std::move(g));
+      // A node with no group at all names nothing served: nothing of any group is there.
+      if (infos.empty()) cover_all_of(plan, address, covered);
+    }
+    for (const auto& info : infos) {
+      if (!take_served(plan, address, info.served(), covered)) complete = false;
+      merge_group(plan, address, info, out[info.name()]);
+    }
+  }
+  if (!all_covered(plan, covered)) complete = false;
+  return out;
+}
+
+// Runs `once` with fresh Metadata until it reports a complete answer or `deadline` passes;
+// `single` against a single broker.
+template <class T>
+result<T> with_leaders(const std::shared_ptr<connection>& conn, std::chrono::milliseconds deadline,
+                       const std::function<result<T>()>& single,
+                       const std::function<result<T>(leader_router&, const leader_plan&, bool&)>& once) {
   const auto until = clock::now() + deadline;
   auto router = std::make_shared<leader_router>(conn);
   error last(protocol::errc::not_leader, "the partitions' leadership kept moving");
@@ -115,42 +176,57 @@ result<dlq_listing> dlq_list_all(const std::shared_ptr<connection>& conn, const 
       std::this_thread::sleep_for(backoff(round));
     }
     auto m = router->refresh();
-    if (!m && m.error().is(protocol::errc::unknown_request)) m = v1::MetadataResponse{};  // a broker before Metadata
+    if (!m && m.error().is(protocol::errc::unknown_request)) return single();
     if (!m) {
       last = m.error();
       continue;
     }
-    if (!m.value().cluster()) {
-      TXMQ_TRY(auto all, list_pages(conn, group, limit, nullptr, {}, nullptr, nullptr));
-      return dlq_listing{std::move(all), {}};
+    if (!m.value().cluster()) return single();
+    bool complete = false;
+    auto r = once(*router, plan_of(m.value()), complete);
+    if (!r) {
+      if (r.error().is(protocol::errc::unknown_group)) return r;
+      last = r.error();
+      continue;
     }
-    const auto plan = plan_of(m.value());
-    std::set<partition_key> covered;
-    bool consistent = true;
-    bool known = false;
-    bool failed = false;
-    dlq_listing out;
-    out.unavailable = plan.unavailable;
-    for (const auto& address : plan.addresses) {
-      auto r = list_pages(router->connection_for(address), group, limit, &plan, address, &covered, &consistent);
-      if (!r && r.error().is(protocol::errc::unknown_group)) {
-        cover_all_of(plan, address, covered);
-        continue;
-      }
-      if (!r) {
-        last = error(r.error().code, "node " + address + ": " + r.error().message);
-        failed = true;
-        continue;
-      }
-      known = true;
-      for (auto& dl : r.value()) out.dead_letters.push_back(std::move(dl));
-    }
-    if (failed || !consistent || !all_covered(plan, covered)) continue;
-    if (!known && !plan.addresses.empty()) return error(protocol::errc::unknown_group, "no consumer group '" + group + "'");
-    std::sort(out.dead_letters.begin(), out.dead_letters.end(), dead_letter_less);
-    if (out.dead_letters.size() > limit) out.dead_letters.resize(limit);
-    return out;
+    if (complete) return r;
   }
+}
+
+}  // namespace
+
+result<dlq_listing> dlq_list_all(const std::shared_ptr<connection>& conn, const std::string& group, std::size_t limit,
+                                 std::chrono::milliseconds deadline) {
+  return with_leaders<dlq_listing>(
+      conn, deadline,
+      [&]() -> result<dlq_listing> {
+        TXMQ_TRY(auto all, list_pages(conn, group, limit, nullptr, {}, nullptr, nullptr));
+        return dlq_listing{std::move(all), {}};
+      },
+      [&](leader_router& router, const leader_plan& plan, bool& complete) -> result<dlq_listing> {
+        std::set<partition_key> covered;
+        bool consistent = true;
+        bool known = false;
+        dlq_listing out;
+        out.unavailable = plan.unavailable;
+        for (const auto& address : plan.addresses) {
+          auto r = list_pages(router.connection_for(address), group, limit, &plan, address, &covered, &consistent);
+          if (!r && r.error().is(protocol::errc::unknown_group)) {
+            cover_all_of(plan, address, covered);
+            continue;
+          }
+          if (!r) return error(r.error().code, "node " + address + ": " + r.error().message);
+          known = true;
+          for (auto& dl : r.value()) out.dead_letters.push_back(std::move(dl));
+        }
+        complete = consistent && all_covered(plan, covered);
+        if (complete && !known && !plan.addresses.empty()) {
+          return error(protocol::errc::unknown_group, "no consumer group '" + group + "'");
+        }
+        std::sort(out.dead_letters.begin(), out.dead_letters.end(), dead_letter_less);
+        if (out.dead_letters.size() > limit) out.dead_letters.resize(limit);
+        return out;
+      });
 }
 
 result<dlq_redrive_result> dlq_redrive_all(const std::shared_ptr<connection>& conn, const std::string& group,
@@ -208,6 +284,41 @@ result<dlq_redrive_result> dlq_redrive_all(const std::shared_ptr<connection>& co
     if (!known && !plan.partitions.empty()) return error(protocol::errc::unknown_group, "no consumer group '" + group + "'");
     return out;
   }
+}
+
+result<v1::GroupInfo> describe_group_all(const std::shared_ptr<connection>& conn, const std::string& group,
+                                         std::chrono::milliseconds deadline) {
+  return with_leaders<v1::GroupInfo>(
+      conn, deadline, [&] { return admin(conn).describe_group(group); },
+      [&](leader_router& router, const leader_plan& plan, bool& complete) -> result<v1::GroupInfo> {
+        TXMQ_TRY(auto all, groups_from_leaders(router, plan, &group, complete));
+        auto it = all.find(group);
+        if (it == all.end()) return error(protocol::errc::unknown_group, "no consumer group '" + group + "'");
+        sort_rows(it->second);
+        return std::move(it->second);
+      });
+}
+
+result<std::vector<v1::GroupInfo>> list_groups_all(const std::shared_ptr<connection>& conn,
+                                                   std::chrono::milliseconds deadline) {
+  using out_t = std::vector<v1::GroupInfo>;
+  return with_leaders<out_t>(
+      conn, deadline,
+      [&]() -> result<out_t> {
+        TXMQ_TRY(auto r, admin(conn).list_groups());
+        out_t out(r.groups().begin(), r.groups().end());
+        std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name() < b.name(); });
+        return out;
+      },
+      [&](leader_router& router, const leader_plan& plan, bool& complete) -> result<out_t> {
+        TXMQ_TRY(auto all, groups_from_leaders(router, plan, nullptr, complete));
+        out_t out;
+        for (auto& [name, g] : all) {
+          sort_rows(g);
+          out.push_back(std::move(g));
+        }
+        return out;
+      });
 }
 
 }  // namespace txmq::client

@@ -128,6 +128,7 @@ class consumer_groups {
     std::string name;
     std::vector<std::string> topics;
     std::vector<partition_summary> summary;
+    std::optional<owned_partitions> owned;  // cluster mode: the partitions led here
   };
   [[nodiscard]] group_snapshot snapshot(const std::string& name, const group_entry& g) const;
   // Builds a GroupInfo from the snapshot and the store; runs on the admin worker.

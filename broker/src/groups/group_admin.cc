@@ -13,7 +13,9 @@
 namespace txmq::broker {
 
 consumer_groups::group_snapshot consumer_groups::snapshot(const std::string& name, const group_entry& g) const {
-  return group_snapshot{name, g.tracker->topics(), g.tracker->summary()};
+  group_snapshot out{name, g.tracker->topics(), g.tracker->summary(), std::nullopt};
+  if (ownership_) out.owned = ownership_();
+  return out;
 }
 
 // On the admin worker: the group's dead letters are counted a page at a time and its creation
@@ -25,6 +27,7 @@ result<v1::GroupInfo> consumer_groups::describe(const storage::store& store, con
   for (auto& t : g.topics) info.add_topics(t);
   TXMQ_TRY(auto dead, count_dead_letters(store, g.name, reads));
   if (auto st = store.load_group(g.name)) info.set_created_ms(st.value().info.created_ms);
+  std::uint64_t served_dead = 0;
   for (auto& s : g.summary) {
     auto* p = info.add_partitions();
     p->set_topic(s.topic);
@@ -41,10 +44,23 @@ result<v1::GroupInfo> consumer_groups::describe(const storage::store& store, con
     p->set_lag(end > s.acked ? end - s.acked : 0);
     p->set_in_flight(s.in_flight);
     p->set_waiting(s.waiting);
+    // In a cluster a partition led elsewhere is its leader's to report (this node's copy of
+    // its dead letters may lag).
+    const bool served = !g.owned || g.owned->contains({s.topic, s.partition});
     auto d = dead.per_partition.find({s.topic, s.partition});
-    p->set_dead(d == dead.per_partition.end() ? 0 : static_cast<std::uint32_t>(d->second));
+    const std::uint64_t n = d == dead.per_partition.end() || !served ? 0 : d->second;
+    p->set_dead(static_cast<std::uint32_t>(n));
+    served_dead += n;
   }
-  info.set_dead_letters(dead.total);
+  info.set_dead_letters(g.owned ? served_dead : dead.total);
+  if (g.owned) {
+    for (const auto& [k, epoch] : *g.owned) {
+      auto* s = info.add_served();
+      s->set_topic(k.first);
+      s->set_partition(k.second);
+      s->set_leader_epoch(epoch);
+    }
+  }
   return info;
 }
 

@@ -47,4 +47,12 @@ struct dlq_redrive_result {
                                                          const std::string& group,
                                                          std::chrono::milliseconds deadline = std::chrono::seconds(30));
 
+// The group's figures, each partition's row from its leader (and dead_letters summed over
+// those rows); the broker's answer as it is against a single broker.
+[[nodiscard]] result<v1::GroupInfo> describe_group_all(const std::shared_ptr<connection>& conn, const std::string& group,
+                                                       std::chrono::milliseconds deadline = std::chrono::seconds(30));
+// Every group so, sorted by name.
+[[nodiscard]] result<std::vector<v1::GroupInfo>> list_groups_all(const std::shared_ptr<connection>& conn,
+                                                                 std::chrono::milliseconds deadline = std::chrono::seconds(30));
+
 }  // namespace txmq::client
