@@ -27,6 +27,7 @@
 #include "eventually.h"
 #include "txmq/client/cluster_admin.h"
 #include "txmq/protocol/message_id.h"
+#include "txmq/protocol/partitioner.h"
 #include "txmq/consumer/consumer.h"
 #include "txmq/producer/producer.h"
 
@@ -224,6 +225,33 @@ TEST_F(cluster_admin_test, dead_letters_are_listed_and_redriven_through_any_node
             << " partitions; listed whole through node " << other << " after killing node " << killed
             << "; redriven " << poison_ids.size() << " through node " << follower << ", 0 after killing node "
             << leader << "\n";
+}
+
+// An operator's `txmq tx commit` and `tx show` through a node that does not lead the
+// transaction's home partition: the CLI finds the record, and sends both to the home leader
+// (before, TxResolve was answered NOT_LEADER there).
+TEST_F(cluster_admin_test, tx_commit_and_show_reach_the_home_leader_through_any_node) {
+  std::string why;
+  ASSERT_TRUE(cluster_->create_topic(k_topic, k_partitions, 3, why)) << why;
+  const std::string key = "tk";
+  const auto home = static_cast<std::int32_t>(protocol::partition_for_key(key, k_partitions));
+  const int leader = static_cast<int>(cluster_->view(k_topic, home)->leader);
+  const int other = leader == 1 ? 2 : 1;
+  cli_result p;
+  // The leader takes a Prepare once it recorded its epoch (NOT_LEADER "not yet" until then).
+  ASSERT_TRUE(eventually([&] {
+    p = txmq(cluster_->broker(leader), {"--json", "tx", "prepare", k_topic, "body", "--group", "pg", "--key", key});
+    return p.status == 0;
+  }, 10s)) << p << logs();
+  const std::string txid(p.objects().at(0).at("txid").as_string());
+  auto c = txmq(cluster_->broker(other), {"--json", "tx", "commit", txid});
+  ASSERT_EQ(c.status, 0) << c << logs();
+  EXPECT_EQ(c.objects().at(0).at("state").as_string(), "COMMITTED") << c;
+  const int third = 6 - leader - other;
+  EXPECT_TRUE(eventually([&] {
+    auto sh = txmq(cluster_->broker(third), {"--json", "tx", "show", txid});
+    return sh.status == 0 && sh.objects().size() == 1 && sh.objects()[0].at("state").as_string() == "COMMITTED";
+  }, 10s)) << logs();
 }
 
 }  // namespace
