@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "txmq/client/admin.h"
 #include "txmq/client/leader_router.h"
@@ -319,6 +320,67 @@ result<std::vector<v1::GroupInfo>> list_groups_all(const std::shared_ptr<connect
         }
         return out;
       });
+}
+
+namespace {
+
+// Up to `limit` attempts of one node's log, page after page.
+result<std::vector<v1::WebhookAttempt>> attempt_pages(connection& conn, const std::string& id,
+                                                      const std::string& message_id, std::size_t limit,
+                                                      bool newest_first) {
+  std::vector<v1::WebhookAttempt> out;
+  v1::Frame f;
+  auto* req = f.mutable_webhook_attempts();
+  req->set_id(id);
+  req->set_message_id(message_id);
+  if (newest_first) req->set_after("-");
+  while (out.size() < limit) {
+    req->set_limit(static_cast<std::uint32_t>(std::min<std::size_t>(limit - out.size(), 1000)));
+    auto r = conn.request(v1::Frame(f));
+    if (!r) return r.error();
+    if (r.value().body_case() != v1::Frame::kWebhookAttemptsResponse) {
+      return error(errc::unexpected_response, "the broker answered WebhookAttempts with another frame");
+    }
+    auto& page = *r.value().mutable_webhook_attempts_response();
+    for (auto& a : *page.mutable_attempts()) out.push_back(std::move(a));
+    if (page.next_after().empty() || page.attempts_size() == 0) break;
+    req->set_after(page.next_after());
+  }
+  return out;
+}
+
+}  // namespace
+
+result<webhook_attempt_log> webhook_attempts_all(const std::shared_ptr<connection>& conn, const std::string& id,
+                                                 const std::string& message_id, std::size_t limit, bool newest_first) {
+  auto router = std::make_shared<leader_router>(conn);
+  auto m = router->refresh();
+  webhook_attempt_log out;
+  if (!m || !m.value().cluster()) {
+    TXMQ_TRY(out.attempts, attempt_pages(*conn, id, message_id, limit, newest_first));
+    return out;
+  }
+  std::optional<error> last;
+  bool any = false;
+  for (const auto& node : m.value().nodes()) {
+    auto r = attempt_pages(*router->connection_for(node.address()), id, message_id, limit, newest_first);
+    if (!r) {
+      out.unanswered.push_back(node.address() + ": " + r.error().to_string());
+      last = r.error();
+      continue;
+    }
+    any = true;
+    for (auto& a : r.value()) out.attempts.push_back(std::move(a));
+  }
+  if (!any && last) return *last;
+  const auto key = [](const v1::WebhookAttempt& a) {
+    return std::make_tuple(a.time_ms(), a.topic(), a.partition(), a.offset(), a.attempt());
+  };
+  std::sort(out.attempts.begin(), out.attempts.end(), [&](const auto& a, const auto& b) {
+    return newest_first ? key(b) < key(a) : key(a) < key(b);
+  });
+  if (out.attempts.size() > limit) out.attempts.resize(limit);
+  return out;
 }
 
 }  // namespace txmq::client

@@ -55,4 +55,19 @@ struct dlq_redrive_result {
 [[nodiscard]] result<std::vector<v1::GroupInfo>> list_groups_all(const std::shared_ptr<connection>& conn,
                                                                  std::chrono::milliseconds deadline = std::chrono::seconds(30));
 
+// A webhook subscription's attempt log. In a cluster each node logs the attempts it made (a
+// partition's leader delivers it; after a failover the new leader logs from where it took
+// over), so every live node of the Metadata is asked for up to `limit` attempts and the answers
+// are merged by time (oldest first; newest first with `newest_first`), at most `limit` in all.
+// A node that does not answer is named in `unanswered` (its attempts are left out), and so are
+// the attempts of a node that is down (Metadata does not list it). `message_id`: raw 16 bytes,
+// or empty for every message.
+struct webhook_attempt_log {
+  std::vector<v1::WebhookAttempt> attempts;
+  std::vector<std::string> unanswered;  // "ADDRESS: why"
+};
+[[nodiscard]] result<webhook_attempt_log> webhook_attempts_all(const std::shared_ptr<connection>& conn,
+                                                               const std::string& id, const std::string& message_id,
+                                                               std::size_t limit, bool newest_first = false);
+
 }  // namespace txmq::client
