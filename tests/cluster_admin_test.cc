@@ -261,17 +261,19 @@ TEST_F(cluster_admin_test, tx_commit_and_show_reach_the_home_leader_through_any_
 // refused when the topic asks for 3 in sync, acknowledged when it asks for the default 2);
 // retention_bytes applied by every node's local copy.
 TEST_F(cluster_admin_test, min_insync_and_retention_are_kept_in_etcd_and_applied_by_every_node) {
+  // First a default topic: the helper waits for all three nodes to be live.
+  std::string why;
+  ASSERT_TRUE(cluster_->create_topic("loose", 1, 3, why)) << why;
   {
     client::admin admin(cluster_->connect(cluster_->broker(1).address()));
     auto bad = admin.create_topic({.name = "bad", .partitions = 1, .replicas = 2, .min_insync = 3});
     ASSERT_FALSE(bad);
     EXPECT_TRUE(bad.error().is(protocol::errc::invalid_argument)) << bad.error().to_string();
+    EXPECT_NE(bad.error().message.find("min_insync_replicas"), std::string::npos) << bad.error().to_string();
   }
   auto made = txmq(cluster_->broker(1), {"--json", "topic", "create", "strict", "--partitions", "1", "--replicas", "3",
                                          "--min-insync", "3", "--retention-bytes", "65536"});
   ASSERT_EQ(made.status, 0) << made << logs();
-  std::string why;
-  ASSERT_TRUE(cluster_->create_topic("loose", 1, 3, why)) << why;
   ASSERT_TRUE(eventually([&] {
     auto v = cluster_->view("strict", 0);
     return v && v->leader > 0 && v->isr.size() == 3;
