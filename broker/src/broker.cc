@@ -406,6 +406,9 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
     rs.replication_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.replication_timeout);
     rs.replica_lag_max = std::chrono::duration_cast<std::chrono::milliseconds>(config.replica_lag_max);
     rs.fetch_pipeline = config.replica_fetch_pipeline;
+    // A followed topic's retention when its etcd record sets none (as the store's auto-creation).
+    rs.default_retention_ms = std::chrono::duration_cast<std::chrono::milliseconds>(config.retention).count();
+    rs.default_retention_bytes = config.retention_bytes;
     rs.peer.token = cluster_token;
     rs.peer.client_id = "txmq-replica-" + std::to_string(config.node_id);
     if (m.tls) {

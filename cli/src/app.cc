@@ -66,19 +66,32 @@ protocol::txid txid_arg(const po::variables_map& vm) {
 
 const std::vector<command>& commands() {
   static const std::vector<command> k_commands{
-      {"topic create", "topic create NAME [--partitions N] [--replicas N]", "create a topic", {"NAME"},
+      {"topic create", "topic create NAME [--partitions N] [--replicas N] [--min-insync M] [--retention-bytes B]",
+       "create a topic", {"NAME"},
        [](po::options_description& o) {
          o.add_options()("partitions", po::value<std::uint32_t>()->value_name("N"),
                          "number of partitions (default: the broker's, 4)")(
              "replicas", po::value<std::uint32_t>()->value_name("N"),
-             "copies of each partition in a cluster (more than 1 is refused until replication exists)");
+             "copies of each partition in a cluster (default: min(3, live nodes))")(
+             "min-insync", po::value<std::uint32_t>()->value_name("M"),
+             "cluster: in-sync replicas a write needs (at most N; default 2 with 3 or more replicas, else 1)")(
+             "retention-bytes", po::value<std::uint64_t>()->value_name("B"),
+             "keep at most B bytes per partition (default: the broker's retention_bytes)");
        },
        [](detail::session& s, const po::variables_map& vm) {
-         const std::uint32_t n = vm.count("partitions") ? vm["partitions"].as<std::uint32_t>() : 0;
-         if (vm.count("partitions") && n == 0) throw usage_error("--partitions must be at least 1");
-         const std::uint32_t replicas = vm.count("replicas") ? vm["replicas"].as<std::uint32_t>() : 0;
-         if (vm.count("replicas") && replicas == 0) throw usage_error("--replicas must be at least 1");
-         return detail::topic_create(s, required(vm, "NAME"), n, replicas);
+         client::topic_spec spec;
+         spec.name = required(vm, "NAME");
+         spec.partitions = vm.count("partitions") ? vm["partitions"].as<std::uint32_t>() : 0;
+         if (vm.count("partitions") && spec.partitions == 0) throw usage_error("--partitions must be at least 1");
+         spec.replicas = vm.count("replicas") ? vm["replicas"].as<std::uint32_t>() : 0;
+         if (vm.count("replicas") && spec.replicas == 0) throw usage_error("--replicas must be at least 1");
+         spec.min_insync = vm.count("min-insync") ? vm["min-insync"].as<std::uint32_t>() : 0;
+         if (vm.count("min-insync") && spec.min_insync == 0) throw usage_error("--min-insync must be at least 1");
+         if (spec.replicas != 0 && spec.min_insync > spec.replicas) {
+           throw usage_error("--min-insync must not be more than --replicas: no write could be acknowledged");
+         }
+         spec.retention_bytes = vm.count("retention-bytes") ? vm["retention-bytes"].as<std::uint64_t>() : 0;
+         return detail::topic_create(s, spec);
        }},
       {"cluster status", "cluster status", "nodes, controller, and each partition's leader, epoch, replicas and ISR",
        {}, no_options, [](detail::session& s, const po::variables_map&) { return detail::cluster_status(s); }},

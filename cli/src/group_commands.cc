@@ -9,6 +9,7 @@
 #include "output.h"
 #include "txmq/cli/format.h"
 #include "txmq/client/admin.h"
+#include "txmq/client/cluster_admin.h"
 
 namespace txmq::cli::detail {
 namespace {
@@ -76,6 +77,18 @@ json::object group_json(const v1::GroupInfo& g, bool with_partitions) {
   return o;
 }
 
+// How long a cluster-wide admin read may retry while leaderships move (at least 30 s).
+std::chrono::milliseconds admin_deadline(const session& s) { return std::max(s.timeout(), std::chrono::milliseconds(30'000)); }
+
+// A cluster's partitions without a leader now: their dead letters are neither listed nor
+// redriven until one of their ISR returns.
+void warn_unavailable(session& s, const std::vector<std::pair<std::string, std::uint32_t>>& unavailable) {
+  for (const auto& [topic, partition] : unavailable) {
+    s.env().err << "txmq: warning: partition " << partition << " of topic " << quoted(topic)
+                << " has no leader now; its dead letters are left out\n";
+  }
+}
+
 }  // namespace
 
 // ---- group ---------------------------------------------------------------------------------
@@ -92,19 +105,16 @@ int group_create(session& s, const std::string& group, const std::string& topic,
 int group_list(session& s) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
-  client::admin admin(conn);
-  auto r = admin.list_groups();
+  // In a cluster each partition's figures come from its leader (client/cluster_admin.h).
+  auto r = client::list_groups_all(conn, admin_deadline(s));
   if (!r) return s.fail("list groups", r.error());
-  auto groups = r.value().groups();
-  std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.name() < b.name(); });
-  return print_items(s, groups, group_json, group_table, group_row);
+  return print_items(s, r.value(), group_json, group_table, group_row);
 }
 
 int group_describe(session& s, const std::string& group) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
-  client::admin admin(conn);
-  auto r = admin.describe_group(group);
+  auto r = client::describe_group_all(conn, group, admin_deadline(s));
   if (!r) return s.fail("describe group " + quoted(group), r.error());
   const auto& g = r.value();
   if (s.json()) {
@@ -126,24 +136,13 @@ int group_describe(session& s, const std::string& group) {
 int dlq_list(session& s, const std::string& group, std::uint32_t limit) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
-  client::admin admin(conn);
   // The broker answers at most 1,000 a page (fewer for large messages); --limit may ask for
-  // more: the pages are followed until it is reached or none follow.
-  std::vector<v1::DeadLetter> all;
-  std::size_t wanted = limit == 0 ? 100 : limit;
-  v1::DlqListRequest req;
-  req.set_group(group);
-  while (all.size() < wanted) {
-    req.set_limit(static_cast<std::uint32_t>(std::min<std::size_t>(wanted - all.size(), 1000)));
-    auto r = admin.dlq_list(req);
-    if (!r) return s.fail("list dead letters of group " + quoted(group), r.error());
-    for (auto& dl : *r.value().mutable_dead_letters()) all.push_back(std::move(dl));
-    if (!r.value().more() || r.value().dead_letters_size() == 0) break;
-    const auto& last = all.back().message();
-    req.set_after_topic(last.topic());
-    req.set_after_partition(last.partition());
-    req.set_after_offset(last.offset());
-  }
+  // more: the pages are followed until it is reached or none follow. In a cluster every
+  // partition's dead letters come from its leader (client/cluster_admin.h).
+  auto listing = client::dlq_list_all(conn, group, limit == 0 ? 100 : limit, admin_deadline(s));
+  if (!listing) return s.fail("list dead letters of group " + quoted(group), listing.error());
+  warn_unavailable(s, listing.value().unavailable);
+  const auto& all = listing.value().dead_letters;
   auto& out = s.env().out;
   table t({"ID", "TOPIC", "PARTITION", "OFFSET", "KEY", "ATTEMPTS", "DEAD_AT", "REASON", "BODY"});
   for (const auto& dl : all) {
@@ -172,14 +171,14 @@ int dlq_list(session& s, const std::string& group, std::uint32_t limit) {
 int dlq_redrive(session& s, const std::string& group) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
-  client::admin admin(conn);
-  auto r = admin.dlq_redrive(group);
+  auto r = client::dlq_redrive_all(conn, group, admin_deadline(s));
   if (!r) return s.fail("redrive dead letters of group " + quoted(group), r.error());
+  warn_unavailable(s, r.value().unavailable);
   if (s.json()) {
-    print_json(s.env().out, json::object{{"group", group}, {"redriven", r.value().redriven()}});
+    print_json(s.env().out, json::object{{"group", group}, {"redriven", r.value().redriven}});
   } else {
     table t({"GROUP", "REDRIVEN"});
-    t.add({group, std::to_string(r.value().redriven())});
+    t.add({group, std::to_string(r.value().redriven)});
     t.print(s.env().out);
   }
   return exit_ok;

@@ -109,6 +109,10 @@ int topic_describe_in_cluster(session& s, client::leader_router& router, const v
   if (s.json()) {
     auto o = topic_json(info, true);
     o["replicas"] = topic->replicas();
+    o["min_insync_replicas"] = topic->min_insync_replicas();
+    // The retention in etcd (0: each broker's own), over the leaders' local figures.
+    if (topic->retention_ms() > 0) o["retention_ms"] = topic->retention_ms();
+    if (topic->retention_bytes() > 0) o["retention_bytes"] = topic->retention_bytes();
     auto& parts = o["partition_info"].as_array();
     for (std::size_t i = 0; i < parts.size() && i < metas.size(); ++i) {
       auto& po = parts[i].as_object();
@@ -124,7 +128,7 @@ int topic_describe_in_cluster(session& s, client::leader_router& router, const v
   auto summary = topic_table();
   summary.add(topic_row(info));
   summary.print(s.env().out);
-  s.env().out << '\n';
+  s.env().out << "replicas: " << topic->replicas() << "  min in-sync: " << topic->min_insync_replicas() << "\n\n";
   table parts({"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "START", "END", "MESSAGES", "BYTES"});
   for (std::size_t i = 0; i < metas.size(); ++i) {
     const auto* meta = metas[i];
@@ -143,12 +147,12 @@ int topic_describe_in_cluster(session& s, client::leader_router& router, const v
 
 }  // namespace
 
-int topic_create(session& s, const std::string& name, std::uint32_t partitions, std::uint32_t replicas) {
+int topic_create(session& s, const client::topic_spec& spec) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
   client::admin admin(conn);
-  auto r = admin.create_topic({.name = name, .partitions = partitions, .replicas = replicas});
-  if (!r) return s.fail("create topic " + quoted(name), r.error());
+  auto r = admin.create_topic(spec);
+  if (!r) return s.fail("create topic " + quoted(spec.name), r.error());
   return print_items(s, std::array{r.value()}, topic_json, topic_table, topic_row);
 }
 

@@ -8,10 +8,11 @@
 #include <string>
 
 #include "session.h"
+#include "txmq/client/admin.h"
 
 namespace txmq::cli::detail {
 
-int topic_create(session& s, const std::string& name, std::uint32_t partitions, std::uint32_t replicas = 0);
+int topic_create(session& s, const client::topic_spec& spec);
 int topic_list(session& s);
 int topic_describe(session& s, const std::string& name);
 

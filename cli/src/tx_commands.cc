@@ -12,6 +12,7 @@
 
 #include "output.h"
 #include "txmq/cli/format.h"
+#include "txmq/client/leader_router.h"
 #include "txmq/producer/pg_checker.h"
 #include "txmq/common/base64.h"
 #include "txmq/common/signals.h"
@@ -130,6 +131,41 @@ client::result<v1::Frame> tx_request(client::connection& conn, v1::Frame f, v1::
   return r;
 }
 
+// In a cluster a transaction is served by the leader of its home partition, the partition of
+// its first message (docs/cluster.md "Transactions"): its record is read from the first node
+// that holds one (the bootstrap node first), and TxShow and TxResolve go to the home
+// partition's leader named by Metadata. On a single broker, or when no node holds the record or
+// the home has no leader now, the bootstrap connection (whose answer then says why).
+struct tx_route {
+  std::shared_ptr<client::leader_router> router;  // owns the leader connections
+  std::shared_ptr<client::connection> conn;
+};
+
+tx_route home_leader(session& s, const std::shared_ptr<client::connection>& bootstrap, const protocol::txid& txid) {
+  tx_route out{std::make_shared<client::leader_router>(bootstrap), bootstrap};
+  auto m = out.router->refresh(s.timeout());
+  if (!m || !m.value().cluster()) return out;
+  std::vector<std::string> addresses{""};
+  for (const auto& n : m.value().nodes()) addresses.push_back(n.address());
+  for (const auto& address : addresses) {
+    v1::Frame f;
+    f.mutable_tx_show()->set_txid(std::string(txid.raw()));
+    auto r = tx_request(*out.router->connection_for(address), std::move(f), v1::Frame::kTxInfo, s.timeout());
+    if (!r || r.value().tx_info().message_list().empty()) continue;
+    const auto& first = r.value().tx_info().message_list(0);
+    for (const auto& t : m.value().topics()) {
+      if (t.name() != first.topic()) continue;
+      for (const auto& p : t.partition_info()) {
+        if (p.partition() == first.partition() && !p.leader_address().empty()) {
+          out.conn = out.router->connection_for(p.leader_address());
+        }
+      }
+    }
+    return out;
+  }
+  return out;
+}
+
 }  // namespace
 
 int tx_list(session& s, const tx_list_args& a) {
@@ -167,9 +203,10 @@ int tx_list(session& s, const tx_list_args& a) {
 int tx_show(session& s, const protocol::txid& txid) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
+  const auto route = home_leader(s, conn, txid);
   v1::Frame f;
   f.mutable_tx_show()->set_txid(std::string(txid.raw()));
-  auto r = tx_request(*conn, std::move(f), v1::Frame::kTxInfo, s.timeout());
+  auto r = tx_request(*route.conn, std::move(f), v1::Frame::kTxInfo, s.timeout());
   if (!r) return s.fail("show transaction " + txid.to_string(), r.error());
   const auto& info = r.value().tx_info();
   const auto now = now_ms();
@@ -202,7 +239,8 @@ int tx_resolve(session& s, const protocol::txid& txid, bool commit) {
   auto* req = f.mutable_tx_resolve();
   req->set_txid(std::string(txid.raw()));
   req->set_outcome(commit ? v1::COMMIT : v1::ROLLBACK);
-  auto r = tx_request(*conn, std::move(f), v1::Frame::kEndTxResponse, s.timeout());
+  const auto route = home_leader(s, conn, txid);
+  auto r = tx_request(*route.conn, std::move(f), v1::Frame::kEndTxResponse, s.timeout());
   if (!r) return s.fail(std::string(commit ? "commit" : "roll back") + " transaction " + txid.to_string(), r.error());
   const auto& resp = r.value().end_tx_response();
   if (s.json()) {

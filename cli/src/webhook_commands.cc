@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 
 #include "txmq/cli/format.h"
+#include "txmq/client/cluster_admin.h"
 #include "txmq/protocol/message_id.h"
 #include "txmq/common/units.h"
 
@@ -253,29 +254,25 @@ void webhook_attempts_options(po::options_description& o) {
 }
 
 int webhook_attempts(session& s, const po::variables_map& vm) {
-  v1::Frame f;
-  auto* req = f.mutable_webhook_attempts();
   const auto id = arg(vm, "ID");
-  req->set_id(id);
+  std::string message_id;
   if (vm.count("message")) {
     auto m = protocol::uuid::parse(vm["message"].as<std::string>());
     if (!m) throw po::error("--message: not a message id in canonical UUID text");
-    req->set_message_id(std::string(m.value().raw()));
+    message_id = std::string(m.value().raw());
   }
   // The broker answers at most 1,000 a page (fewer for long error texts); --limit may ask for
-  // more: the pages are followed (next_after) until it is reached or none follow.
+  // more: the pages are followed (next_after) until it is reached or none follow. In a cluster
+  // every node's log is read and merged by time (client/cluster_admin.h).
   const std::size_t wanted = vm.count("limit") && vm["limit"].as<std::uint32_t>() > 0 ? vm["limit"].as<std::uint32_t>() : 1000;
-  std::vector<v1::WebhookAttempt> all;
-  int status = exit_ok;
-  while (all.size() < wanted) {
-    req->set_limit(static_cast<std::uint32_t>(std::min<std::size_t>(wanted - all.size(), 1000)));
-    auto r = call(s, f, v1::Frame::kWebhookAttemptsResponse, "read the attempts of webhook '" + id + "'", status);
-    if (!r) return status;
-    auto& page = *r->mutable_webhook_attempts_response();
-    for (auto& a : *page.mutable_attempts()) all.push_back(std::move(a));
-    if (page.next_after().empty() || page.attempts_size() == 0) break;
-    req->set_after(page.next_after());
+  auto conn = s.connect();
+  if (!conn) return exit_failure;
+  auto log = client::webhook_attempts_all(conn, id, message_id, wanted);
+  if (!log) return s.fail("read the attempts of webhook '" + id + "'", log.error());
+  for (const auto& why : log.value().unanswered) {
+    s.env().err << "txmq: warning: node " << why << "; its attempts are left out\n";
   }
+  auto& all = log.value().attempts;
   table t({"TIME", "MESSAGE", "ATTEMPT", "STATUS", "LATENCY", "OUTCOME", "ERROR"});
   for (auto& a : all) {
     if (s.json()) {

@@ -32,6 +32,7 @@ result<v1::TopicInfo> admin::create_topic(const topic_spec& spec) {
   r->set_retention_ms(spec.retention.count());
   r->set_retention_bytes(spec.retention_bytes);
   r->set_replicas(spec.replicas);
+  r->set_min_insync_replicas(spec.min_insync);
   return call(*conn_, std::move(f), timeout_, v1::Frame::kTopicInfo, &v1::Frame::topic_info, "CreateTopic");
 }
 

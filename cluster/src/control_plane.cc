@@ -65,7 +65,12 @@ std::string encode(const node_info& n) {
 }
 
 std::string encode(const topic_config& t) {
-  return json::serialize(json::object{{"partitions", t.partitions}, {"replicas", t.replicas}});
+  json::object o{{"partitions", t.partitions}, {"replicas", t.replicas}};
+  // Only when set: a topic record without them reads as before (the defaults).
+  if (t.min_insync > 0) o["min_insync_replicas"] = t.min_insync;
+  if (t.retention_ms > 0) o["retention_ms"] = t.retention_ms;
+  if (t.retention_bytes > 0) o["retention_bytes"] = t.retention_bytes;
+  return json::serialize(o);
 }
 
 std::string encode(const partition_state& s) {
@@ -91,6 +96,19 @@ result<topic_config> decode_topic(std::string_view name, std::string_view text) 
     return bad_value("topic '" + std::string(name) + "'", "partitions or replicas out of range");
   t.partitions = static_cast<std::int32_t>(partitions);
   t.replicas = static_cast<std::int32_t>(replicas);
+  if (o.contains("min_insync_replicas")) {
+    TXMQ_TRY(const auto m, detail::get_int64(o, "min_insync_replicas"));
+    if (m < 0 || m > replicas) return bad_value("topic '" + std::string(name) + "'", "min_insync_replicas out of range");
+    t.min_insync = static_cast<std::int32_t>(m);
+  }
+  if (o.contains("retention_ms")) {
+    TXMQ_TRY(t.retention_ms, detail::get_int64(o, "retention_ms"));
+  }
+  if (o.contains("retention_bytes")) {
+    TXMQ_TRY(const auto b, detail::get_int64(o, "retention_bytes"));
+    if (b < 0) return bad_value("topic '" + std::string(name) + "'", "retention_bytes out of range");
+    t.retention_bytes = static_cast<std::uint64_t>(b);
+  }
   return t;
 }
 

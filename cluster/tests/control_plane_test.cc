@@ -77,6 +77,15 @@ TEST(control_plane, states_round_trip_through_json_and_foreign_values_are_refuse
   EXPECT_FALSE(decode_partition("not json"));
   EXPECT_FALSE(decode_partition(R"({"isr":["x"]})"));
   EXPECT_FALSE(decode_topic("t", R"({"partitions":0,"replicas":1})"));
+  // Per-topic settings (docs/cluster.md "Topic settings"): written only when set, read back,
+  // the effective min_insync; a record without them reads as the defaults.
+  const topic_config strict{"strict", 1, 3, 3, 60'000, 65'536};
+  EXPECT_EQ(decode_topic("strict", encode(strict)).value(), strict);
+  EXPECT_EQ(encode(topic_config{"orders", 8, 3}), R"({"partitions":8,"replicas":3})");
+  EXPECT_EQ(min_insync_replicas(strict), 3u);
+  EXPECT_EQ(min_insync_replicas(topic_config{"t", 1, 3}), 2u);
+  EXPECT_EQ(min_insync_replicas(topic_config{"t", 1, 2}), 1u);
+  EXPECT_FALSE(decode_topic("t", R"({"partitions":1,"replicas":2,"min_insync_replicas":3})"));
   const key_layout keys("prod");
   EXPECT_EQ(keys.partition("orders", 3), "/prod/partitions/orders/3");
   EXPECT_EQ(keys.node(2), "/prod/nodes/2");

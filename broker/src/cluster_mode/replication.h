@@ -63,6 +63,9 @@ struct replication_settings {
   // The largest ReplicaFetch answer a leader builds (its max_frame_bytes less room for the
   // frame's other fields): message batches and group snapshot pages stay below it.
   std::size_t max_answer_bytes = 4u << 20;
+  // The retention of a followed topic whose etcd record sets none (the broker's own defaults).
+  std::int64_t default_retention_ms = 7LL * 24 * 3600 * 1000;
+  std::uint64_t default_retention_bytes = 0;
   // A deliberately broken build for the checker's own test (tests/cluster_replication_test):
   // acknowledge once the leader fsynced, without waiting for the followers. Honoured only
   // when the broker is built with tests (TXMQ_FAULT_HOOKS) and TXMQ_TEST_ACK_BEFORE_REPLICAS=1.
@@ -80,8 +83,6 @@ class replication {
   replication(boost::asio::io_context& io, storage::store& store, cluster_node& node, replication_settings settings);
   ~replication();
 
-  // min_insync_replicas of a topic with `replicas` copies (DESIGN §8: 2 from 3 replicas, else 1).
-  [[nodiscard]] static std::size_t min_insync(std::int32_t replicas) { return replicas >= 3 ? 2 : 1; }
   // How this broker reaches its peers (TLS, cluster token): also used by requests other than
   // replication, e.g. a transaction's copies to other leaders.
   [[nodiscard]] const peer_identity& peer() const noexcept { return settings_.peer; }
@@ -209,6 +210,7 @@ class replication {
   // The partition's entry in the last state read from etcd, nullptr when unknown.
   [[nodiscard]] const cluster::partition_entry* entry_of(const key& k) const;
   [[nodiscard]] std::int32_t replicas_of(const std::string& topic) const;
+  [[nodiscard]] std::size_t min_insync_of(const std::string& topic) const;
   [[nodiscard]] std::uint64_t local_end(const std::string& topic, std::int32_t partition) const;
   // The HW of a partition led here: min of the ISR's fsynced ends (the leader's own included);
   // nullopt when acknowledgements must wait (ISR below min_insync, a newer epoch seen).

@@ -270,14 +270,25 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       continue;
     }
     auto& ans = *a.value().mutable_replica_fetch_response();
-    if (ans.batches_size() == 0 && !store_.has_topic(topic) && ans.partitions() > 0) {
-      // An empty partition (no message yet) may already carry group or transaction changes
-      // (a transaction homed here, docs/cluster.md "Transactions"): the follower needs the
-      // topic to take the snapshot and report its change sequence, so it creates it now
-      // instead of on the first message.
+    if (!store_.has_topic(topic) && ans.partitions() > 0) {
+      // The follower creates the topic before it appends anything: with the retention the
+      // topic's etcd record sets (docs/cluster.md "Topic settings"; the store's auto-creation
+      // on the first message would take the broker's defaults), and because an empty partition
+      // (no message yet) may already carry group or transaction changes (a transaction homed
+      // here, docs/cluster.md "Transactions") that need the topic. This answer's messages are
+      // fetched again.
       storage::topic_config cfg;
       cfg.name = topic;
       cfg.partitions = ans.partitions();
+      cfg.retention_ms = settings_.default_retention_ms;
+      cfg.retention_bytes = settings_.default_retention_bytes;
+      if (state_) {
+        for (const auto& t : state_->topics) {
+          if (t.name != topic) continue;
+          if (t.retention_ms > 0) cfg.retention_ms = t.retention_ms;
+          if (t.retention_bytes > 0) cfg.retention_bytes = t.retention_bytes;
+        }
+      }
       auto made = co_await await_store<storage::topic_info>(io_, [&](auto done) { store_.create_topic(cfg, done); });
       if (!made && !store_.has_topic(topic)) {
         common::log::warn("partition ", topic, "/", partition, ": creating the followed topic failed: ", made.error().message);

@@ -32,6 +32,15 @@ std::int32_t replication::replicas_of(const std::string& topic) const {
   return 1;
 }
 
+std::size_t replication::min_insync_of(const std::string& topic) const {
+  if (state_) {
+    for (const auto& t : state_->topics) {
+      if (t.name == topic) return cluster::min_insync_replicas(t);
+    }
+  }
+  return 1;
+}
+
 std::uint64_t replication::local_end(const std::string& topic, std::int32_t partition) const {
   if (!store_.has_topic(topic)) return 0;
   storage::read_request r;
@@ -64,7 +73,7 @@ std::optional<std::uint64_t> replication::high_watermark(const key& k) const {
   if (lp.newer_epoch_seen > lp.epoch) return std::nullopt;
   const auto& isr = e->state.isr;
   if (std::find(isr.begin(), isr.end(), node_.id()) == isr.end()) return std::nullopt;
-  if (isr.size() < min_insync(replicas_of(k.first))) return std::nullopt;
+  if (isr.size() < min_insync_of(k.first)) return std::nullopt;
   for (auto m : isr) {
     if (m == node_.id()) continue;
     auto f = lp.followers.find(m);

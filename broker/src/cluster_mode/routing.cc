@@ -130,6 +130,9 @@ void fill_metadata(const cluster::cluster_state& state, node_id self, const std:
     tm->set_name(t.name);
     tm->set_partitions(static_cast<std::uint32_t>(t.partitions));
     tm->set_replicas(static_cast<std::uint32_t>(t.replicas));
+    tm->set_min_insync_replicas(static_cast<std::uint32_t>(cluster::min_insync_replicas(t)));
+    tm->set_retention_ms(t.retention_ms);
+    tm->set_retention_bytes(t.retention_bytes);
     for (std::int32_t p = 0; p < t.partitions; ++p) {
       auto* pm = tm->add_partition_info();
       pm->set_partition(static_cast<std::uint32_t>(p));

@@ -3,7 +3,7 @@
 // The consumer groups clients read through (the webhook subscriptions' groups are the
 // notifier's): one group_tracker per group and the group's parked long polls, the handlers of
 // Fetch, Ack, Nack and Extend (consumer_groups.cc) and of CreateGroup, DescribeGroup,
-// ListGroups, DlqList and DlqRedrive (group_admin.cc).
+// ListGroups (group_admin.cc), DlqList and DlqRedrive (dead_letter_admin.cc).
 //
 // Group state is written through storage::store::update_group without waiting for the fsync (a
 // lost write only causes a redelivery). Runs on the broker's io thread, like the service that
@@ -71,6 +71,12 @@ class consumer_groups {
   using replication_gate =
       std::function<void(std::vector<storage::group_change_ref>, std::function<void(result<void>)>)>;
   void set_replication_gate(replication_gate gate) { gate_ = std::move(gate); }
+  // Cluster mode (docs/cluster.md "Dead letters and admin reads"): the partitions whose group
+  // state this node serves now (it leads them, ready under its epoch), with that epoch. DlqList
+  // and DlqRedrive act only on these and name them in their answers. Unset (single-node mode):
+  // every partition.
+  using owned_partitions = std::map<std::pair<std::string, std::uint32_t>, std::int64_t>;
+  void set_ownership(std::function<owned_partitions()> fn) { ownership_ = std::move(fn); }
   // This node starts (reload the partition's state of every group from the store, which
   // replication filled) or stops (forget it) leading a replicated partition.
   void partition_leadership(const std::string& topic, std::int32_t partition, bool leading);
@@ -124,6 +130,7 @@ class consumer_groups {
     std::string name;
     std::vector<std::string> topics;
     std::vector<partition_summary> summary;
+    std::optional<owned_partitions> owned;  // cluster mode: the partitions led here
   };
   [[nodiscard]] group_snapshot snapshot(const std::string& name, const group_entry& g) const;
   // Builds a GroupInfo from the snapshot and the store; runs on the admin worker.
@@ -144,6 +151,7 @@ class consumer_groups {
   std::map<std::string, group_entry> groups_;
   visible_end_fn visible_end_;  // every tracker holds its address
   replication_gate gate_;
+  std::function<owned_partitions()> ownership_;
 };
 
 }  // namespace txmq::broker

@@ -151,6 +151,19 @@ void service::set_replication(const cluster_mode::replication_settings& s) {
   groups_->set_replication_gate([this](std::vector<storage::group_change_ref> changes, std::function<void(result<void>)> done) {
     replication_->await_group(std::move(changes), std::move(done));
   });
+  // The dead-letter queue is listed and redriven by each partition's leader (docs/cluster.md
+  // "Dead letters and admin reads"): the partitions this node leads, ready under their epoch.
+  groups_->set_ownership([this] {
+    consumer_groups::owned_partitions out;
+    const auto state = cluster_->snapshot();
+    if (!state) return out;
+    for (const auto& [k, e] : state->partitions) {
+      if (e.state.leader != cluster_->id()) continue;
+      if (topic_replicas(*state, k.first) > 1 && !replication_->ready_to_lead(k.first, k.second)) continue;
+      out.emplace(std::pair{k.first, static_cast<std::uint32_t>(k.second)}, e.state.leader_epoch);
+    }
+    return out;
+  });
   replication_->on_group_leadership([this](const std::string& topic, std::int32_t partition, bool leading) {
     groups_->partition_leadership(topic, partition, leading);
     webhooks_->partition_leadership(topic, partition, leading);
@@ -181,7 +194,19 @@ void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::
       }
     }
   }
-  cluster::topic_config t{.name = req.name(), .partitions = partitions, .replicas = replicas};
+  if (req.min_insync_replicas() > static_cast<std::uint32_t>(replicas)) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            "min_insync_replicas " + std::to_string(req.min_insync_replicas()) + " is more than the " +
+                                std::to_string(replicas) + " replicas of each partition: no write could be acknowledged");
+  }
+  if (req.retention_ms() < 0) return c->respond_error(corr, v1::INVALID_ARGUMENT, "retention_ms must not be negative");
+  // Kept with the topic in etcd and applied by every node (docs/cluster.md "Topic settings").
+  cluster::topic_config t{.name = req.name(),
+                          .partitions = partitions,
+                          .replicas = replicas,
+                          .min_insync = static_cast<std::int32_t>(req.min_insync_replicas()),
+                          .retention_ms = req.retention_ms(),
+                          .retention_bytes = req.retention_bytes()};
   std::weak_ptr<responder> weak = c;
   cluster_->create_topic(t, [this, weak, corr, t](result<void> r) {
     asio::post(io_, [this, weak, corr, t, r = std::move(r)] {
@@ -263,10 +288,10 @@ void service::sync_local_topics() {
     storage::topic_config cfg;
     cfg.name = t.name;
     cfg.partitions = static_cast<std::uint32_t>(t.partitions);
-    cfg.retention_ms = settings_.default_retention_ms;
-    // The broker's default like a follower's copy (created with auto_create_retention_bytes):
-    // without it a leader kept its whole log under retention_bytes while its followers trimmed.
-    cfg.retention_bytes = settings_.default_retention_bytes;
+    // The topic's retention from etcd, else the broker's default like a follower's copy (without
+    // it a leader kept its whole log under retention_bytes while its followers trimmed).
+    cfg.retention_ms = t.retention_ms > 0 ? t.retention_ms : settings_.default_retention_ms;
+    cfg.retention_bytes = t.retention_bytes > 0 ? t.retention_bytes : settings_.default_retention_bytes;
     creating_locally_.insert(t.name);
     store_.create_topic(cfg, on_io<storage::topic_info>(io_, [this, name = t.name](result<storage::topic_info> r) {
       creating_locally_.erase(name);

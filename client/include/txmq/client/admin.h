@@ -22,6 +22,7 @@ struct topic_spec {
   std::chrono::milliseconds retention{0};  // 0 = broker default
   std::uint64_t retention_bytes = 0;     // 0 = unlimited
   std::uint32_t replicas = 0;            // cluster mode; 0 = the broker default, min(3, live nodes)
+  std::uint32_t min_insync = 0;          // cluster mode; 0 = 2 with >= 3 replicas, else 1
 };
 
 class admin {

@@ -76,8 +76,19 @@ struct topic_config {
   std::string name;
   std::int32_t partitions = 4;
   std::int32_t replicas = 1;
+  // Kept with the topic in etcd, applied by every node (0: the default / the broker's own).
+  std::int32_t min_insync = 0;        // min_insync_replicas; 0 = 2 with >= 3 replicas, else 1
+  std::int64_t retention_ms = 0;      // 0 = the broker's retention
+  std::uint64_t retention_bytes = 0;  // 0 = the broker's retention_bytes
   bool operator==(const topic_config&) const = default;
 };
+
+// The topic's min_insync_replicas in effect: its own when set, else DESIGN §8's default (2 with
+// 3 or more replicas, else 1).
+[[nodiscard]] inline std::size_t min_insync_replicas(const topic_config& t) {
+  if (t.min_insync > 0) return static_cast<std::size_t>(t.min_insync);
+  return t.replicas >= 3 ? 2 : 1;
+}
 
 struct partition_state {
   node_id leader = k_no_leader;
