@@ -95,6 +95,10 @@ class replication {
                       std::function<void(result<void>)> done);
 
   void replica_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::ReplicaFetchRequest& req);
+  // On the io thread once a Produce's messages are written to the store (before their fsync,
+  // storage::append_request::on_written): answers the followers' fetches parked on these
+  // partitions (all of the topic's led here when empty) with them.
+  void on_written(const std::string& topic, const std::vector<std::int32_t>& partitions);
 
   // How far consumers may read the partition from this node (groups/group_tracker.h
   // visible_end_fn), from the state last read from etcd: 0 unless this node leads it; the log
@@ -210,6 +214,8 @@ class replication {
   [[nodiscard]] const cluster::partition_entry* entry_of(const key& k) const;
   [[nodiscard]] std::int32_t replicas_of(const std::string& topic) const;
   [[nodiscard]] std::uint64_t local_end(const std::string& topic, std::int32_t partition) const;
+  // What this node's store has written of the partition, fsynced or not (>= local_end).
+  [[nodiscard]] std::uint64_t written_end(const std::string& topic, std::int32_t partition) const;
   // The HW of a partition led here: min of the ISR's fsynced ends (the leader's own included);
   // nullopt when acknowledgements must wait (ISR below min_insync, a newer epoch seen).
   [[nodiscard]] std::optional<std::uint64_t> high_watermark(const key& k) const;

@@ -42,6 +42,16 @@ std::uint64_t replication::local_end(const std::string& topic, std::int32_t part
   return out ? out.value().high_watermark : 0;
 }
 
+std::uint64_t replication::written_end(const std::string& topic, std::int32_t partition) const {
+  if (!store_.has_topic(topic)) return 0;
+  storage::read_request r;
+  r.topic = topic;
+  r.partition = static_cast<std::uint32_t>(partition);
+  r.max_messages = 0;
+  auto out = store_.read(r);
+  return out ? out.value().written_end : 0;
+}
+
 bool replication::ready_to_lead(const std::string& topic, std::int32_t partition) const {
   if (drain_) return false;  // handing its leaderships over: no new writes
   const key k{topic, partition};
@@ -102,6 +112,18 @@ void replication::await_replicas(const std::string& topic, std::vector<std::pair
   // With an ISR of the leader alone (min_insync_replicas 1) its own fsync moves the HW.
   for (auto p : parts) advance_visible({topic, p});
   settle_waiters();
+}
+
+void replication::on_written(const std::string& topic, const std::vector<std::int32_t>& partitions) {
+  // The followers parked on these partitions take the messages now, before the leader's fsync:
+  // their fsyncs run beside it (the acknowledgement still waits for every one of them).
+  if (partitions.empty()) {
+    for (auto& [k, lp] : leading_) {
+      if (k.first == topic && !lp.parked.empty()) wake_parked(k, true);
+    }
+    return;
+  }
+  for (auto p : partitions) wake_parked({topic, p}, true);
 }
 
 void replication::settle_waiters() {
@@ -213,7 +235,7 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
     }
     advance_visible(k);
     settle_waiters();
-    if (req.fetch_offset() >= end && req.durable_offset() >= req.fetch_offset() &&
+    if (req.fetch_offset() >= written_end(k.first, k.second) && req.durable_offset() >= req.fetch_offset() &&
         (!req.groups() || req.group_seq() >= local_group_end(k.first, k.second))) {
       // Nothing new (messages or group changes): hold the fetch until an append or fetch_wait
       // (a long poll). Not a fetch from a follower that is still fsyncing what it fetched before
@@ -270,7 +292,11 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
       resp->set_epoch_end_epoch(-1);
       resp->set_epoch_end_offset(0);
     } else {
-      auto ee = storage::end_offset_for_epoch(epochs, static_cast<std::uint32_t>(req.last_epoch()), end);
+      // Up to the written end: a follower may hold (fsynced) what this leader wrote and sent it
+      // before its own fsync; if this leader loses that by a crash, it restarts under a new
+      // epoch (lead_tick) and the epoch it had ends at its shorter log.
+      auto ee = storage::end_offset_for_epoch(epochs, static_cast<std::uint32_t>(req.last_epoch()),
+                                              written_end(k.first, k.second));
       resp->set_epoch_end_epoch(ee.epoch ? static_cast<std::int64_t>(*ee.epoch) : -1);
       resp->set_epoch_end_offset(ee.end_offset);
     }
@@ -282,6 +308,9 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
   r.from_offset = req.fetch_offset();
   r.max_messages = req.max_messages() ? std::min(req.max_messages(), settings_.max_fetch_messages)
                                       : settings_.max_fetch_messages;
+  // Written but maybe not yet fsynced here: the follower's fsync overlaps the leader's
+  // (docs/cluster.md "Replication": why that stays safe).
+  r.unsynced = true;
   // Half an answer: the other half is for the group changes (replication_groups.cc).
   r.max_bytes = std::min<std::size_t>(4u << 20, settings_.max_answer_bytes / 2);
   auto read = store_.read(r);
