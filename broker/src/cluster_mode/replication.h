@@ -72,6 +72,11 @@ struct replication_settings {
   peer_identity peer;
 };
 
+// For tests only (TXMQ_FAULT_HOOKS builds, TXMQ_TEST_LOSE_TAIL=N at startup): truncates the last
+// n messages of every partition in the store, as a crash of the machine would take messages
+// written but not yet fsynced (a SIGKILL does not: the kernel keeps them). Blocks until done.
+void lose_tail_for_test(storage::store& store, std::uint64_t n);
+
 class replication {
  public:
   using clock = std::chrono::steady_clock;
@@ -244,6 +249,9 @@ class replication {
   void lead_tick(const cluster::cluster_state& state);
   void follow_tick(const cluster::cluster_state& state);
   void change_isr(const key& k, std::vector<cluster::node_id> isr, const char* why);
+  // The leader's own write of its partition's state (ISR, or a new epoch), compared on the
+  // mod_revision it read (cluster::write_isr); one at a time per partition.
+  void write_state(const key& k, cluster::partition_state state, const char* why);
   // Every 500 ms: each follower's lag on the partitions led here, for the metrics.
   void publish_lag(const cluster::cluster_state& state);
   boost::asio::awaitable<void> run_follower(key k, std::shared_ptr<follower_task> t);
@@ -265,6 +273,9 @@ class replication {
   clock::time_point lag_published_{};
   std::function<void(const std::string&, std::int32_t, bool)> group_leadership_;
   std::uint64_t next_snapshot_id_ = 1;
+  // The (partition, epoch) pairs this process started leading: an epoch the log holds but
+  // that is not here was led before a restart (lead_tick takes a new one).
+  std::set<std::pair<key, std::int64_t>> led_here_;
 };
 
 }  // namespace txmq::broker::cluster_mode

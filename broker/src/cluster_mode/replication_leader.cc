@@ -2,6 +2,7 @@
 // acknowledgements that wait for the ISR, and the leader's ISR changes in etcd.
 
 #include <algorithm>
+#include <future>
 
 #include "cluster_mode/cluster_node.h"
 #include "cluster_mode/replication.h"
@@ -12,6 +13,25 @@
 namespace txmq::broker::cluster_mode {
 
 namespace asio = boost::asio;
+
+void lose_tail_for_test(storage::store& store, std::uint64_t n) {
+  for (const auto& t : store.topics()) {
+    for (std::uint32_t p = 0; p < t.config.partitions; ++p) {
+      storage::read_request r;
+      r.topic = t.config.name;
+      r.partition = p;
+      r.max_messages = 0;
+      auto end = store.read(r);
+      if (!end || end.value().high_watermark <= end.value().start_offset) continue;
+      const auto to = end.value().high_watermark - std::min(n, end.value().high_watermark - end.value().start_offset);
+      std::promise<result<std::uint64_t>> done;
+      store.truncate(t.config.name, p, to, [&done](result<std::uint64_t> x) { done.set_value(std::move(x)); });
+      auto x = done.get_future().get();
+      common::log::warn("TXMQ_TEST_LOSE_TAIL: ", t.config.name, "/", p, " truncated from ", end.value().high_watermark,
+                        " to ", to, x ? "" : ": " + x.error().message, " (a test fault)");
+    }
+  }
+}
 
 replication::replication(asio::io_context& io, storage::store& store, cluster_node& node, replication_settings settings)
     : io_(io), store_(store), node_(node), settings_(settings) {}
@@ -361,23 +381,28 @@ void replication::wake_parked(const key& k, bool all) {
 }
 
 void replication::change_isr(const key& k, std::vector<cluster::node_id> isr, const char* why) {
+  const auto* e = entry_of(k);
+  if (!e) return;
+  auto state = e->state;
+  state.isr = std::move(isr);
+  write_state(k, std::move(state), why);
+}
+
+void replication::write_state(const key& k, cluster::partition_state state, const char* why) {
   auto it = leading_.find(k);
   const auto* e = entry_of(k);
   if (it == leading_.end() || !e || it->second.isr_write_pending) return;
   it->second.isr_write_pending = true;
-  auto state = e->state;
-  const auto old_isr = state.isr;
-  state.isr = std::move(isr);
-  common::log::info("partition ", k.first, "/", k.second, ": ISR change (", why, ") written to etcd at revision ",
+  common::log::info("partition ", k.first, "/", k.second, ": state change (", why, ") written to etcd at revision ",
                     e->mod_revision);
   std::weak_ptr<bool> alive = alive_;
   node_.write_isr(k.first, k.second, state, e->mod_revision,
-                  [this, alive, k, epoch = state.leader_epoch](result<void> r) {  // on the cluster thread
+                  [this, alive, k, epoch = it->second.epoch](result<void> r) {  // on the cluster thread
     asio::post(io_, [this, alive, k, epoch, r = std::move(r)] {
       if (alive.expired() || !*alive.lock()) return;
       auto it = leading_.find(k);
       if (it != leading_.end() && it->second.epoch == epoch) it->second.isr_write_pending = false;
-      if (!r) common::log::info("partition ", k.first, "/", k.second, ": ISR change not written: ", r.error().message);
+      if (!r) common::log::info("partition ", k.first, "/", k.second, ": state change not written: ", r.error().message);
     });
   });
 }
@@ -400,7 +425,23 @@ void replication::lead_tick(const cluster::cluster_state& state) {
     }
     // Record the epoch in the log before appending under it; not while the follower task of
     // the previous epoch may still append (it ends itself on the next state it reads).
-    if (!lp.epoch_recorded && !lp.recording && !following_.contains(k) && store_.has_topic(k.first)) {
+    if (!lp.epoch_recorded && !lp.recording && !lp.isr_write_pending && !following_.contains(k) &&
+        store_.has_topic(k.first)) {
+      // This log holds the epoch already, yet this process never led under it: the node led
+      // it before a restart. Its followers may hold messages it wrote then and sent before
+      // their fsync, which a crash of the machine may have taken from this log: leading on
+      // under the same epoch would write other messages at those offsets. It asks for the next
+      // epoch instead (same leader, same ISR), and the followers then truncate to where its
+      // log ends (docs/cluster.md "Replication").
+      auto logged = store_.leader_epochs(k.first, static_cast<std::uint32_t>(k.second));
+      if (logged && !logged.value().empty() && logged.value().back().epoch == static_cast<std::uint32_t>(lp.epoch) &&
+          !led_here_.contains({k, lp.epoch})) {
+        auto next = e.state;
+        next.leader_epoch = lp.epoch + 1;
+        write_state(k, std::move(next), "restarted leader takes a new epoch");
+        continue;
+      }
+      led_here_.insert({k, lp.epoch});
       lp.recording = true;
       std::weak_ptr<bool> alive = alive_;
       store_.begin_epoch(k.first, static_cast<std::uint32_t>(k.second), static_cast<std::uint32_t>(lp.epoch),
