@@ -132,6 +132,20 @@ class cluster_replication_test : public ::testing::Test {
     ASSERT_TRUE(why.empty()) << why;
   }
 
+  // A one-message Produce of key "k", recorded in `h` as the attempt `seq` of that key.
+  static v1::Frame one_write(history& h, const std::string& body, std::uint64_t seq,
+                             std::string& id) {
+    v1::Frame f;
+    f.mutable_produce()->set_topic(k_topic);
+    auto* m = f.mutable_produce()->add_messages();
+    id = std::string(protocol::uuid::make_v7().raw());
+    m->set_id(id);
+    m->set_key("k");
+    m->set_body(body);
+    h.attempt(id, "k", body, seq);
+    return f;
+  }
+
   std::unique_ptr<cluster_brokers> cluster_;  // etcd and brokers 1-3
 };
 
@@ -152,20 +166,14 @@ TEST_F(cluster_replication_test, the_checker_finds_lost_acknowledged_writes_in_a
   ASSERT_TRUE(lc);
   // Replication runs in this build too: 20 writes reach every node.
   for (int i = 0; i < 20; ++i) {
-    v1::Frame f;
-    f.mutable_produce()->set_topic(k_topic);
-    auto* m = f.mutable_produce()->add_messages();
-    const auto id = protocol::uuid::make_v7();
-    m->set_id(std::string(id.raw()));
-    m->set_key("k");
-    m->set_body("before" + std::to_string(i));
-    h.attempt(std::string(id.raw()), "k", m->body(), static_cast<std::uint64_t>(i));
+    std::string id;
+    const auto f = one_write(h, "before" + std::to_string(i), static_cast<std::uint64_t>(i), id);
     // Retried (same id) while the new leader records its epoch (NOT_LEADER until then).
     ASSERT_TRUE(eventually([&] {
       auto r = lc->request(v1::Frame(f), milliseconds(5000));
       return r && r.value().has_produce_response();
     }, 20s)) << logs();
-    h.resolve(std::string(id.raw()), attempt_outcome::acknowledged);
+    h.resolve(id, attempt_outcome::acknowledged);
   }
   for (int id = 1; id <= 3; ++id) {
     ASSERT_TRUE(eventually([&] { return end_offset(id) == 20; }, 20s)) << "broker " << id << " has not replicated\n"
@@ -178,17 +186,11 @@ TEST_F(cluster_replication_test, the_checker_finds_lost_acknowledged_writes_in_a
   }
   int acked = 0;
   for (int i = 0; i < 50; ++i) {
-    v1::Frame f;
-    auto* m = f.mutable_produce()->add_messages();
-    const auto id = protocol::uuid::make_v7();
-    m->set_id(std::string(id.raw()));
-    m->set_key("k");
-    m->set_body("b" + std::to_string(i));
-    f.mutable_produce()->set_topic(k_topic);
-    h.attempt(std::string(id.raw()), "k", m->body(), static_cast<std::uint64_t>(100 + i));
-    auto r = lc->request(std::move(f), milliseconds(500));
+    std::string id;
+    auto r = lc->request(one_write(h, "b" + std::to_string(i), static_cast<std::uint64_t>(100 + i), id),
+                         milliseconds(500));
     if (r && r.value().has_produce_response()) {
-      h.resolve(std::string(id.raw()), attempt_outcome::acknowledged);
+      h.resolve(id, attempt_outcome::acknowledged);
       ++acked;
     }
   }
@@ -397,14 +399,9 @@ TEST_F(cluster_replication_test, a_leader_restarted_without_the_tail_its_followe
   // Sends one write to the leader; `ack`: retried until acknowledged (and recorded so), else
   // sent once and its outcome left unknown.
   auto write = [&](client::connection& c, bool ack) {
-    v1::Frame f;
-    f.mutable_produce()->set_topic(k_topic);
-    auto* m = f.mutable_produce()->add_messages();
-    const auto id = protocol::uuid::make_v7();
-    m->set_id(std::string(id.raw()));
-    m->set_key("k");
-    m->set_body("w" + std::to_string(seq));
-    h.attempt(std::string(id.raw()), "k", m->body(), seq++);
+    std::string id;
+    const auto f = one_write(h, "w" + std::to_string(seq), seq, id);
+    ++seq;
     if (!ack) {
       (void)c.request(v1::Frame(f), milliseconds(5000));
       return true;
@@ -413,7 +410,7 @@ TEST_F(cluster_replication_test, a_leader_restarted_without_the_tail_its_followe
       auto r = c.request(v1::Frame(f), milliseconds(5000));
       return r && r.value().has_produce_response();
     }, 30s);
-    if (acked) h.resolve(std::string(id.raw()), attempt_outcome::acknowledged);
+    if (acked) h.resolve(id, attempt_outcome::acknowledged);
     return acked;
   };
   {

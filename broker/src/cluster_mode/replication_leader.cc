@@ -52,24 +52,27 @@ std::int32_t replication::replicas_of(const std::string& topic) const {
   return 1;
 }
 
-std::uint64_t replication::local_end(const std::string& topic, std::int32_t partition) const {
-  if (!store_.has_topic(topic)) return 0;
+namespace {
+// The partition's fsynced end and written end in this node's store ({0, 0} when it has none).
+std::pair<std::uint64_t, std::uint64_t> store_ends(const storage::store& store, const std::string& topic,
+                                                   std::int32_t partition) {
+  if (!store.has_topic(topic)) return {0, 0};
   storage::read_request r;
   r.topic = topic;
   r.partition = static_cast<std::uint32_t>(partition);
   r.max_messages = 0;
-  auto out = store_.read(r);
-  return out ? out.value().high_watermark : 0;
+  auto out = store.read(r);
+  if (!out) return {0, 0};
+  return {out.value().high_watermark, out.value().written_end};
+}
+}  // namespace
+
+std::uint64_t replication::local_end(const std::string& topic, std::int32_t partition) const {
+  return store_ends(store_, topic, partition).first;
 }
 
 std::uint64_t replication::written_end(const std::string& topic, std::int32_t partition) const {
-  if (!store_.has_topic(topic)) return 0;
-  storage::read_request r;
-  r.topic = topic;
-  r.partition = static_cast<std::uint32_t>(partition);
-  r.max_messages = 0;
-  auto out = store_.read(r);
-  return out ? out.value().written_end : 0;
+  return store_ends(store_, topic, partition).second;
 }
 
 bool replication::ready_to_lead(const std::string& topic, std::int32_t partition) const {
