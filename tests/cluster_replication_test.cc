@@ -89,6 +89,13 @@ class cluster_replication_test : public ::testing::Test {
     ASSERT_TRUE(cluster_->create_topic(k_topic, 1, 3, why)) << why;
   }
 
+  // Starts the brokers and the topic; its partition's view (leader, epoch), nullopt on failure.
+  std::optional<partition_view> started() {
+    start_brokers();
+    create_topic();
+    return HasFatalFailure() ? std::nullopt : view();
+  }
+
   std::uint64_t end_offset(int id) { return cluster_->end_offset(id, k_topic); }
   void consume_all(int id, history& h, const std::string& group) {
     auto c = connect_to(cluster_->broker(id).address());
@@ -156,11 +163,9 @@ int kills_wanted() {
 
 TEST_F(cluster_replication_test, the_checker_finds_lost_acknowledged_writes_in_a_build_that_acks_before_followers_fsync) {
   ::setenv("TXMQ_TEST_ACK_BEFORE_REPLICAS", "1", 1);
-  start_brokers();
-  create_topic();
-  history h;
-  const auto before = view();
+  const auto before = started();
   ASSERT_TRUE(before);
+  history h;
   const int leader = static_cast<int>(before->leader);
   auto lc = connect_to(cluster_->broker(leader).address());
   ASSERT_TRUE(lc);
@@ -389,11 +394,9 @@ TEST_F(cluster_replication_test, a_zombie_leaders_late_write_is_not_acknowledged
 // followers then lack the writes acknowledged after the restart.
 TEST_F(cluster_replication_test, a_leader_restarted_without_the_tail_its_followers_hold_takes_a_new_epoch_and_they_drop_it) {
   ::setenv("TXMQ_CLUSTER_LEASE_TTL", "10s", 1);  // the restart comes well within the lease: it still leads
-  start_brokers();
-  create_topic();
-  history h;
-  const auto before = view();
+  const auto before = started();
   ASSERT_TRUE(before);
+  history h;
   const int leader = static_cast<int>(before->leader);
   std::uint64_t seq = 0;
   // Sends one write to the leader; `ack`: retried until acknowledged (and recorded so), else
