@@ -396,16 +396,18 @@ void replication::write_state(const key& k, cluster::partition_state state, cons
   const auto* e = entry_of(k);
   if (it == leading_.end() || !e || it->second.isr_write_pending) return;
   it->second.isr_write_pending = true;
-  common::log::info("partition ", k.first, "/", k.second, ": state change (", why, ") written to etcd at revision ",
+  // Logged as before for the ISR changes (tests and operators look for these lines).
+  const char* what = state.leader_epoch == e->state.leader_epoch ? "ISR change" : "new leader epoch";
+  common::log::info("partition ", k.first, "/", k.second, ": ", what, " (", why, ") written to etcd at revision ",
                     e->mod_revision);
   std::weak_ptr<bool> alive = alive_;
   node_.write_isr(k.first, k.second, state, e->mod_revision,
-                  [this, alive, k, epoch = it->second.epoch](result<void> r) {  // on the cluster thread
-    asio::post(io_, [this, alive, k, epoch, r = std::move(r)] {
+                  [this, alive, k, what, epoch = it->second.epoch](result<void> r) {  // on the cluster thread
+    asio::post(io_, [this, alive, k, what, epoch, r = std::move(r)] {
       if (alive.expired() || !*alive.lock()) return;
       auto it = leading_.find(k);
       if (it != leading_.end() && it->second.epoch == epoch) it->second.isr_write_pending = false;
-      if (!r) common::log::info("partition ", k.first, "/", k.second, ": state change not written: ", r.error().message);
+      if (!r) common::log::info("partition ", k.first, "/", k.second, ": ", what, " not written: ", r.error().message);
     });
   });
 }
