@@ -3,9 +3,12 @@
 // Replication of message partitions in cluster mode (DESIGN §8, docs/cluster.md
 // "Replication"). Runs on the broker's io thread (no locks), beside the service.
 //
-// Leader side (replication_leader.cc): a follower's ReplicaFetch gets the leader's fsynced
-// messages with their leader epochs and the high watermark (HW); its fetch offset doubles as
-// its report of what it has fsynced. HW = min over the ISR (leader included) of the fsynced end
+// Leader side (replication_leader.cc): a follower's ReplicaFetch gets the leader's written
+// messages (before the leader's own fsync: their fsyncs overlap; a parked fetch is woken by
+// on_written) with their leader epochs and the high watermark (HW); its durable offset is its
+// report of what it has fsynced. A node never leads under an epoch its log holds from before
+// a restart: it writes the next epoch first (lead_tick, docs/cluster.md "Followers ahead of
+// the leader's fsync"). HW = min over the ISR (leader included) of the fsynced end
 // offsets reported under the current epoch. A Produce to a replicated partition is answered
 // only when the HW covers every message of it and |ISR| >= min_insync_replicas, else
 // NOT_ENOUGH_REPLICAS after replication_timeout. A follower that has not caught up for
