@@ -428,6 +428,10 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
       rs.ack_before_replicas = true;
       common::log::warn("TXMQ_TEST_ACK_BEFORE_REPLICAS=1: acknowledging before the followers fsync (a test fault)");
     }
+    // A machine crash that took the last N written, not yet fsynced, messages (replication.h).
+    if (const char* v = std::getenv("TXMQ_TEST_LOSE_TAIL"); v && std::atoi(v) > 0) {
+      cluster_mode::lose_tail_for_test(*m.store, static_cast<std::uint64_t>(std::atoi(v)));
+    }
 #endif
     m.svc->set_replication(rs);
   }

@@ -71,6 +71,10 @@ struct partition_state {
   std::uint64_t next = 0;
   // Published after each write, read by readers.
   std::atomic<std::uint64_t> committed_next{0};
+  // Published right after each write to RocksDB, before its fsync: what a replication leader
+  // may already send to its followers (read_request::unsynced). >= committed_next except while
+  // a truncation is on its way to the disk (only followers truncate; they serve no such reads).
+  std::atomic<std::uint64_t> written_next{0};
   std::atomic<std::uint64_t> start_offset{0};
   std::atomic<std::uint64_t> bytes{0};
   // Writer-only copy of the durable meta.
@@ -192,6 +196,8 @@ struct write_op {
   std::size_t bytes = 0;
   bool sync = false;
   std::chrono::steady_clock::time_point submitted;  // for store_options::observe_queue/commit
+  // Run by the writer right after the request's group is written to RocksDB (before its fsync).
+  std::function<void()> on_written;
 };
 
 // A write_op of a request answering T, applied by fn(group_ctx&) -> result<T>.
@@ -326,7 +332,7 @@ class rocksdb_store final : public store {
 
   // ---- writer side
   template <class T, class Fn>
-  void submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn);
+  void submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn, std::function<void()> on_written = {});
   void writer_loop();
   void run_group(std::vector<pending_op>& ops);
   void syncer_loop();
@@ -499,13 +505,14 @@ class rocksdb_store final : public store {
 };
 
 template <class T, class Fn>
-void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn) {
+void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&& fn, std::function<void()> on_written) {
   // Built before the lock (its one allocation is not made under it); a closed store answers
   // through the op's own completion.
   auto op = std::make_unique<typed_write_op<T, std::decay_t<Fn>>>(std::forward<Fn>(fn), std::move(done));
   op->bytes = bytes;
   op->sync = sync;
   op->submitted = std::chrono::steady_clock::now();
+  op->on_written = std::move(on_written);
   std::unique_lock lk(queue_mu_);
   if (stopping_) {
     lk.unlock();

@@ -68,6 +68,15 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
       }
       g.wrote = true;
       bytes_since_disk_check_ += ctx.batch.GetDataSize();
+      if (s.ok()) {
+        // Readable before the fsync by a replication leader (read_request::unsynced), which
+        // sends it to its followers so that their fsyncs overlap its own; it still
+        // acknowledges only what it and its in-sync followers fsynced.
+        for (auto* p : ctx.touched) p->written_next.store(p->meta.next_offset, std::memory_order_release);
+        for (auto& op : g.finishers) {
+          if (op->on_written) op->on_written();
+        }
+      }
     }
     for (auto* p : ctx.touched) g.publish.emplace_back(p, p->meta);
     for (auto* p : ctx.group_touched) g.group_publish.emplace_back(p, p->group_next.value_or(0));
@@ -341,6 +350,7 @@ result<void> rocksdb_store::reload_partition_state() {
       ps.start_offset.store(meta.start_offset, std::memory_order_release);
       ps.bytes.store(meta.bytes, std::memory_order_release);
       ps.committed_next.store(meta.next_offset, std::memory_order_release);
+      ps.written_next.store(meta.next_offset, std::memory_order_release);
     }
     std::unique_lock lk(topics_mu_);
     topics_by_id_[t->record.id()] = t;

@@ -112,7 +112,7 @@ void rocksdb_store::append(append_request request, completion<append_result> don
       if (ctx.poisoned) return *ctx.poisoned;
     }
     return out;
-  });
+  }, std::move(request.on_written));
 }
 
 result<read_result> rocksdb_store::read(const read_request& req) const {
@@ -122,13 +122,16 @@ result<read_result> rocksdb_store::read(const read_request& req) const {
   auto& ps = *t->partitions[req.partition];
   read_result out;
   out.high_watermark = ps.committed_next.load(std::memory_order_acquire);
+  out.written_end = std::max(out.high_watermark, ps.written_next.load(std::memory_order_acquire));
   out.start_offset = ps.start_offset.load(std::memory_order_acquire);
+  // What this read may return: the fsynced end, or (replication's leader) what is written.
+  const std::uint64_t end = req.unsynced ? out.written_end : out.high_watermark;
   std::uint64_t from = std::max(req.from_offset, out.start_offset);
   out.next_offset = from;
-  if (from >= out.high_watermark || req.max_messages == 0) return out;
+  if (from >= end || req.max_messages == 0) return out;
 
   const std::uint32_t tid = t->record.id();
-  const std::string upper = log_key(tid, req.partition, out.high_watermark);
+  const std::string upper = log_key(tid, req.partition, end);
   rocksdb::Slice upper_slice(upper);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper_slice;
@@ -151,7 +154,7 @@ result<read_result> rocksdb_store::read(const read_request& req) const {
     for (int i = 0; i < batch.messages_size(); ++i) {
       const std::uint64_t offset = base + static_cast<std::uint64_t>(i);
       if (offset < from) continue;
-      if (offset >= out.high_watermark) break;
+      if (offset >= end) break;
       auto& m = *batch.mutable_messages(i);
       const std::size_t size = m.body().size() + m.key().size();
       if (!out.messages.empty() && (out.messages.size() >= req.max_messages || bytes + size > req.max_bytes)) {

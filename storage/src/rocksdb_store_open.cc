@@ -255,6 +255,7 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
         }
         ps->next = ps->meta.next_offset;
         ps->committed_next = ps->meta.next_offset;
+        ps->written_next = ps->meta.next_offset;
         // The group change sequence's end (cluster mode; absent otherwise: 0).
         if (std::string gv; db_->Get(rocksdb::ReadOptions(), handles_[cf_groups], group_seq_key(t->record.id(), p), &gv).ok() &&
                             gv.size() == 8) {

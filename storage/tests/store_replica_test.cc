@@ -1,6 +1,9 @@
 // Store unit tests of replication's part (replica.h): leader epochs, follower appends at the
 // leader's offsets, truncation, and the epoch-boundary arithmetic of KIP-101.
 
+#include <atomic>
+#include <future>
+
 #include "store_test_fixture.h"
 
 namespace txmq::storage::test {
@@ -51,6 +54,51 @@ TEST(epoch_arithmetic, end_offset_for_epoch_follows_kip_101) {
   EXPECT_EQ(epoch_at(e, 0), 1u);
   EXPECT_EQ(epoch_at(e, 12), 3u);
   EXPECT_EQ(epoch_at(e, 99), 4u);
+}
+
+// Replication's leader sends its followers what it has written before its own fsync
+// (docs/cluster.md "Replication"): on_written runs once the group is written, and a read with
+// `unsynced` returns the messages while a plain read (consumers, the high watermark) does not
+// until the group is durable. The fsync is held in observe_fsync (after SyncWAL, before the
+// high watermark is published), so the test sees the in-between state.
+TEST_F(replica_test, an_unsynced_read_returns_what_is_written_before_the_high_watermark_moves) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> hold{false};
+  tweak_options = [&](store_options& o) {
+    o.observe_fsync = [&hold, released](std::chrono::nanoseconds) {
+      if (hold) released.wait();
+    };
+  };
+  reopen();
+  create_topic("t", 1);
+  append("t", {make_message("a")});
+  hold = true;
+  std::promise<void> written;
+  std::promise<result<append_result>> done;
+  append_request req;
+  req.topic = "t";
+  req.messages = {make_message("b"), make_message("c")};
+  req.on_written = [&written] { written.set_value(); };
+  store_->append(std::move(req), [&done](result<append_result> r) { done.set_value(std::move(r)); });
+  ASSERT_EQ(written.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto plain = read("t", 0);
+  EXPECT_THAT(bodies(plain.messages), ElementsAre("a"));
+  EXPECT_EQ(plain.high_watermark, 1u);
+  read_request unsynced;
+  unsynced.topic = "t";
+  unsynced.unsynced = true;
+  auto ahead = value_of(store_->read(unsynced), "unsynced read");
+  EXPECT_THAT(bodies(ahead.messages), ElementsAre("a", "b", "c"));
+  EXPECT_EQ(ahead.high_watermark, 1u);
+  EXPECT_EQ(ahead.written_end, 3u);
+  hold = false;
+  release.set_value();
+  ASSERT_THAT(done.get_future().get(), is_ok());
+  auto after = read("t", 0);
+  EXPECT_THAT(bodies(after.messages), ElementsAre("a", "b", "c"));
+  EXPECT_EQ(after.high_watermark, 3u);
+  EXPECT_EQ(after.written_end, 3u);
 }
 
 TEST_F(replica_test, a_leader_records_its_epochs_at_its_next_offset_and_they_survive_a_reopen) {

@@ -3,9 +3,12 @@
 // Replication of message partitions in cluster mode (DESIGN §8, docs/cluster.md
 // "Replication"). Runs on the broker's io thread (no locks), beside the service.
 //
-// Leader side (replication_leader.cc): a follower's ReplicaFetch gets the leader's fsynced
-// messages with their leader epochs and the high watermark (HW); its fetch offset doubles as
-// its report of what it has fsynced. HW = min over the ISR (leader included) of the fsynced end
+// Leader side (replication_leader.cc): a follower's ReplicaFetch gets the leader's written
+// messages (before the leader's own fsync: their fsyncs overlap; a parked fetch is woken by
+// on_written) with their leader epochs and the high watermark (HW); its durable offset is its
+// report of what it has fsynced. A node never leads under an epoch its log holds from before
+// a restart: it writes the next epoch first (lead_tick, docs/cluster.md "Followers ahead of
+// the leader's fsync"). HW = min over the ISR (leader included) of the fsynced end
 // offsets reported under the current epoch. A Produce to a replicated partition is answered
 // only when the HW covers every message of it and |ISR| >= min_insync_replicas, else
 // NOT_ENOUGH_REPLICAS after replication_timeout. A follower that has not caught up for
@@ -75,6 +78,11 @@ struct replication_settings {
   peer_identity peer;
 };
 
+// For tests only (TXMQ_FAULT_HOOKS builds, TXMQ_TEST_LOSE_TAIL=N at startup): truncates the last
+// n messages of every partition in the store, as a crash of the machine would take messages
+// written but not yet fsynced (a SIGKILL does not: the kernel keeps them). Blocks until done.
+void lose_tail_for_test(storage::store& store, std::uint64_t n);
+
 class replication {
  public:
   using clock = std::chrono::steady_clock;
@@ -96,6 +104,10 @@ class replication {
                       std::function<void(result<void>)> done);
 
   void replica_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::ReplicaFetchRequest& req);
+  // On the io thread once a Produce's messages are written to the store (before their fsync,
+  // storage::append_request::on_written): answers the followers' fetches parked on these
+  // partitions (all of the topic's led here when empty) with them.
+  void on_written(const std::string& topic, const std::vector<std::int32_t>& partitions);
 
   // How far consumers may read the partition from this node (groups/group_tracker.h
   // visible_end_fn), from the state last read from etcd: 0 unless this node leads it; the log
@@ -212,6 +224,8 @@ class replication {
   [[nodiscard]] std::int32_t replicas_of(const std::string& topic) const;
   [[nodiscard]] std::size_t min_insync_of(const std::string& topic) const;
   [[nodiscard]] std::uint64_t local_end(const std::string& topic, std::int32_t partition) const;
+  // What this node's store has written of the partition, fsynced or not (>= local_end).
+  [[nodiscard]] std::uint64_t written_end(const std::string& topic, std::int32_t partition) const;
   // The HW of a partition led here: min of the ISR's fsynced ends (the leader's own included);
   // nullopt when acknowledgements must wait (ISR below min_insync, a newer epoch seen).
   [[nodiscard]] std::optional<std::uint64_t> high_watermark(const key& k) const;
@@ -240,6 +254,9 @@ class replication {
   void lead_tick(const cluster::cluster_state& state);
   void follow_tick(const cluster::cluster_state& state);
   void change_isr(const key& k, std::vector<cluster::node_id> isr, const char* why);
+  // The leader's own write of its partition's state (ISR, or a new epoch), compared on the
+  // mod_revision it read (cluster::write_isr); one at a time per partition.
+  void write_state(const key& k, cluster::partition_state state, const char* why);
   // Every 500 ms: each follower's lag on the partitions led here, for the metrics.
   void publish_lag(const cluster::cluster_state& state);
   boost::asio::awaitable<void> run_follower(key k, std::shared_ptr<follower_task> t);
@@ -261,6 +278,9 @@ class replication {
   clock::time_point lag_published_{};
   std::function<void(const std::string&, std::int32_t, bool)> group_leadership_;
   std::uint64_t next_snapshot_id_ = 1;
+  // The (partition, epoch) pairs this process started leading: an epoch the log holds but
+  // that is not here was led before a restart (lead_tick takes a new one).
+  std::set<std::pair<key, std::int64_t>> led_here_;
 };
 
 }  // namespace txmq::broker::cluster_mode

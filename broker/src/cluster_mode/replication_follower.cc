@@ -269,6 +269,15 @@ asio::awaitable<void> replication::run_follower(key k, std::shared_ptr<follower_
       co_await pause(io_, std::chrono::milliseconds(100));
       continue;
     }
+    if (auto now = node_.snapshot()) {
+      // The leader or epoch changed while the fetch was out (this node may lead now): what the
+      // old leader sent is not appended (it may be a zombie's write nobody else holds).
+      auto pn = now->partitions.find(k);
+      if (pn == now->partitions.end() || pn->second.state.leader != t->leader ||
+          pn->second.state.leader_epoch != t->epoch) {
+        continue;
+      }
+    }
     auto& ans = *a.value().mutable_replica_fetch_response();
     if (!store_.has_topic(topic) && ans.partitions() > 0) {
       // The follower creates the topic before it appends anything: with the retention the

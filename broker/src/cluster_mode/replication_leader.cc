@@ -2,6 +2,7 @@
 // acknowledgements that wait for the ISR, and the leader's ISR changes in etcd.
 
 #include <algorithm>
+#include <future>
 
 #include "cluster_mode/cluster_node.h"
 #include "cluster_mode/replication.h"
@@ -12,6 +13,25 @@
 namespace txmq::broker::cluster_mode {
 
 namespace asio = boost::asio;
+
+void lose_tail_for_test(storage::store& store, std::uint64_t n) {
+  for (const auto& t : store.topics()) {
+    for (std::uint32_t p = 0; p < t.config.partitions; ++p) {
+      storage::read_request r;
+      r.topic = t.config.name;
+      r.partition = p;
+      r.max_messages = 0;
+      auto end = store.read(r);
+      if (!end || end.value().high_watermark <= end.value().start_offset) continue;
+      const auto to = end.value().high_watermark - std::min(n, end.value().high_watermark - end.value().start_offset);
+      std::promise<result<std::uint64_t>> done;
+      store.truncate(t.config.name, p, to, [&done](result<std::uint64_t> x) { done.set_value(std::move(x)); });
+      auto x = done.get_future().get();
+      common::log::warn("TXMQ_TEST_LOSE_TAIL: ", t.config.name, "/", p, " truncated from ", end.value().high_watermark,
+                        " to ", to, x ? "" : ": " + x.error().message, " (a test fault)");
+    }
+  }
+}
 
 replication::replication(asio::io_context& io, storage::store& store, cluster_node& node, replication_settings settings)
     : io_(io), store_(store), node_(node), settings_(settings) {}
@@ -41,14 +61,27 @@ std::size_t replication::min_insync_of(const std::string& topic) const {
   return 1;
 }
 
-std::uint64_t replication::local_end(const std::string& topic, std::int32_t partition) const {
-  if (!store_.has_topic(topic)) return 0;
+namespace {
+// The partition's fsynced end and written end in this node's store ({0, 0} when it has none).
+std::pair<std::uint64_t, std::uint64_t> store_ends(const storage::store& store, const std::string& topic,
+                                                   std::int32_t partition) {
+  if (!store.has_topic(topic)) return {0, 0};
   storage::read_request r;
   r.topic = topic;
   r.partition = static_cast<std::uint32_t>(partition);
   r.max_messages = 0;
-  auto out = store_.read(r);
-  return out ? out.value().high_watermark : 0;
+  auto out = store.read(r);
+  if (!out) return {0, 0};
+  return {out.value().high_watermark, out.value().written_end};
+}
+}  // namespace
+
+std::uint64_t replication::local_end(const std::string& topic, std::int32_t partition) const {
+  return store_ends(store_, topic, partition).first;
+}
+
+std::uint64_t replication::written_end(const std::string& topic, std::int32_t partition) const {
+  return store_ends(store_, topic, partition).second;
 }
 
 bool replication::ready_to_lead(const std::string& topic, std::int32_t partition) const {
@@ -111,6 +144,18 @@ void replication::await_replicas(const std::string& topic, std::vector<std::pair
   // With an ISR of the leader alone (min_insync_replicas 1) its own fsync moves the HW.
   for (auto p : parts) advance_visible({topic, p});
   settle_waiters();
+}
+
+void replication::on_written(const std::string& topic, const std::vector<std::int32_t>& partitions) {
+  // The followers parked on these partitions take the messages now, before the leader's fsync:
+  // their fsyncs run beside it (the acknowledgement still waits for every one of them).
+  if (partitions.empty()) {
+    for (auto& [k, lp] : leading_) {
+      if (k.first == topic && !lp.parked.empty()) wake_parked(k, true);
+    }
+    return;
+  }
+  for (auto p : partitions) wake_parked({topic, p}, true);
 }
 
 void replication::settle_waiters() {
@@ -222,7 +267,7 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
     }
     advance_visible(k);
     settle_waiters();
-    if (req.fetch_offset() >= end && req.durable_offset() >= req.fetch_offset() &&
+    if (req.fetch_offset() >= written_end(k.first, k.second) && req.durable_offset() >= req.fetch_offset() &&
         (!req.groups() || req.group_seq() >= local_group_end(k.first, k.second))) {
       // Nothing new (messages or group changes): hold the fetch until an append or fetch_wait
       // (a long poll). Not a fetch from a follower that is still fsyncing what it fetched before
@@ -279,7 +324,11 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
       resp->set_epoch_end_epoch(-1);
       resp->set_epoch_end_offset(0);
     } else {
-      auto ee = storage::end_offset_for_epoch(epochs, static_cast<std::uint32_t>(req.last_epoch()), end);
+      // Up to the written end: a follower may hold (fsynced) what this leader wrote and sent it
+      // before its own fsync; if this leader loses that by a crash, it restarts under a new
+      // epoch (lead_tick) and the epoch it had ends at its shorter log.
+      auto ee = storage::end_offset_for_epoch(epochs, static_cast<std::uint32_t>(req.last_epoch()),
+                                              written_end(k.first, k.second));
       resp->set_epoch_end_epoch(ee.epoch ? static_cast<std::int64_t>(*ee.epoch) : -1);
       resp->set_epoch_end_offset(ee.end_offset);
     }
@@ -291,6 +340,9 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
   r.from_offset = req.fetch_offset();
   r.max_messages = req.max_messages() ? std::min(req.max_messages(), settings_.max_fetch_messages)
                                       : settings_.max_fetch_messages;
+  // Written but maybe not yet fsynced here: the follower's fsync overlaps the leader's
+  // (docs/cluster.md "Replication": why that stays safe).
+  r.unsynced = true;
   // Half an answer: the other half is for the group changes (replication_groups.cc).
   r.max_bytes = std::min<std::size_t>(4u << 20, settings_.max_answer_bytes / 2);
   auto read = store_.read(r);
@@ -341,23 +393,30 @@ void replication::wake_parked(const key& k, bool all) {
 }
 
 void replication::change_isr(const key& k, std::vector<cluster::node_id> isr, const char* why) {
+  const auto* e = entry_of(k);
+  if (!e) return;
+  auto state = e->state;
+  state.isr = std::move(isr);
+  write_state(k, std::move(state), why);
+}
+
+void replication::write_state(const key& k, cluster::partition_state state, const char* why) {
   auto it = leading_.find(k);
   const auto* e = entry_of(k);
   if (it == leading_.end() || !e || it->second.isr_write_pending) return;
   it->second.isr_write_pending = true;
-  auto state = e->state;
-  const auto old_isr = state.isr;
-  state.isr = std::move(isr);
-  common::log::info("partition ", k.first, "/", k.second, ": ISR change (", why, ") written to etcd at revision ",
+  // Logged as before for the ISR changes (tests and operators look for these lines).
+  const char* what = state.leader_epoch == e->state.leader_epoch ? "ISR change" : "new leader epoch";
+  common::log::info("partition ", k.first, "/", k.second, ": ", what, " (", why, ") written to etcd at revision ",
                     e->mod_revision);
   std::weak_ptr<bool> alive = alive_;
   node_.write_isr(k.first, k.second, state, e->mod_revision,
-                  [this, alive, k, epoch = state.leader_epoch](result<void> r) {  // on the cluster thread
-    asio::post(io_, [this, alive, k, epoch, r = std::move(r)] {
+                  [this, alive, k, what, epoch = it->second.epoch](result<void> r) {  // on the cluster thread
+    asio::post(io_, [this, alive, k, what, epoch, r = std::move(r)] {
       if (alive.expired() || !*alive.lock()) return;
       auto it = leading_.find(k);
       if (it != leading_.end() && it->second.epoch == epoch) it->second.isr_write_pending = false;
-      if (!r) common::log::info("partition ", k.first, "/", k.second, ": ISR change not written: ", r.error().message);
+      if (!r) common::log::info("partition ", k.first, "/", k.second, ": ", what, " not written: ", r.error().message);
     });
   });
 }
@@ -380,7 +439,23 @@ void replication::lead_tick(const cluster::cluster_state& state) {
     }
     // Record the epoch in the log before appending under it; not while the follower task of
     // the previous epoch may still append (it ends itself on the next state it reads).
-    if (!lp.epoch_recorded && !lp.recording && !following_.contains(k) && store_.has_topic(k.first)) {
+    if (!lp.epoch_recorded && !lp.recording && !lp.isr_write_pending && !following_.contains(k) &&
+        store_.has_topic(k.first)) {
+      // This log holds the epoch already, yet this process never led under it: the node led
+      // it before a restart. Its followers may hold messages it wrote then and sent before
+      // their fsync, which a crash of the machine may have taken from this log: leading on
+      // under the same epoch would write other messages at those offsets. It asks for the next
+      // epoch instead (same leader, same ISR), and the followers then truncate to where its
+      // log ends (docs/cluster.md "Replication").
+      auto logged = store_.leader_epochs(k.first, static_cast<std::uint32_t>(k.second));
+      if (logged && !logged.value().empty() && logged.value().back().epoch == static_cast<std::uint32_t>(lp.epoch) &&
+          !led_here_.contains({k, lp.epoch})) {
+        auto next = e.state;
+        next.leader_epoch = lp.epoch + 1;
+        write_state(k, std::move(next), "restarted leader takes a new epoch");
+        continue;
+      }
+      led_here_.insert({k, lp.epoch});
       lp.recording = true;
       std::weak_ptr<bool> alive = alive_;
       store_.begin_epoch(k.first, static_cast<std::uint32_t>(k.second), static_cast<std::uint32_t>(lp.epoch),

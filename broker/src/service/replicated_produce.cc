@@ -4,6 +4,7 @@
 // NOT_ENOUGH_REPLICAS after replication_timeout. Single-node mode never comes here.
 
 #include <map>
+#include <set>
 
 #include "broker_metrics.h"
 #include "cluster_mode/replication.h"
@@ -20,6 +21,17 @@ void service::append_replicated(const std::shared_ptr<responder>& c, std::uint64
   ar.sync = true;  // a follower's report is of fsynced offsets: so is the leader's own
   ar.auto_create_partitions = partition_count;
   ar.partitions = std::move(partitions);
+  if (replication_) {
+    // The followers take the messages once written, before the leader's fsync (their fsyncs
+    // overlap it); the answer below still waits for the leader's and theirs.
+    std::set<std::int32_t> chosen(ar.partitions.begin(), ar.partitions.end());
+    ar.on_written = [this, topic = req.topic(),
+                     parts = std::vector<std::int32_t>(chosen.begin(), chosen.end())] {  // on the store's writer
+      boost::asio::post(io_, [this, topic, parts] {
+        if (replication_) replication_->on_written(topic, parts);
+      });
+    };
+  }
   ar.messages.reserve(static_cast<std::size_t>(req.messages_size()));
   for (auto& m : *req.mutable_messages()) {
     m.set_publish_time_ms(0);

@@ -154,6 +154,10 @@ struct append_request {
   // caller's choice (cluster mode: the broker picks among the partitions it leads); a partition
   // the topic does not have fails the whole append with errc::unknown_partition.
   std::vector<std::uint32_t> partitions;
+  // Runs on the store's writer thread once the messages are written to RocksDB, before their
+  // fsync (readable then with read_request::unsynced): replication's leader wakes its parked
+  // followers with it. Keep it short (post to another thread).
+  std::function<void()> on_written;
 };
 
 struct position {
@@ -175,13 +179,18 @@ struct read_request {
   std::uint64_t from_offset = 0;  // below the partition's start: reading starts at the start
   std::size_t max_messages = 500;
   std::size_t max_bytes = 1u << 20;  // at least one message is returned if one is there
+  // Replication's leader (docs/cluster.md "Replication"): read up to what the writer has
+  // written to RocksDB, not only what is fsynced (high_watermark). Such messages may still be
+  // lost by a crash of the machine before their fsync; nobody is told they are stored.
+  bool unsynced = false;
 };
 
 struct read_result {
   std::vector<v1::Message> messages;  // topic, partition and offset filled in
   std::uint64_t next_offset = 0;      // where the next read continues
   std::uint64_t start_offset = 0;
-  std::uint64_t high_watermark = 0;
+  std::uint64_t high_watermark = 0;   // the fsynced end
+  std::uint64_t written_end = 0;      // the written end (>= high_watermark): read_request::unsynced
 };
 
 struct id_location {
