@@ -75,5 +75,26 @@ TEST(bench_smoke_test, broker_workloads_print_json_and_report_tables) {
   EXPECT_NE(report.out.find("Against the goals"), std::string::npos) << report.out;
 }
 
+// A run whose produces were refused (a disk below its free-space floor, in the 2026-11-27 quiet
+// run) reports a rate that counts the refusals: the report must leave it out of the median and
+// say so, or it reads as the fastest run.
+TEST(bench_smoke_test, report_leaves_runs_with_errors_out_of_the_medians) {
+  const auto dir = std::filesystem::temp_directory_path() / ("txmq-bench-report-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto lines_file = dir / "lines.jsonl";
+  {
+    std::ofstream lines(lines_file);
+    lines << R"({"workload":"publish","system":"txmq","messages_per_s":400000,"p99_ms":5,"errors":0})" "\n"
+          << R"({"workload":"publish","system":"txmq","messages_per_s":1500000,"p99_ms":1,"errors":11963200})" "\n"
+          << R"({"workload":"publish","system":"txmq","messages_per_s":420000,"p99_ms":6,"errors":0})" "\n";
+  }
+  const auto report = run(binary_path("txmq-bench") + " report " + lines_file.string());
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(report.status, 0) << report.out;
+  EXPECT_NE(report.out.find("| txmq | 410,000 | 400.0k, 420.0k, 1 run(s) with errors left out |"), std::string::npos)
+      << report.out;
+  EXPECT_EQ(report.out.find("1,500,000"), std::string::npos) << report.out;
+}
+
 }  // namespace
 }  // namespace txmq::test

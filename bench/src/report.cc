@@ -22,6 +22,7 @@ const std::vector<std::string> k_system_order{"txmq", "txmq-single", "rabbitmq-q
 struct samples {
   std::vector<double> tput, p50, p90, p99, p999, rss, cpu_us, load;
   std::uint64_t errors = 0;
+  std::size_t failed_runs = 0;  // runs with errors: left out of every median
 };
 
 double number(const json::object& o, const char* key) {
@@ -71,6 +72,15 @@ class report {
     auto& s = data_[workload][system];
     if (std::find(systems_.begin(), systems_.end(), system) == systems_.end()) systems_.push_back(system);
     if (std::find(workloads_.begin(), workloads_.end(), workload) == workloads_.end()) workloads_.push_back(workload);
+    // A run with errors (refused produces, a disk below its free-space floor) is left out of the
+    // medians: its rate counts answers, refusals included, so it would read as the fastest run.
+    const auto errors = static_cast<std::uint64_t>(number(o, "errors"));
+    s.errors += errors;
+    ++lines_;
+    if (errors > 0) {
+      ++s.failed_runs;
+      return;
+    }
     // `txmq-bench tx` counts transactions (each carrying one message).
     s.tput.push_back(o.contains("messages_per_s") ? number(o, "messages_per_s") : number(o, "tx_per_s"));
     s.p50.push_back(number(o, "p50_ms"));
@@ -80,8 +90,6 @@ class report {
     s.rss.push_back(number(o, "broker_rss_mib"));
     s.cpu_us.push_back(number(o, "broker_cpu_us_per_msg"));
     s.load.push_back(number(o, "load1"));
-    s.errors += static_cast<std::uint64_t>(number(o, "errors"));
-    ++lines_;
   }
 
   [[nodiscard]] std::size_t lines() const { return lines_; }
@@ -104,6 +112,9 @@ class report {
         if (!s) continue;
         std::string each;
         for (double v : s->tput) each += (each.empty() ? "" : ", ") + fmt(v / 1000, 1) + "k";
+        if (s->failed_runs > 0) {
+          each += (each.empty() ? "" : ", ") + std::to_string(s->failed_runs) + " run(s) with errors left out";
+        }
         out << "| " << sys << " | " << fmt(median(s->tput), 0) << " | " << each << " | " << ms(median(s->p50)) << " | "
             << ms(median(s->p90)) << " | " << ms(median(s->p99)) << " | " << ms(median(s->p999)) << " | "
             << (median(s->rss) > 0 ? fmt(median(s->rss), 0) : "—") << " | "
