@@ -16,8 +16,10 @@
 // transaction comparing the partition key's mod_revision (cluster::write_isr): the smaller ISR
 // is used for acknowledgements only once etcd holds it (it is read back from etcd).
 //
-// Follower side (replication_follower.cc): one coroutine per partition this node follows; it
-// asks the leader where its last epoch ended (KIP-101), truncates to it, then pulls, appends
+// Follower side (replication_follower.cc): one coroutine per leader node this node follows
+// partitions from (a fetch session, Kafka's): per partition it asks the leader where its last
+// epoch ended (KIP-101) and truncates to it, then pulls all of them with one ReplicaFetch
+// (partition_fetches; the leader holds it until any has something new), appends
 // at the leader's offsets (storage::store::replica_append, fsynced through the store's group
 // commit) and reports its fsynced end with its next fetch. The follower is pipelined: it fetches
 // the next messages while its previous appends are still being fsynced, and a leader answers
@@ -169,11 +171,21 @@ class replication {
     std::function<void(result<void>)> done;
     bool group = false;  // `need` holds group change seqs, compared with group_watermark
   };
+  // A fetch session's request held by the leader (every partition in it had nothing new): it is
+  // parked on each of its partitions and answered whole, once, when any of them wakes it.
+  struct session_fetch {
+    std::weak_ptr<responder> c;
+    std::uint64_t corr = 0;
+    v1::ReplicaFetchRequest req;
+    clock::time_point until;
+    bool answered = false;
+  };
   struct parked_fetch {
     std::weak_ptr<responder> c;
     std::uint64_t corr = 0;
     v1::ReplicaFetchRequest req;
     clock::time_point until;
+    std::shared_ptr<session_fetch> session;  // set: a session's request (req and c unused)
   };
   struct leader_part {
     std::int64_t epoch = -1;
@@ -202,6 +214,17 @@ class replication {
       std::uint32_t max_messages = 0;
     };
     std::array<cached_answer, 4> answers;
+    // The same for fetch sessions: the encoded batches part of a partition's answer (a
+    // ReplicaFetchResponse holding only batches), to which the fresh fields are appended
+    // (protobuf merges concatenated encodings): a copy of bytes, no second read or encoding.
+    struct cached_batches {
+      std::string encoded;
+      std::uint64_t from = 0;
+      std::uint32_t max_messages = 0;
+      std::uint64_t log_start = 0;
+    };
+    std::array<cached_batches, 4> encoded;
+    std::size_t next_encoded = 0;
     // The group snapshot each follower is paging through (taken at its first page; later pages
     // are cut from the same one, so the pages are one consistent state).
     struct snapshot_pages {
@@ -212,6 +235,7 @@ class replication {
     std::size_t next_answer = 0;  // the slot replaced next (the oldest)
   };
   struct follower_task;
+  struct fetch_session;
   struct drain_state {
     clock::time_point deadline;
     std::function<void()> done;
@@ -234,7 +258,7 @@ class replication {
   [[nodiscard]] std::optional<std::uint64_t> group_watermark(const key& k) const;
   [[nodiscard]] std::uint64_t local_group_end(const std::string& topic, std::int32_t partition) const;
   // The group part of a ReplicaFetch answer (changes from req.group_seq, or the snapshot).
-  void add_group_part(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp);
+  void add_group_part(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp, std::size_t budget);
   // The page of the follower's group snapshot that req asks for (add_group_part's snapshot part).
   void add_snapshot_page(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp);
   // Follower: takes the leader's snapshot of the partition's group state, page by page, and
@@ -250,6 +274,18 @@ class replication {
   // possible now) and calls on_visible_ when it moved.
   void advance_visible(const key& k);
   void answer_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::ReplicaFetchRequest& req);
+  // A partition's fetch is served here (nullopt), or the refusal (NOT_LEADER, FENCED); notes a
+  // newer epoch a follower knows (acknowledgements stop).
+  [[nodiscard]] std::optional<std::pair<v1::ErrorCode, std::string>> check_fetch(const v1::ReplicaFetchRequest& req);
+  // Takes the follower's report of a plain fetch (its fsynced end and group seq: ISR joins, HW,
+  // waiters); true when the fetch finds nothing new, so that it may be held (a long poll).
+  bool take_report(const key& k, const v1::ReplicaFetchRequest& req);
+  // Fetch sessions (partition_fetches): the whole request, and one partition's encoded answer
+  // with at most `budget` bytes of messages and group changes (skip: none, fetched again).
+  void session_fetch_request(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::ReplicaFetchRequest& req);
+  void answer_session(const std::shared_ptr<session_fetch>& s);
+  void answer_session_later(std::shared_ptr<session_fetch> s);  // posted: after the caller's changes
+  [[nodiscard]] std::string session_partition_answer(const v1::ReplicaFetchRequest& req, std::size_t budget, bool skip);
   void wake_parked(const key& k, bool all);
   void lead_tick(const cluster::cluster_state& state);
   void follow_tick(const cluster::cluster_state& state);
@@ -259,7 +295,13 @@ class replication {
   void write_state(const key& k, cluster::partition_state state, const char* why);
   // Every 500 ms: each follower's lag on the partitions led here, for the metrics.
   void publish_lag(const cluster::cluster_state& state);
-  boost::asio::awaitable<void> run_follower(key k, std::shared_ptr<follower_task> t);
+  boost::asio::awaitable<void> run_session(cluster::node_id leader, std::shared_ptr<fetch_session> s);
+  // Follower: asks the session's leader where the partition's last epoch ended and truncates
+  // there (KIP-101); false when not done (retried), closing the link when it failed.
+  boost::asio::awaitable<bool> truncate_to_leader(const key& k, follower_task& t, const std::shared_ptr<peer_link>& link);
+  // Follower: one partition's part of a session answer (topic creation, log restart, appends,
+  // group changes).
+  boost::asio::awaitable<void> take_answer(const key& k, follower_task& t, v1::ReplicaFetchResponse& ans);
   // replication_drain.cc: hands over what is ready (or everything at the deadline); finishes.
   void drain_step();
   void hand_over(const key& k);
@@ -272,6 +314,8 @@ class replication {
   std::map<key, leader_part> leading_;
   std::deque<waiter> waiters_;
   std::map<key, std::shared_ptr<follower_task>> following_;
+  std::map<cluster::node_id, std::shared_ptr<fetch_session>> sessions_;  // by leader node
+  std::size_t next_session_start_ = 0;  // rotates the partition answered first (fetch_session.h)
   std::function<void(const std::string& topic)> on_visible_;
   std::unique_ptr<drain_state> drain_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -75,7 +75,8 @@ void replication::await_group(std::vector<storage::group_change_ref> changes, st
   settle_waiters();
 }
 
-void replication::add_group_part(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp) {
+void replication::add_group_part(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp,
+                                 std::size_t budget) {
   if (req.group_snapshot()) return add_snapshot_page(req, resp);
   auto r = store_.group_changes(req.topic(), req.partition(), req.group_seq(), k_max_group_changes);
   if (!r) {
@@ -85,13 +86,13 @@ void replication::add_group_part(const v1::ReplicaFetchRequest& req, v1::Replica
   }
   resp.set_group_end(r.value().end);
   resp.set_group_snapshot_needed(r.value().snapshot_needed);
-  // Half of an answer at most (the other half is the messages'): changes past it come with the
-  // next fetch.
-  const std::size_t budget = std::max<std::size_t>(settings_.max_answer_bytes / 2, 2048);
+  // Half of an answer at most (the other half is the messages'; `budget` is the whole answer's,
+  // less in a fetch session, fetch_session.h): changes past it come with the next fetch.
+  const std::size_t half = std::max<std::size_t>(budget / 2, 2048);
   std::size_t bytes = 0;
   for (auto& c : r.value().changes) {
     bytes += c.ByteSizeLong() + 4;
-    if (bytes > budget && resp.group_changes_size() > 0) break;
+    if (bytes > half && resp.group_changes_size() > 0) break;
     *resp.add_group_changes() = std::move(c);
   }
 }

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "cluster_mode/cluster_node.h"
+#include "cluster_mode/fetch_session.h"
 #include "cluster_mode/replication.h"
 #include "io_thread.h"
 #include "txmq/common/log.h"
@@ -191,18 +192,16 @@ void replication::settle_waiters() {
   }
 }
 
-void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr,
-                                const v1::ReplicaFetchRequest& req) {
-  state_ = node_.snapshot();
+std::optional<std::pair<v1::ErrorCode, std::string>> replication::check_fetch(const v1::ReplicaFetchRequest& req) {
   const key k{req.topic(), static_cast<std::int32_t>(req.partition())};
   const auto* e = entry_of(k);
   if (!e || e->state.leader != node_.id()) {
-    return c->respond_error(corr, v1::NOT_LEADER, "node " + std::to_string(node_.id()) + " does not lead " +
-                                                      req.topic() + "/" + std::to_string(req.partition()));
+    return std::pair{v1::NOT_LEADER, "node " + std::to_string(node_.id()) + " does not lead " + req.topic() + "/" +
+                                         std::to_string(req.partition())};
   }
   if (req.leader_epoch() < e->state.leader_epoch) {
-    return c->respond_error(corr, v1::FENCED, "the follower's leader epoch " + std::to_string(req.leader_epoch()) +
-                                                  " is older than " + std::to_string(e->state.leader_epoch));
+    return std::pair{v1::FENCED, "the follower's leader epoch " + std::to_string(req.leader_epoch()) +
+                                     " is older than " + std::to_string(e->state.leader_epoch)};
   }
   auto it = leading_.find(k);
   if (req.leader_epoch() > e->state.leader_epoch) {
@@ -212,72 +211,217 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
     common::log::warn("partition ", req.topic(), "/", req.partition(), ": follower ", req.node_id(),
                       " knows leader epoch ", req.leader_epoch(), ", newer than this leader's ",
                       e->state.leader_epoch, ": acknowledgements stop");
-    return c->respond_error(corr, v1::FENCED, "this leader's epoch " + std::to_string(e->state.leader_epoch) +
-                                                  " is older than the follower's " +
-                                                  std::to_string(req.leader_epoch()));
+    return std::pair{v1::FENCED, "this leader's epoch " + std::to_string(e->state.leader_epoch) +
+                                     " is older than the follower's " + std::to_string(req.leader_epoch())};
   }
   if (it == leading_.end() || !it->second.epoch_recorded || it->second.epoch != e->state.leader_epoch) {
-    return c->respond_error(corr, v1::NOT_LEADER, "node " + std::to_string(node_.id()) +
-                                                      " is becoming the leader of this partition; retry");
+    return std::pair{v1::NOT_LEADER,
+                     "node " + std::to_string(node_.id()) + " is becoming the leader of this partition; retry"};
   }
-  auto& lp = it->second;
+  return std::nullopt;
+}
+
+bool replication::take_report(const key& k, const v1::ReplicaFetchRequest& req) {
+  const auto* e = entry_of(k);
+  auto& lp = leading_.at(k);
+  auto& f = lp.followers[req.node_id()];
+  if (req.groups()) {
+    f.group_durable = req.group_seq();
+    f.group_reported = true;
+  }
+  const auto now = clock::now();
+  const bool first = !f.reported;
+  f.durable = req.durable_offset();
+  f.reported = true;
+  const std::uint64_t end = local_end(k.first, k.second);
+  if (req.durable_offset() >= end) {
+    f.caught_up_at = now;
+  } else if (!first && req.durable_offset() >= f.prev_fetch_end) {
+    f.caught_up_at = std::max(f.caught_up_at, f.prev_fetch_at);
+  }
+  f.prev_fetch_end = end;
+  f.prev_fetch_at = now;
+  const auto& isr = e->state.isr;
+  const auto& replicas = e->state.replicas;
+  // Kafka's rule for joining the ISR: the follower holds everything the ISR holds (its end
+  // reaches the minimum over the ISR), so the high watermark does not move back with it.
+  std::uint64_t isr_min = end;
+  for (auto m : isr) {
+    if (m == node_.id()) continue;
+    auto o = lp.followers.find(m);
+    isr_min = std::min(isr_min, o == lp.followers.end() || !o->second.reported ? 0 : o->second.durable);
+  }
+  // And it holds every group change the ISR holds: a new leader comes from the ISR, so a
+  // member must never lack an acknowledged ack.
+  std::uint64_t group_isr_min = local_group_end(k.first, k.second);
+  for (auto m : isr) {
+    if (m == node_.id()) continue;
+    auto o = lp.followers.find(m);
+    group_isr_min = std::min(group_isr_min, o == lp.followers.end() || !o->second.group_reported ? 0 : o->second.group_durable);
+  }
+  const bool groups_caught_up = req.groups() && req.group_seq() >= group_isr_min;
+  if (req.durable_offset() >= isr_min && groups_caught_up && std::find(isr.begin(), isr.end(), req.node_id()) == isr.end() &&
+      std::find(replicas.begin(), replicas.end(), req.node_id()) != replicas.end()) {
+    auto bigger = isr;
+    bigger.push_back(req.node_id());
+    change_isr(k, std::move(bigger), "caught up");
+  }
+  advance_visible(k);
+  settle_waiters();
+  // Nothing new (messages or group changes): the fetch may be held until an append or
+  // fetch_wait (a long poll). Not a fetch from a follower that is still fsyncing what it fetched
+  // before (durable below fetch offset, the pipelined follower): it is answered "nothing new" at
+  // once, so that it reports its fsync in its next fetch instead of after this one's wait.
+  return req.fetch_offset() >= written_end(k.first, k.second) && req.durable_offset() >= req.fetch_offset() &&
+         (!req.groups() || req.group_seq() >= local_group_end(k.first, k.second));
+}
+
+void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                                const v1::ReplicaFetchRequest& req) {
+  state_ = node_.snapshot();
+  if (req.partition_fetches_size() > 0) return session_fetch_request(c, corr, req);
+  const key k{req.topic(), static_cast<std::int32_t>(req.partition())};
+  if (auto refused = check_fetch(req)) return c->respond_error(corr, refused->first, refused->second);
   if (req.group_snapshot()) return answer_fetch(c, corr, req);
-  if (!req.epoch_query()) {
-    auto& f = lp.followers[req.node_id()];
-    if (req.groups()) {
-      f.group_durable = req.group_seq();
-      f.group_reported = true;
-    }
-    const auto now = clock::now();
-    const bool first = !f.reported;
-    f.durable = req.durable_offset();
-    f.reported = true;
-    const std::uint64_t end = local_end(k.first, k.second);
-    if (req.durable_offset() >= end) {
-      f.caught_up_at = now;
-    } else if (!first && req.durable_offset() >= f.prev_fetch_end) {
-      f.caught_up_at = std::max(f.caught_up_at, f.prev_fetch_at);
-    }
-    f.prev_fetch_end = end;
-    f.prev_fetch_at = now;
-    const auto& isr = e->state.isr;
-    const auto& replicas = e->state.replicas;
-    // Kafka's rule for joining the ISR: the follower holds everything the ISR holds (its end
-    // reaches the minimum over the ISR), so the high watermark does not move back with it.
-    std::uint64_t isr_min = end;
-    for (auto m : isr) {
-      if (m == node_.id()) continue;
-      auto o = lp.followers.find(m);
-      isr_min = std::min(isr_min, o == lp.followers.end() || !o->second.reported ? 0 : o->second.durable);
-    }
-    // And it holds every group change the ISR holds: a new leader comes from the ISR, so a
-    // member must never lack an acknowledged ack.
-    std::uint64_t group_isr_min = local_group_end(k.first, k.second);
-    for (auto m : isr) {
-      if (m == node_.id()) continue;
-      auto o = lp.followers.find(m);
-      group_isr_min = std::min(group_isr_min, o == lp.followers.end() || !o->second.group_reported ? 0 : o->second.group_durable);
-    }
-    const bool groups_caught_up = req.groups() && req.group_seq() >= group_isr_min;
-    if (req.durable_offset() >= isr_min && groups_caught_up && std::find(isr.begin(), isr.end(), req.node_id()) == isr.end() &&
-        std::find(replicas.begin(), replicas.end(), req.node_id()) != replicas.end()) {
-      auto bigger = isr;
-      bigger.push_back(req.node_id());
-      change_isr(k, std::move(bigger), "caught up");
-    }
-    advance_visible(k);
-    settle_waiters();
-    if (req.fetch_offset() >= written_end(k.first, k.second) && req.durable_offset() >= req.fetch_offset() &&
-        (!req.groups() || req.group_seq() >= local_group_end(k.first, k.second))) {
-      // Nothing new (messages or group changes): hold the fetch until an append or fetch_wait
-      // (a long poll). Not a fetch from a follower that is still fsyncing what it fetched before
-      // (durable below fetch offset, the pipelined follower): it is answered "nothing new" at
-      // once, so that it reports its fsync in its next fetch instead of after this one's wait.
-      lp.parked.push_back({c, corr, req, clock::now() + settings_.fetch_wait});
-      return;
-    }
+  if (!req.epoch_query() && take_report(k, req)) {
+    leading_.at(k).parked.push_back({c, corr, req, clock::now() + settings_.fetch_wait, nullptr});
+    return;
   }
   answer_fetch(c, corr, req);
+}
+
+void replication::session_fetch_request(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                                        const v1::ReplicaFetchRequest& req) {
+  // Every partition's report is taken now; the request is held only when none of the partitions
+  // served here has anything new (refused ones are answered with the rest: holding them costs the
+  // follower at most fetch_wait, as its pause after a refusal did).
+  std::vector<key> held;
+  bool hold = true;
+  for (const auto& sub : req.partition_fetches()) {
+    if (sub.epoch_query() || sub.group_snapshot() || sub.node_id() != req.node_id()) {
+      return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                              "a fetch session carries plain fetches of the asking node only (epoch queries and "
+                              "group snapshots are single-partition ReplicaFetch requests)");
+    }
+    if (check_fetch(sub)) continue;
+    const key k{sub.topic(), static_cast<std::int32_t>(sub.partition())};
+    if (take_report(k, sub)) {
+      held.push_back(k);
+    } else {
+      hold = false;
+    }
+  }
+  auto s = std::make_shared<session_fetch>(session_fetch{c, corr, req, clock::now() + settings_.fetch_wait, false});
+  if (!hold || held.empty()) return answer_session(s);
+  for (const auto& k : held) leading_.at(k).parked.push_back({{}, 0, {}, s->until, s});
+}
+
+void replication::answer_session_later(std::shared_ptr<session_fetch> s) {
+  // After the caller's change of leading_ is complete: each partition is answered from the new
+  // state (FENCED or NOT_LEADER for the one that changed).
+  std::weak_ptr<bool> alive = alive_;
+  asio::post(io_, [this, alive, s = std::move(s)] {
+    if (alive.expired() || !*alive.lock()) return;
+    state_ = node_.snapshot();
+    answer_session(s);
+  });
+}
+
+void replication::answer_session(const std::shared_ptr<session_fetch>& s) {
+  if (s->answered) return;
+  s->answered = true;
+  auto c = s->c.lock();
+  if (!c) return;
+  const auto n = static_cast<std::size_t>(s->req.partition_fetches_size());
+  auto answers = pack_partition_answers(
+      n, next_session_start_++ % n, settings_.max_answer_bytes,
+      [&](std::size_t i, std::size_t left) {
+        return session_partition_answer(s->req.partition_fetches(static_cast<int>(i)), left, false);
+      },
+      [&](std::size_t i) { return session_partition_answer(s->req.partition_fetches(static_cast<int>(i)), 0, true); });
+  v1::Frame out;
+  out.set_correlation_id(s->corr);
+  auto* resp = out.mutable_replica_fetch_response();
+  for (auto& a : answers) resp->add_partition_answers(std::move(a));
+  c->respond(std::move(out));
+}
+
+std::string replication::session_partition_answer(const v1::ReplicaFetchRequest& req, std::size_t budget, bool skip) {
+  v1::ReplicaFetchResponse fresh;
+  fresh.set_topic(req.topic());
+  fresh.set_partition(req.partition());
+  if (auto refused = check_fetch(req)) {
+    fresh.set_error_code(refused->first);
+    fresh.set_error_message(std::move(refused->second));
+    return fresh.SerializeAsString();
+  }
+  const key k{req.topic(), static_cast<std::int32_t>(req.partition())};
+  auto& lp = leading_.at(k);
+  const auto* e = entry_of(k);
+  fresh.set_leader_epoch(e->state.leader_epoch);
+  fresh.set_log_end(local_end(k.first, k.second));
+  fresh.set_high_watermark(high_watermark(k).value_or(0));
+  if (auto t = store_.topic(req.topic())) fresh.set_partitions(t->config.partitions);
+  if (skip) return fresh.SerializeAsString();  // no room left: no batches, no group changes
+  if (!lp.epochs) {
+    auto loaded = store_.leader_epochs(req.topic(), req.partition());
+    if (!loaded) {
+      fresh.set_error_code(v1::STORAGE_ERROR);
+      fresh.set_error_message(loaded.error().message);
+      return fresh.SerializeAsString();
+    }
+    lp.epochs = std::move(loaded).value();
+  }
+  if (req.groups()) add_group_part(req, fresh, budget);
+  // The batches part: an earlier answer's from the same offset (another follower fetched it),
+  // or read now.
+  for (const auto& cached : lp.encoded) {
+    if (cached.encoded.empty() || cached.from != req.fetch_offset() || cached.max_messages != req.max_messages()) continue;
+    fresh.set_log_start(cached.log_start);
+    return cached.encoded + fresh.SerializeAsString();
+  }
+  storage::read_request r;
+  r.topic = req.topic();
+  r.partition = req.partition();
+  r.from_offset = req.fetch_offset();
+  r.max_messages = req.max_messages() ? std::min(req.max_messages(), settings_.max_fetch_messages)
+                                      : settings_.max_fetch_messages;
+  r.unsynced = true;  // as answer_fetch: the follower's fsync overlaps the leader's
+  r.max_bytes = std::max<std::size_t>(std::min<std::size_t>(4u << 20, budget / 2), 1);
+  auto read = store_.read(r);
+  if (!read) {
+    fresh.set_error_code(v1::STORAGE_ERROR);
+    fresh.set_error_message(read.error().message);
+    fresh.clear_group_changes();
+    return fresh.SerializeAsString();
+  }
+  fresh.set_log_start(read.value().start_offset);
+  // Below the leader's log start (retention): no batches, log_start tells the follower where to
+  // restart its log (docs/cluster.md "Retention").
+  if (req.fetch_offset() < read.value().start_offset || read.value().messages.empty()) return fresh.SerializeAsString();
+  v1::ReplicaFetchResponse batches;
+  v1::ReplicaBatch* batch = nullptr;
+  std::uint32_t batch_epoch = 0;
+  for (auto& m : read.value().messages) {
+    const std::uint32_t epoch = storage::epoch_at(*lp.epochs, m.offset());
+    if (!batch || epoch != batch_epoch) {
+      batch = batches.add_batches();
+      batch->set_leader_epoch(epoch);
+      batch->set_base_offset(m.offset());
+      batch_epoch = epoch;
+    }
+    m.clear_topic();
+    m.clear_partition();
+    m.clear_offset();
+    *batch->add_messages() = std::move(m);
+  }
+  auto& slot = lp.encoded[lp.next_encoded];
+  lp.next_encoded = (lp.next_encoded + 1) % lp.encoded.size();
+  slot.encoded = batches.SerializeAsString();
+  slot.from = req.fetch_offset();
+  slot.max_messages = req.max_messages();
+  slot.log_start = read.value().start_offset;
+  return slot.encoded + fresh.SerializeAsString();
 }
 
 void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_t corr,
@@ -303,7 +447,7 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
       resp->clear_group_changes();
       resp->clear_group_end();
       resp->clear_group_snapshot_needed();
-      if (req.groups()) add_group_part(req, *resp);
+      if (req.groups()) add_group_part(req, *resp, settings_.max_answer_bytes);
       return c->respond_with(*a.frame);
     }
   }
@@ -316,7 +460,7 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
   resp->set_high_watermark(high_watermark(k).value_or(0));
   if (auto t = store_.topic(req.topic())) resp->set_partitions(t->config.partitions);
   if ((req.groups() || req.group_snapshot()) && !req.epoch_query()) {
-    add_group_part(req, *resp);
+    add_group_part(req, *resp, settings_.max_answer_bytes);
     if (req.group_snapshot()) return c->respond(std::move(out));
   }
   if (req.epoch_query()) {
@@ -384,11 +528,16 @@ void replication::wake_parked(const key& k, bool all) {
   auto parked = std::move(it->second.parked);
   it->second.parked.clear();
   for (auto& f : parked) {
+    if (f.session && f.session->answered) continue;  // woken through another of its partitions
     if (!all && now < f.until) {
       it->second.parked.push_back(std::move(f));
       continue;
     }
-    if (auto c = f.c.lock()) answer_fetch(c, f.corr, f.req);
+    if (f.session) {
+      answer_session(f.session);
+    } else if (auto c = f.c.lock()) {
+      answer_fetch(c, f.corr, f.req);
+    }
   }
 }
 
@@ -434,7 +583,11 @@ void replication::lead_tick(const cluster::cluster_state& state) {
       lp.epoch = e.state.leader_epoch;
       lp.since = now;
       for (auto& f : parked) {
-        if (auto c = f.c.lock()) c->respond_error(f.corr, v1::FENCED, "the partition's leader epoch changed");
+        if (f.session) {
+          answer_session_later(f.session);
+        } else if (auto c = f.c.lock()) {
+          c->respond_error(f.corr, v1::FENCED, "the partition's leader epoch changed");
+        }
       }
     }
     // Record the epoch in the log before appending under it; not while the follower task of
@@ -500,7 +653,11 @@ void replication::lead_tick(const cluster::cluster_state& state) {
       continue;
     }
     for (auto& f : it->second.parked) {
-      if (auto c = f.c.lock()) c->respond_error(f.corr, v1::NOT_LEADER, "this node no longer leads the partition");
+      if (f.session) {
+        answer_session_later(f.session);
+      } else if (auto c = f.c.lock()) {
+        c->respond_error(f.corr, v1::NOT_LEADER, "this node no longer leads the partition");
+      }
     }
     const key gone = it->first;
     it = leading_.erase(it);
