@@ -298,6 +298,7 @@ asio::awaitable<void> replication::run_session(cluster::node_id leader, std::sha
       continue;
     }
     auto now = node_.snapshot();
+    std::size_t taken = 0;
     for (auto& [k, t] : fetched) {
       auto ans = answers.find(k);
       if (ans == answers.end()) continue;  // not answered: fetched again next time
@@ -313,9 +314,13 @@ asio::awaitable<void> replication::run_session(cluster::node_id leader, std::sha
       // FENCED or NOT_LEADER: one of the two views of the partition is stale; the state read
       // from etcd settles it (the partition is fetched again with the next request).
       if (ans->second.error_code() != v1::ERROR_CODE_UNSPECIFIED) continue;
+      ++taken;
       co_await take_answer(k, *t, ans->second);
       if (!*alive) co_return;
     }
+    // Every partition refused (the leader answers such a session at once): wait as after a
+    // refused single fetch instead of asking again at once.
+    if (taken == 0) co_await pause(io_, std::chrono::milliseconds(100));
   }
 }
 

@@ -380,15 +380,7 @@ std::string replication::session_partition_answer(const v1::ReplicaFetchRequest&
     fresh.set_log_start(cached.log_start);
     return cached.encoded + fresh.SerializeAsString();
   }
-  storage::read_request r;
-  r.topic = req.topic();
-  r.partition = req.partition();
-  r.from_offset = req.fetch_offset();
-  r.max_messages = req.max_messages() ? std::min(req.max_messages(), settings_.max_fetch_messages)
-                                      : settings_.max_fetch_messages;
-  r.unsynced = true;  // as answer_fetch: the follower's fsync overlaps the leader's
-  r.max_bytes = std::max<std::size_t>(std::min<std::size_t>(4u << 20, budget / 2), 1);
-  auto read = store_.read(r);
+  auto read = store_.read(session_read(req, settings_.max_fetch_messages, budget));
   if (!read) {
     fresh.set_error_code(v1::STORAGE_ERROR);
     fresh.set_error_message(read.error().message);
@@ -399,22 +391,7 @@ std::string replication::session_partition_answer(const v1::ReplicaFetchRequest&
   // Below the leader's log start (retention): no batches, log_start tells the follower where to
   // restart its log (docs/cluster.md "Retention").
   if (req.fetch_offset() < read.value().start_offset || read.value().messages.empty()) return fresh.SerializeAsString();
-  v1::ReplicaFetchResponse batches;
-  v1::ReplicaBatch* batch = nullptr;
-  std::uint32_t batch_epoch = 0;
-  for (auto& m : read.value().messages) {
-    const std::uint32_t epoch = storage::epoch_at(*lp.epochs, m.offset());
-    if (!batch || epoch != batch_epoch) {
-      batch = batches.add_batches();
-      batch->set_leader_epoch(epoch);
-      batch->set_base_offset(m.offset());
-      batch_epoch = epoch;
-    }
-    m.clear_topic();
-    m.clear_partition();
-    m.clear_offset();
-    *batch->add_messages() = std::move(m);
-  }
+  const auto batches = batches_of(std::move(read.value().messages), *lp.epochs);
   auto& slot = lp.encoded[lp.next_encoded];
   lp.next_encoded = (lp.next_encoded + 1) % lp.encoded.size();
   slot.encoded = batches.SerializeAsString();
