@@ -21,10 +21,11 @@
 // epoch ended (KIP-101) and truncates to it, then pulls all of them with one ReplicaFetch
 // (partition_fetches; the leader holds it until any has something new), appends
 // at the leader's offsets (storage::store::replica_append, fsynced through the store's group
-// commit) and reports its fsynced end with its next fetch. The follower is pipelined: it fetches
-// the next messages while its previous appends are still being fsynced, and a leader answers
-// at once (never holds) a fetch whose durable_offset is below its fetch_offset, so the follower
-// learns "nothing new", waits for its fsyncs and reports them in the next (held) fetch.
+// commit) and reports its fsynced end with its next fetch. With replica_fetch_pipeline > 1 the
+// follower fetches the next messages while its previous appends are still being fsynced, and a
+// leader answers at once (never holds) a fetch whose durable_offset is below its fetch_offset,
+// so the follower learns "nothing new", waits for its fsyncs and reports them in the next
+// (held) fetch. fetch_session.h: how a session's answer shares max_frame_bytes.
 
 #include <array>
 #include <chrono>
