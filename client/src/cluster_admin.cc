@@ -103,6 +103,8 @@ result<T> with_leaders(const std::shared_ptr<connection>& conn, std::chrono::mil
     }
     auto m = router->refresh();
     if (!m && m.error().is(protocol::errc::unknown_request)) return single();
+    // A refusal that asking again cannot change (NOT_AUTHENTICATED, NOT_AUTHORIZED, ...): at once.
+    if (!m && !m.error().retriable()) return m.error();
     if (!m) {
       last = m.error();
       continue;
