@@ -95,7 +95,7 @@ const std::vector<command>& commands() {
        }},
       {"cluster status", "cluster status", "nodes, controller, and each partition's leader, epoch, replicas and ISR",
        {}, no_options, [](detail::session& s, const po::variables_map&) { return detail::cluster_status(s); }},
-      {"topic list", "topic list", "list topics with their size", {}, no_options,
+      {"topic list", "topic list", "list topics with their size (a cluster's: each partition's from its leader)", {}, no_options,
        [](detail::session& s, const po::variables_map&) { return detail::topic_list(s); }},
       {"topic describe", "topic describe NAME", "show a topic and its partitions", {"NAME"}, no_options,
        [](detail::session& s, const po::variables_map& vm) { return detail::topic_describe(s, required(vm, "NAME")); }},
@@ -185,7 +185,7 @@ const std::vector<command>& commands() {
       {"dlq redrive", "dlq redrive G", "move every dead letter of the group back to delivery", {"G"}, no_options,
        [](detail::session& s, const po::variables_map& vm) { return detail::dlq_redrive(s, required(vm, "G")); }},
       {"tx list", "tx list [--state prepared|abandoned|all] [--topic T]",
-       "list transactions (default: the unresolved ones, prepared and abandoned)", {},
+       "list transactions (default: the unresolved ones, prepared and abandoned; in a cluster, each from its home partition's leader)", {},
        [](po::options_description& o) {
          o.add_options()("state", po::value<std::string>()->value_name("prepared|abandoned|all"),
                          "only this state; all includes the resolved ones")(

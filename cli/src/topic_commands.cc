@@ -10,6 +10,7 @@
 #include "output.h"
 #include "txmq/cli/format.h"
 #include "txmq/client/admin.h"
+#include "txmq/client/cluster_admin.h"
 #include "txmq/client/leader_router.h"
 
 namespace txmq::cli::detail {
@@ -159,12 +160,33 @@ int topic_create(session& s, const client::topic_spec& spec) {
 int topic_list(session& s) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
-  client::admin admin(conn);
-  auto r = admin.list_topics();
+  // In a cluster every node lists every topic (etcd), and each partition's figures come from
+  // its leader (client/cluster_admin.h); against a single broker, its own ListTopics.
+  auto r = client::list_topics_all(conn, std::max<std::chrono::milliseconds>(s.timeout(), std::chrono::seconds(30)));
   if (!r) return s.fail("list topics", r.error());
-  auto topics = r.value().topics();
-  std::sort(topics.begin(), topics.end(), [](const auto& a, const auto& b) { return a.name() < b.name(); });
-  return print_items(s, topics, topic_json, topic_table, topic_row);
+  for (const auto& [topic, partition] : r.value().unavailable) {
+    s.env().err << "txmq: warning: partition " << partition << " of topic " << quoted(topic)
+                << " has no leader now; its messages are not counted\n";
+  }
+  const auto& topics = r.value().topics;
+  const bool cluster = std::any_of(topics.begin(), topics.end(), [](const auto& t) { return t.replicas() != 0; });
+  if (!cluster) return print_items(s, topics, topic_json, topic_table, topic_row);
+  if (s.json()) {
+    for (const auto& t : topics) {
+      auto o = topic_json(t, false);
+      o["replicas"] = t.replicas();
+      print_json(s.env().out, o);
+    }
+    return exit_ok;
+  }
+  table t({"TOPIC", "PARTITIONS", "REPLICAS", "MESSAGES", "BYTES", "RETENTION", "CREATED"});
+  for (const auto& info : topics) {
+    auto row = topic_row(info);
+    row.insert(row.begin() + 2, std::to_string(info.replicas()));
+    t.add(std::move(row));
+  }
+  t.print(s.env().out);
+  return exit_ok;
 }
 
 int topic_describe(session& s, const std::string& name) {

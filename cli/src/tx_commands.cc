@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -12,6 +13,7 @@
 
 #include "output.h"
 #include "txmq/cli/format.h"
+#include "txmq/client/cluster_admin.h"
 #include "txmq/client/leader_router.h"
 #include "txmq/producer/pg_checker.h"
 #include "txmq/common/base64.h"
@@ -171,24 +173,21 @@ tx_route home_leader(session& s, const std::shared_ptr<client::connection>& boot
 int tx_list(session& s, const tx_list_args& a) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
-  std::vector<v1::TxInfo> txs;
-  std::string after;
-  for (;;) {
-    v1::Frame f;
-    auto* req = f.mutable_tx_list();
-    if (a.state == "prepared") req->set_state(v1::PREPARED);
-    if (a.state == "abandoned") req->set_state(v1::ABANDONED);
-    if (a.state == "all") req->set_all_states(true);
-    req->set_topic(a.topic);
-    req->set_limit(1000);
-    req->set_after_txid(after);
-    auto r = tx_request(*conn, std::move(f), v1::Frame::kTxListResponse, s.timeout());
-    if (!r) return s.fail("list transactions", r.error());
-    const auto& resp = r.value().tx_list_response();
-    for (const auto& t : resp.txs()) txs.push_back(t);
-    if (resp.next_after_txid().empty() || resp.txs().empty()) break;
-    after = resp.next_after_txid();
+  v1::TxListRequest req;
+  if (a.state == "prepared") req.set_state(v1::PREPARED);
+  if (a.state == "abandoned") req.set_state(v1::ABANDONED);
+  if (a.state == "all") req.set_all_states(true);
+  req.set_topic(a.topic);
+  // In a cluster each home partition's leader lists its transactions (client/cluster_admin.h);
+  // against a single broker, its pages. Every transaction the broker keeps, as before.
+  auto listing = client::tx_list_all(conn, req, std::numeric_limits<std::size_t>::max(),
+                                     std::max<std::chrono::milliseconds>(s.timeout(), std::chrono::seconds(30)));
+  if (!listing) return s.fail("list transactions", listing.error());
+  for (const auto& [topic, partition] : listing.value().unavailable) {
+    s.env().err << "txmq: warning: partition " << partition << " of topic " << quoted(topic)
+                << " has no leader now; the transactions homed there are left out\n";
   }
+  const auto& txs = listing.value().txs;
   const auto now = now_ms();
   if (s.json()) {
     for (const auto& t : txs) print_json(s.env().out, tx_json(t, now, false));

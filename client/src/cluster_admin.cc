@@ -9,74 +9,23 @@
 
 #include "txmq/client/admin.h"
 #include "txmq/client/leader_router.h"
+#include "txmq/protocol/served.h"
 
 namespace txmq::client {
 namespace {
 
-using partition_key = std::pair<std::string, std::uint32_t>;
+using protocol::cover_all_of;
+using protocol::dead_letter_less;
+using protocol::leader_plan;
+using protocol::merge_group;
+using protocol::merge_topics;
+using protocol::partition_key;
+using protocol::plan_of;
+using protocol::take_served;
 using clock = std::chrono::steady_clock;
 
-struct expected_leader {
-  std::string address;
-  std::int64_t epoch = 0;
-};
-
-// Who should answer for each partition, by the Metadata; partitions without a leader apart.
-struct leader_plan {
-  std::map<partition_key, expected_leader> partitions;
-  std::set<std::string> addresses;
-  std::vector<partition_key> unavailable;
-};
-
-leader_plan plan_of(const v1::MetadataResponse& m) {
-  leader_plan out;
-  for (const auto& t : m.topics()) {
-    for (const auto& p : t.partition_info()) {
-      const partition_key k{t.name(), p.partition()};
-      if (p.leader() < 0 || p.leader_address().empty()) {
-        out.unavailable.push_back(k);
-        continue;
-      }
-      out.partitions[k] = {p.leader_address(), p.leader_epoch()};
-      out.addresses.insert(p.leader_address());
-    }
-  }
-  return out;
-}
-
-// Marks in `covered` the partitions `address` served at the epoch the Metadata names; false when
-// it served one the Metadata gives to another node or epoch (its view or the Metadata is stale).
-bool take_served(const leader_plan& plan, const std::string& address,
-                 const google::protobuf::RepeatedPtrField<v1::ServedPartition>& served, std::set<partition_key>& covered) {
-  bool consistent = true;
-  for (const auto& s : served) {
-    auto it = plan.partitions.find({s.topic(), s.partition()});
-    if (it == plan.partitions.end() || it->second.address != address || it->second.epoch != s.leader_epoch()) {
-      consistent = false;
-      continue;
-    }
-    covered.insert(it->first);
-  }
-  return consistent;
-}
-
-// Every partition of `address` in the plan (it answered UNKNOWN_GROUP: nothing of the group there).
-void cover_all_of(const leader_plan& plan, const std::string& address, std::set<partition_key>& covered) {
-  for (const auto& [k, l] : plan.partitions) {
-    if (l.address == address) covered.insert(k);
-  }
-}
-
 bool all_covered(const leader_plan& plan, const std::set<partition_key>& covered) {
-  return std::all_of(plan.partitions.begin(), plan.partitions.end(), [&](const auto& e) { return covered.contains(e.first); });
-}
-
-bool dead_letter_less(const v1::DeadLetter& a, const v1::DeadLetter& b) {
-  const auto& x = a.message();
-  const auto& y = b.message();
-  if (x.topic() != y.topic()) return x.topic() < y.topic();
-  if (x.partition() != y.partition()) return x.partition() < y.partition();
-  return x.offset() < y.offset();
+  return protocol::uncovered(plan, covered).empty();
 }
 
 // Up to `limit` dead letters from one connection, page after page.
@@ -103,30 +52,6 @@ result<std::vector<v1::DeadLetter>> list_pages(std::shared_ptr<connection> conn,
 }
 
 std::chrono::milliseconds backoff(int round) { return std::chrono::milliseconds(std::min(100 * (round + 1), 1000)); }
-
-// Joins the GroupInfos of one group from several nodes: each partition's row from the node
-// that served it (its leader at the Metadata's epoch).
-void merge_group(const leader_plan& plan, const std::string& address, const v1::GroupInfo& part, v1::GroupInfo& into) {
-  into.set_name(part.name());
-  for (const auto& t : part.topics()) {
-    if (std::find(into.topics().begin(), into.topics().end(), t) == into.topics().end()) into.add_topics(t);
-  }
-  if (into.created_ms() == 0 || (part.created_ms() != 0 && part.created_ms() < into.created_ms())) {
-    into.set_created_ms(part.created_ms());
-  }
-  for (const auto& row : part.partitions()) {
-    auto it = plan.partitions.find({row.topic(), row.partition()});
-    if (it == plan.partitions.end() || it->second.address != address) continue;
-    *into.add_partitions() = row;
-    into.set_dead_letters(into.dead_letters() + row.dead());
-  }
-}
-
-void sort_rows(v1::GroupInfo& g) {
-  std::sort(g.mutable_partitions()->begin(), g.mutable_partitions()->end(), [](const auto& a, const auto& b) {
-    return a.topic() != b.topic() ? a.topic() < b.topic() : a.partition() < b.partition();
-  });
-}
 
 // Asks every leader for its groups (one group, or all), merged; nullopt-like error when the
 // answers did not cover every partition (retry).
@@ -178,6 +103,8 @@ result<T> with_leaders(const std::shared_ptr<connection>& conn, std::chrono::mil
     }
     auto m = router->refresh();
     if (!m && m.error().is(protocol::errc::unknown_request)) return single();
+    // A refusal that asking again cannot change (NOT_AUTHENTICATED, NOT_AUTHORIZED, ...): at once.
+    if (!m && !m.error().retriable()) return m.error();
     if (!m) {
       last = m.error();
       continue;
@@ -295,7 +222,7 @@ result<v1::GroupInfo> describe_group_all(const std::shared_ptr<connection>& conn
         TXMQ_TRY(auto all, groups_from_leaders(router, plan, &group, complete));
         auto it = all.find(group);
         if (it == all.end()) return error(protocol::errc::unknown_group, "no consumer group '" + group + "'");
-        sort_rows(it->second);
+        protocol::sort_group_rows(it->second);
         return std::move(it->second);
       });
 }
@@ -315,9 +242,99 @@ result<std::vector<v1::GroupInfo>> list_groups_all(const std::shared_ptr<connect
         TXMQ_TRY(auto all, groups_from_leaders(router, plan, nullptr, complete));
         out_t out;
         for (auto& [name, g] : all) {
-          sort_rows(g);
+          protocol::sort_group_rows(g);
           out.push_back(std::move(g));
         }
+        return out;
+      });
+}
+
+namespace {
+
+// Up to `limit` transactions from one connection, page after page; `served` of every page
+// checked against the plan when there is one.
+result<std::vector<v1::TxInfo>> tx_pages(connection& conn, v1::TxListRequest req, std::size_t limit,
+                                         const leader_plan* plan, const std::string& address,
+                                         std::set<partition_key>* covered, bool* consistent) {
+  std::vector<v1::TxInfo> out;
+  req.clear_after_txid();
+  while (out.size() < limit) {
+    req.set_limit(static_cast<std::uint32_t>(std::min<std::size_t>(limit - out.size(), 1000)));
+    v1::Frame f;
+    *f.mutable_tx_list() = req;
+    auto r = conn.request(std::move(f));
+    if (!r) return r.error();
+    if (r.value().body_case() != v1::Frame::kTxListResponse) {
+      return error(errc::unexpected_response, "the broker answered TxList with another frame");
+    }
+    const auto& page = r.value().tx_list_response();
+    if (plan != nullptr && !take_served(*plan, address, page.served(), *covered)) *consistent = false;
+    for (const auto& t : page.txs()) out.push_back(t);
+    if (page.next_after_txid().empty() || page.txs().empty()) break;
+    req.set_after_txid(page.next_after_txid());
+  }
+  return out;
+}
+
+}  // namespace
+
+result<tx_listing> tx_list_all(const std::shared_ptr<connection>& conn, const v1::TxListRequest& request,
+                               std::size_t limit, std::chrono::milliseconds deadline) {
+  return with_leaders<tx_listing>(
+      conn, deadline,
+      [&]() -> result<tx_listing> {
+        TXMQ_TRY(auto all, tx_pages(*conn, request, limit, nullptr, {}, nullptr, nullptr));
+        return tx_listing{std::move(all), {}};
+      },
+      [&](leader_router& router, const leader_plan& plan, bool& complete) -> result<tx_listing> {
+        std::set<partition_key> covered;
+        bool consistent = true;
+        std::map<std::string, v1::TxInfo> by_id;
+        for (const auto& address : plan.addresses) {
+          auto r = tx_pages(*router.connection_for(address), request, limit, &plan, address, &covered, &consistent);
+          if (!r) return error(r.error().code, "node " + address + ": " + r.error().message);
+          // A transaction listed twice (a leadership moved between two pages) is one.
+          for (auto& t : r.value()) by_id.emplace(t.txid(), std::move(t));
+        }
+        complete = consistent && all_covered(plan, covered);
+        tx_listing out;
+        out.unavailable = plan.unavailable;
+        for (auto& [id, t] : by_id) {
+          if (out.txs.size() >= limit) break;
+          out.txs.push_back(std::move(t));
+        }
+        return out;
+      });
+}
+
+result<topic_listing> list_topics_all(const std::shared_ptr<connection>& conn, std::chrono::milliseconds deadline) {
+  return with_leaders<topic_listing>(
+      conn, deadline,
+      [&]() -> result<topic_listing> {
+        TXMQ_TRY(auto r, admin(conn).list_topics());
+        topic_listing out;
+        out.topics.assign(r.topics().begin(), r.topics().end());
+        std::sort(out.topics.begin(), out.topics.end(), [](const auto& a, const auto& b) { return a.name() < b.name(); });
+        return out;
+      },
+      [&](leader_router& router, const leader_plan& plan, bool& complete) -> result<topic_listing> {
+        std::set<partition_key> covered;
+        bool consistent = true;
+        v1::ListTopicsResponse merged;
+        // The node `conn` names lists every topic even when it leads none (and the cluster
+        // may have no leader at all): asked first, so the listing never misses a topic.
+        TXMQ_TRY(auto first, admin(conn).list_topics());
+        merge_topics(plan, {}, first, merged);
+        for (const auto& address : plan.addresses) {
+          auto r = admin(router.connection_for(address)).list_topics();
+          if (!r) return error(r.error().code, "node " + address + ": " + r.error().message);
+          if (!take_served(plan, address, r.value().served(), covered)) consistent = false;
+          merge_topics(plan, address, r.value(), merged);
+        }
+        complete = consistent && all_covered(plan, covered);
+        topic_listing out;
+        out.topics.assign(merged.topics().begin(), merged.topics().end());
+        out.unavailable = plan.unavailable;
         return out;
       });
 }

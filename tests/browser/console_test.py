@@ -456,6 +456,117 @@ class Auth(ConsoleCase):
         self.wait_refreshes(self.refreshes() + 1)
 
 
+class ClusterConsole(ConsoleCase):
+    """Cluster mode (docs/cluster.md "The admin HTTP API and the console in a cluster"): etcd
+    and three brokers; the console of node 1 shows the nodes and partitions, lists transactions
+    homed on every node, and says so when part of the cluster does not answer (a node SIGKILLed
+    that alone held a partition) instead of showing the rest as whole."""
+
+    ETCD = "/usr/bin/etcd"
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(cls.ETCD):
+            raise unittest.SkipTest("no /usr/bin/etcd (scripts/setup.sh installs etcd-server)")
+        import subprocess
+        import tempfile
+        import urllib.request
+        cls.etcd_dir = tempfile.mkdtemp(prefix="txmq-console-etcd-")
+        client, peer = harness.free_port(), harness.free_port()
+        cls.etcd_url = f"http://127.0.0.1:{client}"
+        cls.etcd_log = open(os.path.join(cls.etcd_dir, "etcd.log"), "wb")
+        cls.etcd = subprocess.Popen(
+            [cls.ETCD, "--name", "t", "--data-dir", os.path.join(cls.etcd_dir, "data"),
+             "--listen-client-urls", cls.etcd_url, "--advertise-client-urls", cls.etcd_url,
+             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls",
+             f"http://127.0.0.1:{peer}", "--initial-cluster", f"t=http://127.0.0.1:{peer}"],
+            stdout=cls.etcd_log, stderr=subprocess.STDOUT)
+
+        def etcd_up():
+            try:
+                with urllib.request.urlopen(cls.etcd_url + "/health", timeout=1) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        cls.brokers = []
+        try:
+            eventually(etcd_up, 30, "etcd")
+            for node in (1, 2, 3):
+                cls.brokers.append(harness.Broker(BIN_DIR, ConsoleCase.broker_args + (
+                    "--cluster-etcd", cls.etcd_url, "--node-id", str(node), "--node-lease-ttl", "3s")))
+            cls.broker = cls.brokers[0]
+            cls.cli = harness.Cli(BIN_DIR, cls.broker)
+            cls.bootstrap = ",".join(b.address for b in cls.brokers)
+            cls.d = harness.chrome()
+        except Exception:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "d", None) is not None:
+            harness.quit_chrome(cls.d)
+        for b in getattr(cls, "brokers", []):
+            b.stop()
+        cls.etcd.kill()
+        cls.etcd.wait()
+        cls.etcd_log.close()
+        import shutil
+        shutil.rmtree(cls.etcd_dir, ignore_errors=True)
+
+    def txmq(self, *args):
+        import subprocess
+        return subprocess.run([os.path.join(BIN_DIR, "txmq"), "--broker", self.bootstrap, "--json", *args],
+                              capture_output=True, text=True, timeout=60)
+
+    def test_cluster_page_transactions_and_a_partial_view(self):
+        # A replicas-1 topic of 3 partitions: each partition's only copy on its leader.
+        eventually(lambda: self.txmq("topic", "create", "spread", "--partitions", "3", "--replicas", "1").returncode == 0,
+                   30, "topic create with three live nodes")
+
+        def metadata():
+            return self.broker.http_json("GET", "/v1/cluster")
+
+        def leaders():
+            m = metadata()
+            t = [t for t in m["topics"] if t["name"] == "spread"]
+            return {p["partition"]: p["leader"] for p in t[0]["partition_info"]} if t else {}
+        eventually(lambda: len(leaders()) == 3 and all(v > 0 for v in leaders().values()), 30, "leaders")
+
+        self.open("cluster")
+        self.assertTrue(self.d.find_element("css selector", "[data-testid=cluster-mode]").text.startswith("cluster"))
+        self.wait_rows("cluster-nodes", lambda r: len(r) == 3, "three nodes")
+        self.wait_rows("cluster-partitions", lambda r: {"spread/0", "spread/1", "spread/2"} <= set(by_key(r)), "partitions")
+
+        # One transaction homed in each partition, prepared through its leader.
+        txids = set()
+        for i in range(60):
+            key = f"k{i}"
+            p = self.txmq("tx", "prepare", "spread", "body", "--group", "pg", "--key", key)
+            if p.returncode == 0:
+                txids.add(json.loads(p.stdout.splitlines()[0])["txid"])
+            if len(txids) >= 6:
+                break
+        self.open("transactions")
+        self.wait_rows("tx-table", lambda r: txids <= set(by_key(r)), "every node's transactions")
+        partial = "const b = document.querySelector('[data-testid=partial-banner]'); return b && !b.hidden ? b.textContent : ''"
+        self.assertEqual(self.d.execute_script(partial), "")
+
+        # A node leading a partition (not the one serving the console) SIGKILLed: the page
+        # keeps what answered and names what did not.
+        lead = leaders()
+        victim = next(n for n in (2, 3) if n in lead.values())
+        self.brokers[victim - 1].proc.kill()
+        self.brokers[victim - 1].proc.wait()
+        text = eventually(lambda: self.d.execute_script(partial), 30, "the partial-view banner")
+        self.assertIn("Partial view of the cluster", text)
+        gone = [p for p, n in lead.items() if n == victim]
+        self.assertIn(f"spread/{gone[0]}", text)
+        banner = self.d.execute_script(
+            "const b = document.querySelector('[data-testid=error-banner]'); return b && !b.hidden ? b.textContent : ''")
+        self.assertEqual(banner, "")
+
+
 def main():
     global BIN_DIR
     p = argparse.ArgumentParser()

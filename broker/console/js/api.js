@@ -13,6 +13,14 @@ export class ApiError extends Error {
 }
 
 let askToken = null;    // async (reason) => token, set by the app (dialogs.js)
+const partialListeners = new Set();
+
+// A broker in cluster mode answers the cluster's view and says in `cluster` whether it is whole
+// (docs/cluster.md "The admin HTTP API and the console in a cluster"). fn(path, cluster) runs
+// for every answer that is not: the app shows it, so a partial view never passes as whole.
+export function onPartialView(fn) {
+  partialListeners.add(fn);
+}
 let asking = null;      // the prompt in progress: concurrent 401s share it
 const listeners = new Set();
 
@@ -78,6 +86,9 @@ export async function api(method, path, body) {
       const code = data && typeof data.error === 'string' ? data.error : '';
       const message = data && typeof data.message === 'string' ? data.message : textBody.trim();
       throw new ApiError(res.status, code, message || `${method} ${path}: HTTP ${res.status}`);
+    }
+    if (data && data.cluster && data.cluster.complete === false) {
+      for (const l of partialListeners) l(path, data.cluster);
     }
     return data;
   }

@@ -2,7 +2,7 @@
 // while a dialog is open, the tab is hidden or the operator pressed Pause), the error banner
 // and the token prompt. Each page module exports mount(root, route, ctx) -> {refresh()}.
 
-import { onTokenPrompt, onTokenChange, token, forgetToken } from './api.js';
+import { onTokenPrompt, onTokenChange, onPartialView, token, forgetToken } from './api.js';
 import { askToken, confirmAction, isOpen, toast } from './dialogs.js';
 import { h, text } from './dom.js';
 import * as topics from './pages/topics.js';
@@ -29,6 +29,10 @@ const stateEl = document.getElementById('refresh-state');
 const pauseBtn = document.getElementById('pause');
 const forgetBtn = document.getElementById('forget-token');
 const banner = h('div', { class: 'banner', role: 'alert', 'data-testid': 'error-banner', hidden: true });
+// Cluster mode: what the last refresh's answers left out (a leader down, a node that did not
+// answer). Kept apart from the error banner: the page still shows what did answer.
+const partial = h('div', { class: 'banner partial', role: 'status', 'data-testid': 'partial-banner', hidden: true });
+let partialNotes = [];
 
 let current = null;  // {name, routeKey, page}
 let running = false;
@@ -70,6 +74,20 @@ function showError(err) {
   text(banner, `${code}${err && err.message ? err.message : String(err)}`);
 }
 
+function notePartial(path, cluster) {
+  const parts = [];
+  for (const m of cluster.missing || []) parts.push(`${m.topic}/${m.partition}: ${m.reason}`);
+  for (const n of cluster.nodes || []) {
+    if (!n.answered) parts.push(`node ${n.node} (${n.address}) did not answer: ${n.error || 'no reason given'}`);
+  }
+  partialNotes.push(`${path}: ${parts.join('; ') || 'incomplete'}`);
+}
+
+function showPartial() {
+  partial.hidden = partialNotes.length === 0;
+  text(partial, partialNotes.length ? `Partial view of the cluster — ${partialNotes.join(' | ')}` : '');
+}
+
 function schedule(ms = REFRESH_MS) {
   clearTimeout(timer);
   timer = setTimeout(tick, ms);
@@ -96,10 +114,12 @@ async function refreshNow() {
   const mine = current;
   running = true;
   setState('refreshing');
+  partialNotes = [];
   try {
     await mine.page.refresh();
     if (mine !== current) return;
     banner.hidden = true;
+    showPartial();
     refreshes += 1;
     document.body.dataset.refreshes = String(refreshes);
     setState(`updated ${new Date().toLocaleTimeString('en-GB')}`);
@@ -142,8 +162,9 @@ function mount() {
     else a.removeAttribute('aria-current');
   }
   const root = h('section', { 'data-page': route.name });
-  main.replaceChildren(banner, root);
+  main.replaceChildren(banner, partial, root);
   banner.hidden = true;
+  partial.hidden = true;
   refreshes = 0;
   document.body.dataset.page = route.name;
   document.body.dataset.refreshes = '0';
@@ -157,6 +178,7 @@ function updateTokenButton() {
 }
 
 onTokenPrompt((reason) => askToken(reason));
+onPartialView(notePartial);
 onTokenChange(updateTokenButton);
 updateTokenButton();
 

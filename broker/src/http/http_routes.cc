@@ -7,6 +7,7 @@
 
 #include <boost/json.hpp>
 
+#include "http/cluster_views.h"
 #include "http/json_mapping.h"
 #include "http/route_table.h"
 #include "service/service.h"
@@ -249,6 +250,7 @@ std::optional<response> fill(const route_context& ctx, Req& req) {
 asio::awaitable<response> list_topics(route_context& ctx) {
   v1::Frame f;
   f.mutable_list_topics();
+  if (cluster_views::enabled(ctx.gw)) co_return co_await cluster_views::list_topics(ctx, std::move(f));
   co_return co_await simple(ctx, std::move(f), v1::Frame::kListTopicsResponse);
 }
 
@@ -270,6 +272,7 @@ asio::awaitable<response> reconcile_one(route_context& ctx) { co_return co_await
 asio::awaitable<response> list_groups(route_context& ctx) {
   v1::Frame f;
   f.mutable_list_groups();
+  if (cluster_views::enabled(ctx.gw)) co_return co_await cluster_views::list_groups(ctx, std::move(f));
   co_return co_await simple(ctx, std::move(f), v1::Frame::kListGroupsResponse);
 }
 
@@ -282,6 +285,7 @@ asio::awaitable<response> create_group(route_context& ctx) {
 asio::awaitable<response> describe_group(route_context& ctx) {
   v1::Frame f;
   f.mutable_describe_group()->set_group(ctx.params["group"]);
+  if (cluster_views::enabled(ctx.gw)) co_return co_await cluster_views::describe_group(ctx, std::move(f));
   co_return co_await simple(ctx, std::move(f), v1::Frame::kGroupInfo);
 }
 
@@ -291,12 +295,14 @@ asio::awaitable<response> dlq_list(route_context& ctx) {
   std::string err;
   if (auto limit = query_u32(ctx, "limit", err)) f.mutable_dlq_list()->set_limit(*limit);
   if (!err.empty()) co_return bad(err);
+  if (cluster_views::enabled(ctx.gw)) co_return co_await cluster_views::dlq_list(ctx, std::move(f));
   co_return co_await simple(ctx, std::move(f), v1::Frame::kDlqListResponse);
 }
 
 asio::awaitable<response> dlq_redrive(route_context& ctx) {
   v1::Frame f;
   f.mutable_dlq_redrive()->set_group(ctx.params["group"]);
+  if (cluster_views::enabled(ctx.gw)) co_return co_await cluster_views::dlq_redrive(ctx, std::move(f));
   co_return co_await simple(ctx, std::move(f), v1::Frame::kDlqRedriveResponse);
 }
 
@@ -331,6 +337,7 @@ asio::awaitable<response> tx_list(route_context& ctx) {
     if (auto e = parse_txid(it->second, raw)) co_return bad("after: " + *e);
     req->set_after_txid(raw);
   }
+  if (cluster_views::enabled(ctx.gw)) co_return co_await cluster_views::tx_list(ctx, std::move(f));
   co_return co_await simple(ctx, std::move(f), v1::Frame::kTxListResponse);
 }
 
@@ -339,6 +346,7 @@ asio::awaitable<response> tx_show(route_context& ctx) {
   std::string raw;
   if (auto e = parse_txid(ctx.params["txid"], raw)) co_return bad(*e);
   f.mutable_tx_show()->set_txid(raw);
+  if (cluster_views::enabled(ctx.gw)) co_return co_await cluster_views::tx_one(ctx, std::move(f), v1::Frame::kTxInfo);
   co_return co_await simple(ctx, std::move(f), v1::Frame::kTxInfo);
 }
 
@@ -349,6 +357,9 @@ asio::awaitable<response> tx_resolve(route_context& ctx) {
   if (auto e = parse_txid(ctx.params["txid"], raw)) co_return bad(*e);
   f.mutable_tx_resolve()->set_txid(raw);
   f.mutable_tx_resolve()->set_outcome(Outcome);
+  if (cluster_views::enabled(ctx.gw)) {
+    co_return co_await cluster_views::tx_one(ctx, std::move(f), v1::Frame::kEndTxResponse);
+  }
   co_return co_await simple(ctx, std::move(f), v1::Frame::kEndTxResponse);
 }
 
@@ -409,6 +420,7 @@ asio::awaitable<response> webhook_attempts(route_context& ctx) {
     if (it->second != "newest" && it->second != "oldest") co_return bad("order=" + it->second + ": newest or oldest");
     if (it->second == "newest" && !req->after().starts_with('-')) req->set_after("-" + req->after());
   }
+  if (cluster_views::enabled(ctx.gw)) co_return co_await cluster_views::webhook_attempts(ctx, std::move(f));
   co_return co_await simple(ctx, std::move(f), v1::Frame::kWebhookAttemptsResponse);
 }
 
@@ -431,6 +443,8 @@ asio::awaitable<response> list_connections(route_context& ctx) {
   f.mutable_connection_list();
   co_return co_await simple(ctx, std::move(f), v1::Frame::kConnectionListResponse);
 }
+
+asio::awaitable<response> cluster(route_context& ctx) { co_return co_await cluster_views::metadata(ctx); }
 
 asio::awaitable<response> openapi(route_context&) {
   co_return response{200, "application/json", std::string(openapi_document()), {}};
@@ -467,6 +481,7 @@ const std::vector<route>& route_table() {
       {{v::post, "/v1/webhooks/{id}/replay", "admin", "cluster", "Send a webhook subscription's messages again"}, webhook_replay},
       {{v::post, "/v1/webhooks/{id}/rotate-secret", "admin", "cluster", "Rotate a webhook subscription's secret"}, webhook_rotate},
       {{v::get, "/v1/connections", "admin", "cluster", "List client connections"}, list_connections},
+      {{v::get, "/v1/cluster", "admin", "cluster", "The cluster: nodes, controller, partition leaders and ISR"}, cluster},
       {{v::get, "/v1/openapi.json", "", "", "This API's OpenAPI 3.0 description"}, openapi},
   };
   return table;

@@ -153,17 +153,7 @@ void service::set_replication(const cluster_mode::replication_settings& s) {
   });
   // The dead-letter queue is listed and redriven by each partition's leader (docs/cluster.md
   // "Dead letters and admin reads"): the partitions this node leads, ready under their epoch.
-  groups_->set_ownership([this] {
-    consumer_groups::owned_partitions out;
-    const auto state = cluster_->snapshot();
-    if (!state) return out;
-    for (const auto& [k, e] : state->partitions) {
-      if (e.state.leader != cluster_->id()) continue;
-      if (topic_replicas(*state, k.first) > 1 && !replication_->ready_to_lead(k.first, k.second)) continue;
-      out.emplace(std::pair{k.first, static_cast<std::uint32_t>(k.second)}, e.state.leader_epoch);
-    }
-    return out;
-  });
+  groups_->set_ownership([this] { return led_partitions(); });
   replication_->on_group_leadership([this](const std::string& topic, std::int32_t partition, bool leading) {
     groups_->partition_leadership(topic, partition, leading);
     webhooks_->partition_leadership(topic, partition, leading);
@@ -171,6 +161,23 @@ void service::set_replication(const cluster_mode::replication_settings& s) {
     tx_->home_leadership(topic, static_cast<std::uint32_t>(partition), leading);
   });
   set_tx_cluster();
+}
+
+const cluster_mode::peer_identity* service::peer_identity() const noexcept {
+  return replication_ ? &replication_->peer() : nullptr;
+}
+
+std::map<std::pair<std::string, std::uint32_t>, std::int64_t> service::led_partitions() const {
+  std::map<std::pair<std::string, std::uint32_t>, std::int64_t> out;
+  if (cluster_ == nullptr || !replication_) return out;
+  const auto state = cluster_->snapshot();
+  if (!state) return out;
+  for (const auto& [k, e] : state->partitions) {
+    if (e.state.leader != cluster_->id()) continue;
+    if (topic_replicas(*state, k.first) > 1 && !replication_->ready_to_lead(k.first, k.second)) continue;
+    out.emplace(std::pair{k.first, static_cast<std::uint32_t>(k.second)}, e.state.leader_epoch);
+  }
+  return out;
 }
 
 void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,

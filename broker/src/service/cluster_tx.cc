@@ -219,6 +219,7 @@ void service::set_tx_cluster() {
                          const std::vector<storage::ack_ref>& acks, std::function<void(result<std::vector<bool>>)> done) {
     settle_tx_acks(step, id, acks, std::move(done));
   };
+  h.led = [this] { return led_partitions(); };
   tx_->set_cluster(std::move(h));
 }
 

@@ -35,6 +35,7 @@ namespace cluster_mode {
 class cluster_node;
 class replication;
 struct replication_settings;
+struct peer_identity;
 }
 
 struct service_settings {
@@ -115,6 +116,11 @@ class service {
   // Replication of partitions with replicas > 1 (cluster_mode/replication.h); cluster mode only:
   // after set_cluster(), on the io thread before it serves.
   void set_replication(const cluster_mode::replication_settings& s);
+  // Cluster mode: how this broker dials its peers (TLS; its cluster token is not for others'
+  // use), nullptr on a single node. The admin HTTP API's cluster views (http/cluster_views.h)
+  // dial the leaders with it, under the HTTP caller's own token.
+  [[nodiscard]] const cluster_mode::peer_identity* peer_identity() const noexcept;
+  [[nodiscard]] boost::asio::io_context& io() noexcept { return io_; }
 
  private:
   void produce(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
@@ -158,6 +164,12 @@ class service {
   // A Produce to a replicated topic: appended, then answered once the ISR fsynced it.
   void append_replicated(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req,
                          std::uint32_t partition_count, std::vector<std::uint32_t> partitions);
+  // The partitions this node leads now, ready under their epoch (replicated ones), with the
+  // epochs: what it answers admin reads for (DlqList, TxList, ListTopics' offsets, ...).
+  // Empty on a single node and before the cluster's state is read.
+  [[nodiscard]] std::map<std::pair<std::string, std::uint32_t>, std::int64_t> led_partitions() const;
+  // ListTopics in a cluster: every topic of the cluster's state (service/topic_admin.cc).
+  void list_topics_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr);
   // Creates in the store the topics of the cluster's state that have a partition led here.
   void sync_local_topics();
   void create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);

@@ -2,6 +2,8 @@
 
 #include "service/service.h"
 
+#include "cluster_mode/cluster_node.h"
+
 #include "io_thread.h"
 #include "request_checks.h"
 
@@ -64,10 +66,62 @@ void service::create_topic(const std::shared_ptr<responder>& c, std::uint64_t co
 }
 
 void service::list_topics(const std::shared_ptr<responder>& c, std::uint64_t corr) {
+  if (cluster_ != nullptr) return list_topics_in_cluster(c, corr);
   v1::Frame out;
   out.set_correlation_id(corr);
   auto* resp = out.mutable_list_topics_response();
   for (auto& t : store_.topics()) fill_topic(*resp->add_topics(), t);
+  c->respond(std::move(out));
+}
+
+// Every topic of the cluster (etcd), led here or not, so that any node answers the cluster's
+// list; partitions with their leader, epoch, replicas and ISR; offsets and bytes of this node's
+// copy, which are the leader's for the partitions named in `served` (docs/cluster.md "Dead
+// letters and admin reads").
+void service::list_topics_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr) {
+  v1::Frame out;
+  out.set_correlation_id(corr);
+  auto* resp = out.mutable_list_topics_response();
+  const auto state = cluster_->snapshot();
+  if (!state) {
+    return c->respond_error(corr, v1::NOT_LEADER,
+                            "node " + std::to_string(cluster_->id()) +
+                                " has not read the cluster's state from etcd yet; retry (or ask another node)");
+  }
+  for (const auto& t : state->topics) {
+    auto* info = resp->add_topics();
+    const auto local = store_.topic(t.name);
+    if (local) fill_topic(*info, *local);
+    info->clear_partition_info();
+    info->set_name(t.name);
+    info->set_partitions(static_cast<std::uint32_t>(t.partitions));
+    info->set_replicas(static_cast<std::uint32_t>(t.replicas));
+    info->set_retention_ms(t.retention_ms > 0 ? t.retention_ms : settings_.default_retention_ms);
+    info->set_retention_bytes(t.retention_bytes > 0 ? t.retention_bytes : settings_.default_retention_bytes);
+    for (std::int32_t p = 0; p < t.partitions; ++p) {
+      auto* pi = info->add_partition_info();
+      pi->set_partition(static_cast<std::uint32_t>(p));
+      pi->set_leader(cluster::k_no_leader);
+      if (auto e = state->partitions.find({t.name, p}); e != state->partitions.end()) {
+        pi->set_leader(e->second.state.leader);
+        pi->set_leader_epoch(e->second.state.leader_epoch);
+        for (auto n : e->second.state.replicas) pi->add_replicas(n);
+        for (auto n : e->second.state.isr) pi->add_isr(n);
+      }
+      if (local && static_cast<std::size_t>(p) < local->partitions.size()) {
+        const auto& lp = local->partitions[static_cast<std::size_t>(p)];
+        pi->set_start_offset(lp.start_offset);
+        pi->set_end_offset(lp.next_offset);
+        pi->set_bytes(lp.bytes);
+      }
+    }
+  }
+  for (const auto& [k, epoch] : led_partitions()) {
+    auto* s = resp->add_served();
+    s->set_topic(k.first);
+    s->set_partition(k.second);
+    s->set_leader_epoch(epoch);
+  }
   c->respond(std::move(out));
 }
 

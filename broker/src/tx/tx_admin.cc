@@ -74,12 +74,24 @@ void tx_coordinator::list(const std::shared_ptr<responder>& c, std::uint64_t cor
   }
   // Up to k_list_scan_budget records read: on the admin worker (admin_reads.h), with a copy of
   // what it needs of the io thread's state (the open checks).
+  // In a cluster, the home partitions led here: a follower's copy of a record may lag (a
+  // commit not yet fetched), so each transaction is listed by its home leader only.
+  std::optional<std::map<std::pair<std::string, std::uint32_t>, std::int64_t>> led;
+  if (cluster_.led) led = cluster_.led();
   std::weak_ptr<responder> weak = c;
   reads_.run<v1::Frame>(
       [&store = store_, &reads = reads_, max_frame = settings_.max_frame_bytes, open = open_txids(), state,
-       unresolved_only, topic = req.topic(), limit, after]() mutable -> result<v1::Frame> {
+       unresolved_only, topic = req.topic(), limit, after, led = std::move(led)]() mutable -> result<v1::Frame> {
         v1::Frame out;
         auto* resp = out.mutable_tx_list_response();
+        if (led) {
+          for (const auto& [k, epoch] : *led) {
+            auto* s = resp->add_served();
+            s->set_topic(k.first);
+            s->set_partition(k.second);
+            s->set_leader_epoch(epoch);
+          }
+        }
         std::size_t scanned = 0;
         // Many keys or topics make a TxInfo large: the answer ends before it would pass the
         // frame limit, and its cursor is the last transaction it holds.
@@ -93,6 +105,7 @@ void tx_coordinator::list(const std::shared_ptr<responder>& c, std::uint64_t cor
           for (auto& rec : page.value()) {
             ++scanned;
             const bool wanted =
+                (!led || rec.home_topic.empty() || led->contains({rec.home_topic, rec.home_partition})) &&
                 (!unresolved_only || rec.state == tx_state::prepared || rec.state == tx_state::abandoned) &&
                 (topic.empty() || std::any_of(rec.messages.begin(), rec.messages.end(),
                                               [&](const v1::Message& m) { return m.topic() == topic; }));

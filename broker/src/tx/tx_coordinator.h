@@ -116,6 +116,10 @@ class tx_coordinator {
     std::function<void(settle_step, const storage::txid&, const std::vector<storage::ack_ref>&,
                        std::function<void(result<std::vector<bool>>)>)>
         settle_acks;
+    // TxList (docs/cluster.md "Dead letters and admin reads"): the partitions this node leads
+    // now, ready under their epoch, with the epochs. A node lists only the transactions homed
+    // in them (and those without a home) and names them in the answer's `served`.
+    std::function<std::map<std::pair<std::string, std::uint32_t>, std::int64_t>()> led;
   };
   void set_cluster(cluster_hooks h) { cluster_ = std::move(h); }
   // This node now leads (or no longer leads) a partition: as a home partition, its prepared

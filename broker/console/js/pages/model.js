@@ -94,3 +94,8 @@ export async function listConnections() {
   const r = await api('GET', '/v1/connections');
   return Array.isArray(r) ? r : r.connections || [];
 }
+
+// ---- cluster (GET /v1/cluster: the Metadata of the node asked; cluster = false on a single node)
+export async function getCluster() {
+  return api('GET', '/v1/cluster');
+}

@@ -55,6 +55,30 @@ struct dlq_redrive_result {
 [[nodiscard]] result<std::vector<v1::GroupInfo>> list_groups_all(const std::shared_ptr<connection>& conn,
                                                                  std::chrono::milliseconds deadline = std::chrono::seconds(30));
 
+// Transactions (TxList) of every home partition, each listed by its home partition's leader
+// (the one node whose record is current: a follower's copy may lag behind a commit), merged and
+// de-duplicated by txid, sorted by txid; at most `limit`. `request` carries the filters (state,
+// all_states, topic); its limit and cursor are set here. `unavailable`: home partitions without
+// a leader now (their transactions are not listed). Against a single broker: its pages.
+struct tx_listing {
+  std::vector<v1::TxInfo> txs;
+  std::vector<std::pair<std::string, std::uint32_t>> unavailable;
+};
+[[nodiscard]] result<tx_listing> tx_list_all(const std::shared_ptr<connection>& conn, const v1::TxListRequest& request,
+                                             std::size_t limit,
+                                             std::chrono::milliseconds deadline = std::chrono::seconds(30));
+
+// Every topic of the cluster (any node lists them all, from etcd), with each partition's
+// leader, replicas and ISR, and its offsets and bytes from its leader; sorted by name.
+// `unavailable`: partitions without a leader (their offsets are 0). Against a single broker:
+// its ListTopics.
+struct topic_listing {
+  std::vector<v1::TopicInfo> topics;
+  std::vector<std::pair<std::string, std::uint32_t>> unavailable;
+};
+[[nodiscard]] result<topic_listing> list_topics_all(const std::shared_ptr<connection>& conn,
+                                                    std::chrono::milliseconds deadline = std::chrono::seconds(30));
+
 // A webhook subscription's attempt log. In a cluster each node logs the attempts it made (a
 // partition's leader delivers it; after a failover the new leader logs from where it took
 // over), so every live node of the Metadata is asked for up to `limit` attempts and the answers
