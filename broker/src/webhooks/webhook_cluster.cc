@@ -66,6 +66,13 @@ void webhook_notifier::sync_cluster(const std::vector<std::pair<std::string, std
       continue;
     }
     auto& s = *it->second;
+    if (disabling_.contains(id) && !rec.disabled()) {
+      // Our 410's disable is on its way to etcd: take any other change (a rotated secret), not
+      // the enabled flag of a state read before the disable lands.
+      rec.set_disabled(true);
+      rec.set_disabled_reason(s.rec.disabled_reason());
+      rec.set_disabled_ms(s.rec.disabled_ms());
+    }
     if (google::protobuf::util::MessageDifferencer::Equals(s.rec, rec)) continue;
     // A rotated secret or a disable made through another node.
     s.rec = rec;

@@ -445,6 +445,14 @@ class store {
   // Whether the topic exists, without building its topic_info (a copy of its config and of
   // every partition's offsets): the check made before every produce and Prepare.
   [[nodiscard]] virtual bool has_topic(std::string_view name) const { return topic(name).has_value(); }
+  // Changes an existing topic's retention (both values, as topic_config: 0 = no limit by age /
+  // by bytes), durably; the next enforce_retention applies it. Answers the topic's info.
+  // Errors: unknown_topic, invalid_argument (negative retention_ms), the write's.
+  virtual void set_topic_retention(std::string name, std::int64_t retention_ms, std::uint64_t retention_bytes,
+                                   completion<topic_info> done) {
+    (void)name, (void)retention_ms, (void)retention_bytes;
+    done(errc::invalid_argument);
+  }
 
   // Messages. Dedupe: an id stored within the dedupe window answers its original position.
   virtual void append(append_request request, completion<append_result> done) = 0;
