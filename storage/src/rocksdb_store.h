@@ -291,6 +291,8 @@ class rocksdb_store final : public store {
   void ensure_group(group_info info, group_start start, completion<group_state> done) override;
   void update_group(group_update update, completion<group_update_result> done) override;
   result<group_state> load_group(std::string_view name) const override;
+  result<group_state> load_group_partition(std::string_view name, std::string_view topic,
+                                           std::uint32_t partition) const override;
   std::vector<group_info> groups() const override;
   result<std::vector<dead_letter>> dead_letters(std::string_view group, std::size_t limit,
                                                const std::optional<message_ref>& after) const override;

@@ -98,7 +98,7 @@ void webhook_notifier::partition_leadership(const std::string& topic, std::int32
       s->tracker->drop_partition(topic, p);
       continue;
     }
-    auto state = store_.load_group(s->group);
+    auto state = load_for_leadership(store_, s->group, topic, p);
     if (!state) {
       common::log::error("webhooks: ", id, ": cannot load its state of ", topic, "/", partition, ": ",
                          state.error().message);
