@@ -10,6 +10,7 @@
 #include "io_thread.h"
 #include "request_checks.h"
 #include "service/service.h"
+#include "txmq/cluster/errc.h"
 #include "txmq/common/log.h"
 
 namespace txmq::broker {
