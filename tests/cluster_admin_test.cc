@@ -442,7 +442,8 @@ TEST_F(cluster_topic_alter_test, alter_changes_min_insync_and_retention_on_every
     ASSERT_EQ(d.status, 0) << d;
     EXPECT_TRUE(eventually([&] {
       d = txmq(cluster_->broker(leader), {"--json", "topic", "describe", "alt"});
-      const auto& o = d.objects().at(0);
+      if (d.status != 0 || d.objects().empty()) return false;
+      const auto o = d.objects().front();
       return o.contains("retention_ms") && o.at("retention_ms").to_number<std::int64_t>() == 3'600'000 &&
              o.at("min_insync_replicas").to_number<std::uint32_t>() == 3u &&
              o.at("retention_bytes").to_number<std::uint64_t>() == 8192u;

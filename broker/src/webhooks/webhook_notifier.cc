@@ -365,6 +365,7 @@ void webhook_notifier::disable(subscription& s, std::string why) {
     if (!r) common::log::error("webhooks: storing that ", id, " is disabled failed: ", r.error().message);
   });
   if (!cluster_) return;
+  if (!cluster_->disable) return publish(s.rec);
   // Cluster mode: disabled here at once; etcd is told until it holds it (docs/cluster.md
   // "Webhooks"). Meanwhile a cluster state still showing the subscription enabled is not taken.
   const std::string id = s.rec.id();
