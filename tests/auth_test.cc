@@ -192,6 +192,11 @@ const std::vector<frame_entry>& frames() {
       response("dlq_list_response"),
       admin_request("dlq_redrive", [](v1::Frame& f) { f.mutable_dlq_redrive()->set_group("g"); }),
       response("dlq_redrive_response"),
+      admin_request("alter_topic",
+                    [](v1::Frame& f) {
+                      f.mutable_alter_topic()->set_name("t");
+                      f.mutable_alter_topic()->set_retention_bytes(1 << 20);
+                    }),
       {"prepare", true,
        [](const matrix_context&) {
          auto m = make_message("x");

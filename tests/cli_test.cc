@@ -71,6 +71,38 @@ TEST(cli_test, topic_create_list_describe) {
   EXPECT_EQ(again.out, "");
 }
 
+// `topic alter` on a single broker (docs/cluster.md "Topic settings"): the retention it stores
+// per topic changes (0 = the broker's own again) and survives a restart; min-insync is refused
+// (one copy, no replicas), as is a topic that does not exist.
+TEST(cli_test, topic_alter_changes_retention_on_a_single_broker) {
+  broker_process b({"--retention", "2h"});
+  b.start();
+  ASSERT_EQ(txmq(b, {"topic", "create", "orders", "--partitions", "1"}).status, 0);
+  auto altered = txmq(b, {"--json", "topic", "alter", "orders", "--retention-bytes", "4096", "--retention-ms", "60000"});
+  ASSERT_EQ(altered.status, 0) << altered;
+  ASSERT_EQ(altered.objects().size(), 1u) << altered;
+  EXPECT_EQ(num(altered.objects()[0], "retention_bytes"), 4096u);
+  EXPECT_EQ(num(altered.objects()[0], "retention_ms"), 60000u);
+  auto half = txmq(b, {"--json", "topic", "alter", "orders", "--retention-ms", "0"});  // bytes kept
+  ASSERT_EQ(half.status, 0) << half;
+  EXPECT_EQ(num(half.objects().at(0), "retention_ms"), 7'200'000u);  // the broker's --retention
+  EXPECT_EQ(num(half.objects().at(0), "retention_bytes"), 4096u);
+  b.kill();
+  b.start();
+  auto d = txmq(b, {"--json", "topic", "describe", "orders"});
+  ASSERT_EQ(d.status, 0) << d;
+  EXPECT_EQ(num(d.objects().at(0), "retention_bytes"), 4096u) << d;
+  EXPECT_EQ(num(d.objects().at(0), "retention_ms"), 7'200'000u) << d;
+
+  auto insync = txmq(b, {"topic", "alter", "orders", "--min-insync", "2"});
+  EXPECT_EQ(insync.status, 1) << insync;
+  EXPECT_NE(insync.err.find("single node"), std::string::npos) << insync;
+  auto unknown = txmq(b, {"topic", "alter", "nosuch", "--retention-bytes", "1"});
+  EXPECT_EQ(unknown.status, 1) << unknown;
+  EXPECT_NE(unknown.err.find("UNKNOWN_TOPIC"), std::string::npos) << unknown;
+  EXPECT_EQ(txmq(b, {"topic", "alter", "orders"}).status, 2);
+}
+
 TEST(cli_test, produce_stdin_lines_then_consume_them_once) {
   broker_process b;
   b.start();

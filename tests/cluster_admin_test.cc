@@ -19,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "broker_process.h"
 #include "cli_runner.h"
@@ -337,6 +338,138 @@ TEST_F(cluster_admin_test, min_insync_and_retention_are_kept_in_etcd_and_applied
   EXPECT_TRUE(refused.error().is(protocol::errc::not_enough_replicas)) << refused.error().to_string();
   std::cout << "CLUSTER-FIGURES topic settings: min-insync 3 with 2 in sync refused after " << waited.count()
             << " ms; min-insync 2 acknowledged\n";
+}
+
+// `topic alter` in a cluster (docs/cluster.md "Topic settings"): the topic's etcd record is
+// rewritten (compared on its revision) and every node applies it without a restart. Retention
+// runs every second here and the replication timeout is 3 s.
+class cluster_topic_alter_test : public cluster_admin_test {
+ protected:
+  void SetUp() override {
+    if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
+    cluster_ = std::make_unique<cluster_brokers>();
+    cluster_->start({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "3s",
+                     "--retention-interval", "1s"});
+  }
+};
+
+// min_insync_replicas raised to 3 with a follower down refuses writes (NOT_ENOUGH_REPLICAS),
+// lowered back to 2 acknowledges them; retention_bytes shrunk trims every node's local copy;
+// more than the replicas, an unknown topic and nothing to change are refused; two alters at
+// once (each of another setting) both land.
+TEST_F(cluster_topic_alter_test, alter_changes_min_insync_and_retention_on_every_node_without_restart) {
+  std::string why;
+  ASSERT_TRUE(cluster_->create_topic("alt", 1, 3, why)) << why;
+  const int leader = static_cast<int>(cluster_->view("alt", 0)->leader);
+  const int follower = leader % 3 + 1;
+  const int third = 6 - leader - follower;
+
+  auto produce = [&](int node, int count, std::chrono::milliseconds timeout) -> client::result<v1::Frame> {
+    auto c = cluster_->connect(cluster_->broker(node).address(), timeout + 5s);
+    if (!c) return client::error(client::errc::not_connected, "no connection");
+    client::result<v1::Frame> last = client::error(client::errc::not_connected, "not sent");
+    for (int i = 0; i < count; ++i) {  // one request each: one stored batch each
+      v1::Frame f;
+      f.mutable_produce()->set_topic("alt");
+      auto* m = f.mutable_produce()->add_messages();
+      m->set_id(std::string(protocol::uuid::make_v7().raw()));
+      m->set_key("k");
+      m->set_body(std::string(1000, 'x'));
+      last = c->request(std::move(f), timeout + 5s);
+      if (!last || !last.value().has_produce_response()) return last;
+    }
+    return last;
+  };
+  client::result<v1::Frame> w = client::error(client::errc::not_connected, "not sent");
+  ASSERT_TRUE(eventually([&] { return (w = produce(leader, 1, 5s)) && w.value().has_produce_response(); }, 15s))
+      << (w ? w.value().ShortDebugString() : w.error().to_string()) << logs();
+  w = produce(leader, 39, 5s);
+  ASSERT_TRUE(w && w.value().has_produce_response()) << (w ? w.value().ShortDebugString() : w.error().to_string());
+  for (int n = 1; n <= 3; ++n) {
+    EXPECT_TRUE(eventually([&] { return cluster_->end_offset(n, "alt") == 40; }, 15s)) << "node " << n;
+    EXPECT_EQ(cluster_->start_offset(n, "alt"), 0u) << "node " << n;
+  }
+
+  // Refused: more in sync than replicas, an unknown topic, nothing to change (the CLI's usage).
+  auto too_many = txmq(cluster_->broker(follower), {"topic", "alter", "alt", "--min-insync", "4"});
+  EXPECT_EQ(too_many.status, 1) << too_many;
+  EXPECT_NE(too_many.err.find("min_insync_replicas 4 is more than the 3 replicas"), std::string::npos) << too_many;
+  auto unknown = txmq(cluster_->broker(follower), {"topic", "alter", "nosuch", "--retention-bytes", "1"});
+  EXPECT_EQ(unknown.status, 1) << unknown;
+  EXPECT_NE(unknown.err.find("no topic 'nosuch'"), std::string::npos) << unknown;
+  auto nothing = txmq(cluster_->broker(follower), {"topic", "alter", "alt"});
+  EXPECT_EQ(nothing.status, 2) << nothing;
+
+  // Retention shrunk through a follower: every node's local copy takes it and trims its log.
+  auto shrunk = txmq(cluster_->broker(follower), {"--json", "topic", "alter", "alt", "--retention-bytes", "8192"});
+  ASSERT_EQ(shrunk.status, 0) << shrunk << logs();
+  ASSERT_EQ(shrunk.objects().size(), 1u) << shrunk;
+  EXPECT_EQ(shrunk.objects()[0].at("retention_bytes").to_number<std::uint64_t>(), 8192u) << shrunk;
+  for (int n = 1; n <= 3; ++n) {
+    std::uint64_t retention = 0;
+    EXPECT_TRUE(eventually([&] {
+      auto c = cluster_->connect(cluster_->broker(n).address());
+      auto r = c ? client::admin(c).describe_topic("alt") : client::result<v1::TopicInfo>(client::error(client::errc::not_connected, ""));
+      retention = r ? r.value().retention_bytes() : 0;
+      return retention == 8192;
+    }, 10s)) << "node " << n << " keeps retention_bytes " << retention << logs();
+    EXPECT_TRUE(eventually([&] { return cluster_->start_offset(n, "alt") >= 30; }, 15s))
+        << "node " << n << " still starts at " << cluster_->start_offset(n, "alt") << logs();
+  }
+  auto described = txmq(cluster_->broker(third), {"--json", "topic", "describe", "alt"});
+  ASSERT_EQ(described.status, 0) << described;
+  EXPECT_EQ(described.objects().at(0).at("retention_bytes").to_number<std::uint64_t>(), 8192u) << described;
+  EXPECT_EQ(described.objects().at(0).at("min_insync_replicas").to_number<std::uint32_t>(), 2u) << described;
+
+  // Two alters at once through two nodes, each changing another setting: both land (the
+  // second's compare fails, it reads again and applies its change to the first's record).
+  {
+    auto a = cluster_->connect(cluster_->broker(follower).address());
+    auto b = cluster_->connect(cluster_->broker(third).address());
+    ASSERT_TRUE(a && b);
+    v1::AlterTopicRequest ra, rb;
+    ra.set_name("alt");
+    ra.set_retention_ms(3'600'000);
+    rb.set_name("alt");
+    rb.set_min_insync_replicas(3);
+    client::result<v1::TopicInfo> got_a = client::error(client::errc::not_connected, "");
+    std::thread t([&] { got_a = client::admin(a).alter_topic(ra); });
+    auto got_b = client::admin(b).alter_topic(rb);
+    t.join();
+    ASSERT_TRUE(got_a) << got_a.error().to_string();
+    ASSERT_TRUE(got_b) << got_b.error().to_string();
+    auto d = txmq(cluster_->broker(leader), {"--json", "topic", "describe", "alt"});
+    ASSERT_EQ(d.status, 0) << d;
+    EXPECT_TRUE(eventually([&] {
+      d = txmq(cluster_->broker(leader), {"--json", "topic", "describe", "alt"});
+      if (d.status != 0 || d.objects().empty()) return false;
+      const auto o = d.objects().front();
+      return o.contains("retention_ms") && o.at("retention_ms").to_number<std::int64_t>() == 3'600'000 &&
+             o.at("min_insync_replicas").to_number<std::uint32_t>() == 3u &&
+             o.at("retention_bytes").to_number<std::uint64_t>() == 8192u;
+    }, 10s)) << d;
+  }
+
+  // min-insync 3 (set above) with a follower down: the leader refuses writes...
+  cluster_->broker(follower).kill();
+  ASSERT_TRUE(eventually([&] {
+    auto v = cluster_->view("alt", 0, leader);
+    return v && v->isr.size() == 2;
+  }, 20s)) << logs();
+  auto refused = produce(leader, 1, 3s);
+  ASSERT_FALSE(refused && refused.value().has_produce_response())
+      << "acknowledged with 2 in sync of the 3 asked: " << refused.value().ShortDebugString();
+  if (refused) {
+    EXPECT_EQ(refused.value().error().code(), v1::NOT_ENOUGH_REPLICAS) << refused.value().ShortDebugString();
+  } else {
+    EXPECT_TRUE(refused.error().is(protocol::errc::not_enough_replicas)) << refused.error().to_string();
+  }
+  // ...and acknowledges them again once it is lowered to 2 (through the third node, no restart).
+  auto lowered = txmq(cluster_->broker(third), {"topic", "alter", "alt", "--min-insync", "2"});
+  ASSERT_EQ(lowered.status, 0) << lowered << logs();
+  client::result<v1::Frame> ok = client::error(client::errc::not_connected, "not sent");
+  EXPECT_TRUE(eventually([&] { return (ok = produce(leader, 1, 3s)) && ok.value().has_produce_response(); }, 15s))
+      << (ok ? ok.value().ShortDebugString() : ok.error().to_string()) << logs();
 }
 
 }  // namespace

@@ -190,6 +190,20 @@ class HttpApiTest(unittest.TestCase):
             consumer.kill()
             consumer.wait()
 
+    def test_patch_topic_changes_its_retention(self):
+        status, info, _ = self.post("/topics", {"name": "t-alter", "partitions": 1, "retention_ms": 60000})
+        self.assertEqual(status, 200, info)
+        status, info, _ = call("PATCH", self.url + "/topics/t-alter", {"retention_bytes": 4096})
+        self.assertEqual((status, info["retention_ms"], info["retention_bytes"]), (200, 60000, 4096), info)
+        self.assertEqual(self.get("/topics/t-alter")[1]["retention_bytes"], 4096)
+        # A single broker has no replicas: min_insync_replicas is refused, as is an unknown topic.
+        status, body, _ = call("PATCH", self.url + "/topics/t-alter", {"min_insync_replicas": 2})
+        self.assertEqual((status, body["error"]), (400, "INVALID_ARGUMENT"), body)
+        status, body, _ = call("PATCH", self.url + "/topics/no-such-topic", {"retention_ms": 1000})
+        self.assertEqual((status, body["error"]), (404, "UNKNOWN_TOPIC"), body)
+        status, body, _ = call("PATCH", self.url + "/topics/t-alter", {"retention": 1})
+        self.assertEqual((status, body["error"]), (400, "INVALID_ARGUMENT"), body)
+
     def test_transactions_commit_from_http_makes_the_message_consumable(self):
         code, out, err = cli(self.broker, "tx", "prepare", "t-tx", "half", "--group", "pg-http")
         self.assertEqual(code, 0, err)

@@ -11,6 +11,11 @@ namespace txmq::broker {
 inline constexpr std::array<double, 16> k_tx_resolution_buckets_seconds = {
     0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0};
 
+// How late the io thread's probe timer fires: a handler that runs long (a store scan on a
+// leadership change) shows here.
+inline constexpr std::array<double, 12> k_stall_buckets_seconds = {
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0};
+
 struct broker_metrics {
   explicit broker_metrics(common::metrics_registry& r)
       : registry(r),
@@ -36,6 +41,12 @@ struct broker_metrics {
         tx_resolution_latency(r.add_histogram("txmq_tx_resolution_seconds",
                                               "Prepare to commit or rollback of a transaction",
                                               k_tx_resolution_buckets_seconds)),
+        io_loop_stall(r.add_histogram("txmq_io_loop_stall_seconds",
+                                      "How late the io thread's 10 ms probe timer fired (the longest a handler kept "
+                                      "the loop busy, within 10 ms)",
+                                      k_stall_buckets_seconds)),
+        io_loop_stall_max(r.add_gauge("txmq_io_loop_stall_max_seconds",
+                                      "The longest io-loop stall seen since the broker started")),
         internal_errors(r.add_counter("txmq_internal_errors_total",
                                       "Exceptions that escaped a handler or timer on the io thread (logged; the "
                                       "broker kept serving)")) {}
@@ -60,6 +71,9 @@ struct broker_metrics {
   common::counter& tx_prepares;
   common::counter& tx_abandoned;
   common::histogram& tx_resolution_latency;
+  // The service's probe timer (service.cc).
+  common::histogram& io_loop_stall;
+  common::gauge& io_loop_stall_max;
   // Bumped by run_guarded (io_thread.h).
   common::counter& internal_errors;
 };

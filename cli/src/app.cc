@@ -93,6 +93,33 @@ const std::vector<command>& commands() {
          spec.retention_bytes = vm.count("retention-bytes") ? vm["retention-bytes"].as<std::uint64_t>() : 0;
          return detail::topic_create(s, spec);
        }},
+      {"topic alter", "topic alter NAME [--min-insync M] [--retention-ms MS] [--retention-bytes B]",
+       "change a topic's settings (cluster: every node applies them; single broker: retention only)", {"NAME"},
+       [](po::options_description& o) {
+         o.add_options()("min-insync", po::value<std::uint32_t>()->value_name("M"),
+                         "cluster: in-sync replicas a write needs (1 to the topic's replicas)")(
+             "retention-ms", po::value<std::int64_t>()->value_name("MS"),
+             "keep messages MS milliseconds (0: the broker's retention)")(
+             "retention-bytes", po::value<std::uint64_t>()->value_name("B"),
+             "keep at most B bytes per partition (0: the broker's retention_bytes)");
+       },
+       [](detail::session& s, const po::variables_map& vm) {
+         v1::AlterTopicRequest req;
+         req.set_name(required(vm, "NAME"));
+         if (vm.count("min-insync")) {
+           if (vm["min-insync"].as<std::uint32_t>() == 0) throw usage_error("--min-insync must be at least 1");
+           req.set_min_insync_replicas(vm["min-insync"].as<std::uint32_t>());
+         }
+         if (vm.count("retention-ms")) {
+           if (vm["retention-ms"].as<std::int64_t>() < 0) throw usage_error("--retention-ms must not be negative");
+           req.set_retention_ms(vm["retention-ms"].as<std::int64_t>());
+         }
+         if (vm.count("retention-bytes")) req.set_retention_bytes(vm["retention-bytes"].as<std::uint64_t>());
+         if (!req.has_min_insync_replicas() && !req.has_retention_ms() && !req.has_retention_bytes()) {
+           throw usage_error("topic alter: give at least one of --min-insync, --retention-ms, --retention-bytes");
+         }
+         return detail::topic_alter(s, req);
+       }},
       {"cluster status", "cluster status", "nodes, controller, and each partition's leader, epoch, replicas and ISR",
        {}, no_options, [](detail::session& s, const po::variables_map&) { return detail::cluster_status(s); }},
       {"topic list", "topic list", "list topics with their size (a cluster's: each partition's from its leader)", {}, no_options,

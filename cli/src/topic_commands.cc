@@ -157,6 +157,24 @@ int topic_create(session& s, const client::topic_spec& spec) {
   return print_items(s, std::array{r.value()}, topic_json, topic_table, topic_row);
 }
 
+int topic_alter(session& s, const v1::AlterTopicRequest& req) {
+  auto conn = s.connect();
+  if (!conn) return exit_failure;
+  client::admin admin(conn);
+  auto r = admin.alter_topic(req);
+  if (!r) return s.fail("alter topic " + quoted(req.name()), r.error());
+  const auto with_insync = [](const v1::TopicInfo& t, bool parts) {
+    auto o = topic_json(t, parts);
+    if (t.min_insync_replicas() > 0) o["min_insync_replicas"] = t.min_insync_replicas();
+    return o;
+  };
+  const int rc = print_items(s, std::array{r.value()}, with_insync, topic_table, topic_row);
+  if (!s.json() && r.value().min_insync_replicas() > 0) {
+    s.env().out << "min in-sync: " << r.value().min_insync_replicas() << "\n";
+  }
+  return rc;
+}
+
 int topic_list(session& s) {
   auto conn = s.connect();
   if (!conn) return exit_failure;

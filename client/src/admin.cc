@@ -36,6 +36,12 @@ result<v1::TopicInfo> admin::create_topic(const topic_spec& spec) {
   return call(*conn_, std::move(f), timeout_, v1::Frame::kTopicInfo, &v1::Frame::topic_info, "CreateTopic");
 }
 
+result<v1::TopicInfo> admin::alter_topic(const v1::AlterTopicRequest& req) {
+  v1::Frame f;
+  *f.mutable_alter_topic() = req;
+  return call(*conn_, std::move(f), timeout_, v1::Frame::kTopicInfo, &v1::Frame::topic_info, "AlterTopic");
+}
+
 result<v1::ListTopicsResponse> admin::list_topics() {
   v1::Frame f;
   f.mutable_list_topics();

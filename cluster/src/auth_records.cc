@@ -172,6 +172,29 @@ asio::awaitable<result<record_change>> put_webhook(etcd_client& etcd, const key_
   co_return record_change{answer.value().succeeded, answer.value().revision};
 }
 
+asio::awaitable<result<record_change>> update_webhook(
+    etcd_client& etcd, const key_layout& keys, std::string id,
+    std::function<std::optional<std::string>(std::string_view current)> change, int attempts) {
+  const auto key = keys.webhook(id);
+  for (int i = 0; i < attempts; ++i) {
+    auto read = co_await etcd.range(key);
+    if (!read) co_return read.error();
+    if (read.value().kvs.empty()) co_return record_change{false, read.value().revision};  // deleted
+    const auto& kv = read.value().kvs.front();
+    auto next = change(kv.value);
+    if (!next) co_return record_change{false, read.value().revision};
+    txn_request req;
+    req.compares.push_back({key, compare_target::mod_revision, compare_result::equal, kv.mod_revision, {}});
+    req.success.push_back(op_put{key, std::move(*next), 0});
+    auto answer = co_await etcd.txn(req);
+    if (!answer) co_return answer.error();
+    if (answer.value().succeeded) co_return record_change{true, answer.value().revision};
+    // Changed since the read (a rotation, a delete): decide again on what is there now.
+  }
+  co_return error(errc::compare_failed, "webhook " + id + " kept changing under " + std::to_string(attempts) +
+                                            " attempts to update it");
+}
+
 asio::awaitable<result<record_change>> delete_webhook(etcd_client& etcd, const key_layout& keys, std::string_view id) {
   txn_request req;
   req.compares.push_back({keys.webhook(id), compare_target::create_revision, compare_result::greater, 0, {}});

@@ -245,6 +245,29 @@ asio::awaitable<result<void>> create_topic(etcd_client& etcd, const key_layout& 
   co_return outcome::success();
 }
 
+asio::awaitable<result<topic_config>> alter_topic(etcd_client& etcd, const key_layout& keys, std::string name,
+                                                  std::function<result<void>(topic_config&)> change, int attempts) {
+  const auto key = keys.topic(name);
+  for (int i = 0; i < attempts; ++i) {
+    auto read = co_await etcd.range(key);
+    if (!read) co_return read.error();
+    if (read.value().kvs.empty()) co_return error(errc::not_found, "no topic '" + name + "' in the cluster");
+    const auto& kv = read.value().kvs.front();
+    auto t = decode_topic(name, kv.value);
+    if (!t) co_return t.error();
+    if (auto r = change(t.value()); !r) co_return r.error();
+    txn_request req;
+    req.compares.push_back({key, compare_target::mod_revision, compare_result::equal, kv.mod_revision, {}});
+    req.success.push_back(op_put{key, encode(t.value()), 0});
+    auto answer = co_await etcd.txn(req);
+    if (!answer) co_return answer.error();
+    if (answer.value().succeeded) co_return std::move(t).value();
+    // Someone else changed the topic since the read: apply the change to what they wrote.
+  }
+  co_return error(errc::compare_failed, "topic '" + name + "' kept changing under " + std::to_string(attempts) +
+                                            " attempts to alter it; try again");
+}
+
 asio::awaitable<result<std::optional<controller_info>>> campaign(etcd_client& etcd, const key_layout& keys,
                                                                  node_id self, std::int64_t lease) {
   txn_request req;

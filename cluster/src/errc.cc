@@ -17,6 +17,7 @@ class category final : public std::error_category {
       case errc::compare_failed: return "compare failed";
       case errc::not_controller: return "not the controller";
       case errc::invalid_argument: return "invalid argument";
+      case errc::not_found: return "not found";
     }
     return "unknown cluster error " + std::to_string(ev);
   }

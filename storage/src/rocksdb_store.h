@@ -91,7 +91,11 @@ struct partition_state {
 };
 
 struct topic_state {
+  // Writer-only once the topic is published, but for its name and partition count (never
+  // change): readers see the retention through the two atomics below.
   records::TopicRecord record;
+  std::atomic<std::int64_t> retention_ms{0};
+  std::atomic<std::uint64_t> retention_bytes{0};
   std::vector<std::unique_ptr<partition_state>> partitions;
   std::atomic<std::uint32_t> round_robin{0};
   std::int64_t created_ms = 0;
@@ -268,6 +272,8 @@ class rocksdb_store final : public store {
   result<void> open(const fs::path& path, bool fresh);
 
   void create_topic(topic_config config, completion<topic_info> done) override;
+  void set_topic_retention(std::string name, std::int64_t retention_ms, std::uint64_t retention_bytes,
+                           completion<topic_info> done) override;
   std::optional<topic_info> topic(std::string_view name) const override;
   std::vector<topic_info> topics() const override;
   bool has_topic(std::string_view name) const override { return find_topic(name) != nullptr; }
@@ -285,6 +291,8 @@ class rocksdb_store final : public store {
   void ensure_group(group_info info, group_start start, completion<group_state> done) override;
   void update_group(group_update update, completion<group_update_result> done) override;
   result<group_state> load_group(std::string_view name) const override;
+  result<group_state> load_group_partition(std::string_view name, std::string_view topic,
+                                           std::uint32_t partition) const override;
   std::vector<group_info> groups() const override;
   result<std::vector<dead_letter>> dead_letters(std::string_view group, std::size_t limit,
                                                const std::optional<message_ref>& after) const override;

@@ -249,6 +249,41 @@ result<group_state> rocksdb_store::load_group(std::string_view name) const {
   return out;
 }
 
+result<group_state> rocksdb_store::load_group_partition(std::string_view name, std::string_view topic,
+                                                       std::uint32_t partition) const {
+  std::string value;
+  auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_default], group_record_key(name), &value);
+  if (s.IsNotFound()) return errc::unknown_group;
+  if (!s.ok()) return status_error(s, "loading consumer group '" + std::string(name) + "'");
+  records::GroupRecord rec;
+  if (!rec.ParseFromString(value)) return errc::corruption;
+  group_state out;
+  out.info.name = rec.name();
+  out.info.topics.assign(rec.topics().begin(), rec.topics().end());
+  out.info.created_ms = rec.created_ms();
+  auto t = find_topic(topic);
+  if (!t) return out;  // no local copy: no state of it here
+  const std::uint32_t tid = t->record.id();
+  s = db_->Get(rocksdb::ReadOptions(), handles_[cf_groups], cursor_key(name, tid, partition), &value);
+  if (!s.ok() && !s.IsNotFound()) return status_error(s, "loading consumer group '" + std::string(name) + "'");
+  if (s.ok()) {
+    cursor_value c;
+    if (!decode(value, c)) return errc::corruption;
+    out.cursors.push_back({std::string(topic), partition, c.ack_floor, c.next_offset});
+  }
+  std::string dprefix = group_prefix('d', name);
+  put_u32(dprefix, tid);
+  put_u32(dprefix, partition);
+  TXMQ_TRY(scan(cf_groups, dprefix, prefix_end(dprefix), [&](std::string_view k, std::string_view v) -> result<bool> {
+    delivery_value d;
+    if (k.size() != dprefix.size() + 8 || !decode(v, d)) return errc::corruption;
+    out.deliveries.push_back({std::string(topic), partition, get_u64(k.data() + dprefix.size()), d.attempt,
+                              d.visible_at_ms, static_cast<delivery_status>(d.status)});
+    return true;
+  }));
+  return out;
+}
+
 std::vector<group_info> rocksdb_store::groups() const {
   std::vector<group_info> out;
   auto r = scan(cf_default, "g/", prefix_end("g/"), [&](std::string_view, std::string_view v) -> result<bool> {

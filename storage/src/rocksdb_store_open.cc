@@ -230,6 +230,8 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
         return corrupt("unreadable topic record " + it->key().ToString());
       }
       t->created_ms = t->record.created_ms();
+      t->retention_ms.store(t->record.retention_ms(), std::memory_order_relaxed);
+      t->retention_bytes.store(t->record.retention_bytes(), std::memory_order_relaxed);
       for (std::uint32_t p = 0; p < t->record.partitions(); ++p) {
         auto ps = std::make_unique<partition_state>();
         std::string v;

@@ -29,6 +29,8 @@ std::shared_ptr<topic_state> rocksdb_store::make_topic(group_ctx& ctx, const top
   t->record.set_retention_ms(config.retention_ms);
   t->record.set_retention_bytes(config.retention_bytes);
   t->record.set_created_ms(ctx.now_ms);
+  t->retention_ms.store(config.retention_ms, std::memory_order_relaxed);
+  t->retention_bytes.store(config.retention_bytes, std::memory_order_relaxed);
   t->created_ms = ctx.now_ms;
   ctx.put(cf_default, topic_key(config.name), t->record.SerializeAsString());
   for (std::uint32_t p = 0; p < config.partitions; ++p) {
@@ -69,14 +71,32 @@ void rocksdb_store::create_topic(topic_config config, completion<topic_info> don
   });
 }
 
+void rocksdb_store::set_topic_retention(std::string name, std::int64_t retention_ms, std::uint64_t retention_bytes,
+                                        completion<topic_info> done) {
+  submit<topic_info>(true, 256, std::move(done),
+                     [this, name = std::move(name), retention_ms, retention_bytes](group_ctx& ctx) -> result<topic_info> {
+    if (retention_ms < 0) return errc::invalid_argument;
+    auto t = writer_topic(ctx, name);
+    if (!t) return errc::unknown_topic;
+    t->record.set_retention_ms(retention_ms);
+    t->record.set_retention_bytes(retention_bytes);
+    ctx.put(cf_default, topic_key(name), t->record.SerializeAsString());
+    // Readers see the new values at once (before the fsync): retention is advisory until the
+    // next pass, which runs on this writer after this write anyway.
+    t->retention_ms.store(retention_ms, std::memory_order_relaxed);
+    t->retention_bytes.store(retention_bytes, std::memory_order_relaxed);
+    return info_of(*t);
+  });
+}
+
 topic_info rocksdb_store::info_of(const topic_state& t) const {
   topic_info info;
   info.id = t.record.id();
   info.created_ms = t.created_ms;
   info.config.name = t.record.name();
   info.config.partitions = t.record.partitions();
-  info.config.retention_ms = t.record.retention_ms();
-  info.config.retention_bytes = t.record.retention_bytes();
+  info.config.retention_ms = t.retention_ms.load(std::memory_order_relaxed);
+  info.config.retention_bytes = t.retention_bytes.load(std::memory_order_relaxed);
   for (auto& p : t.partitions) {
     info.partitions.push_back({p->start_offset.load(std::memory_order_acquire),
                                p->committed_next.load(std::memory_order_acquire),

@@ -126,6 +126,45 @@ TEST_F(store_group_test, update_group_stores_cursors_and_deliveries) {
   EXPECT_THAT(load_group("g").cursors, ElementsAre(group_cursor{"t", 0, 0, 3}));
 }
 
+// What a node that starts leading a partition reloads: that partition's cursor and delivery
+// records only, without counting the dead-letter queue.
+TEST_F(store_group_test, load_group_partition_reads_one_partition) {
+  create_topic("t", 2);
+  create_topic("u", 1);
+  append("t", {make_message("a"), make_message("b"), make_message("c"), make_message("d")});
+  ensure_group("g", {"t", "u"});
+  group_update u;
+  u.group = "g";
+  u.dispatched = {{"t", 0, 0, 2}, {"t", 1, 0, 2}};
+  u.deliveries = {{"t", 0, 0, 1, now() + 30'000, delivery_status::in_flight},
+                  {"t", 0, 1, 1, now() + 30'000, delivery_status::in_flight},
+                  {"t", 1, 0, 1, now() + 30'000, delivery_status::in_flight}};
+  update_group(u);
+  group_update d;
+  d.group = "g";
+  d.dead = {dead_letter{"t", 1, 1, 3, now(), "x"}};
+  update_group(d);
+  auto one = store_->load_group_partition("g", "t", 0);
+  ASSERT_TRUE(one) << one.error().message;
+  EXPECT_EQ(one.value().info.name, "g");
+  EXPECT_THAT(one.value().cursors, ElementsAre(group_cursor{"t", 0, 0, 2}));
+  EXPECT_EQ(one.value().deliveries.size(), 2u);
+  for (const auto& rec : one.value().deliveries) EXPECT_EQ(rec.partition, 0u);
+  EXPECT_EQ(one.value().dead_letters, 0u);
+  // The same records as the whole group's load holds for that partition.
+  auto other = store_->load_group_partition("g", "t", 1);
+  ASSERT_TRUE(other);
+  std::vector<delivery_record> want;
+  for (const auto& rec : load_group("g").deliveries)
+    if (rec.topic == "t" && rec.partition == 1) want.push_back(rec);
+  EXPECT_EQ(other.value().deliveries, want);
+  EXPECT_FALSE(want.empty());
+  auto none = store_->load_group_partition("g", "nosuch", 0);
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none.value().cursors.empty());
+  EXPECT_FALSE(store_->load_group_partition("nogroup", "t", 0));
+}
+
 TEST_F(store_group_test, due_deliveries_are_ordered_by_visible_time_and_limited) {
   with_messages(2);
   ensure_group("h", {"t"});

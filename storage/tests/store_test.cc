@@ -33,6 +33,25 @@ TEST_F(store_test, create_topic_stores_its_config) {
   EXPECT_FALSE(store_->topic("other"));
 }
 
+TEST_F(store_test, set_topic_retention_changes_it_durably) {
+  create_topic("orders", 2, 60'000, 0);
+  auto r = call_sync<topic_info>([&](auto done) { store_->set_topic_retention("orders", 5'000, 4096, done); });
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r.value().config.retention_ms, 5'000);
+  EXPECT_EQ(r.value().config.retention_bytes, 4096u);
+  EXPECT_EQ(store_->topic("orders")->config.retention_bytes, 4096u);
+  reopen();
+  auto t = store_->topic("orders");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->config.retention_ms, 5'000);
+  EXPECT_EQ(t->config.retention_bytes, 4096u);
+  EXPECT_EQ(t->config.partitions, 2u);
+  auto missing = call_sync<topic_info>([&](auto done) { store_->set_topic_retention("nosuch", 1, 1, done); });
+  EXPECT_THAT(missing, fails_with(errc::unknown_topic));
+  auto negative = call_sync<topic_info>([&](auto done) { store_->set_topic_retention("orders", -1, 1, done); });
+  EXPECT_THAT(negative, fails_with(errc::invalid_argument));
+}
+
 TEST_F(store_test, create_topic_again_with_same_partitions_answers_the_existing_topic) {
   auto first = create_topic("orders", 3, 60'000);
   append("orders", {make_message("a")});

@@ -110,6 +110,7 @@ constexpr request_rule k_rules[] = {
     {41, "dlq_list_response", S},
     {42, "dlq_redrive", R, admin},
     {43, "dlq_redrive_response", S},
+    {45, "alter_topic", R, admin},
     {50, "prepare", R, prepare},
     {51, "prepare_response", S},
     {52, "end_tx", R, end_tx},

@@ -14,6 +14,7 @@
 
 #include "txmq/cluster/errc.h"
 #include "txmq/common/log.h"
+#include "txmq/v1/frame.pb.h"
 
 namespace txmq::broker::cluster_mode {
 
@@ -117,6 +118,18 @@ void cluster_node::create_topic(cluster::topic_config topic, std::function<void(
       });
 }
 
+void cluster_node::alter_topic(std::string name, std::function<result<void>(cluster::topic_config&)> change,
+                               std::function<void(result<cluster::topic_config>)> done) {
+  asio::co_spawn(
+      io_,
+      [this, name = std::move(name), change = std::move(change), done]() -> asio::awaitable<void> {
+        done(co_await cluster::alter_topic(*etcd_, member_->keys(), name, change));
+      },
+      [done](std::exception_ptr e) {
+        if (e) done(error(cluster::errc::etcd_error, "writing the topic's settings to etcd failed"));
+      });
+}
+
 void cluster_node::write_isr(std::string topic, std::int32_t partition, cluster::partition_state state,
                              std::int64_t mod_revision, std::function<void(result<void>)> done) {
   asio::co_spawn(
@@ -166,6 +179,37 @@ void cluster_node::put_webhook(std::string id, std::string record, bool create, 
 void cluster_node::delete_webhook(std::string id, record_done done) {
   run_record([this, id = std::move(id)] { return cluster::delete_webhook(*etcd_, member_->keys(), id); },
              std::move(done));
+}
+
+void cluster_node::disable_webhook(std::string id, std::string reason, std::int64_t disabled_ms, record_done done) {
+  asio::co_spawn(
+      io_,
+      [this, id = std::move(id), reason = std::move(reason), disabled_ms, done]() -> asio::awaitable<void> {
+        auto change = [&](std::string_view current) -> std::optional<std::string> {
+          v1::Webhook rec;
+          if (!rec.ParseFromArray(current.data(), static_cast<int>(current.size()))) return std::nullopt;
+          if (rec.disabled()) return std::nullopt;  // disabled already (another node's 410)
+          rec.set_disabled(true);
+          rec.set_disabled_reason(reason);
+          rec.set_disabled_ms(disabled_ms);
+          return rec.SerializeAsString();
+        };
+        auto delay = std::chrono::milliseconds(250);
+        asio::steady_timer timer(io_);
+        for (;;) {
+          auto r = co_await cluster::update_webhook(*etcd_, member_->keys(), id, change);
+          if (r || stopped_) co_return done(std::move(r));
+          ++disable_retries_;
+          common::log::warn("webhooks: writing that ", id, " is disabled to etcd failed (", r.error().message,
+                            "); retrying in ", delay.count(), " ms");
+          timer.expires_after(delay);
+          co_await timer.async_wait(asio::use_awaitable);
+          delay = std::min<std::chrono::milliseconds>(delay * 2, std::chrono::seconds(5));
+        }
+      },
+      [done](std::exception_ptr e) {
+        if (e) done(error(cluster::errc::etcd_error, "writing a webhook's disable to etcd stopped"));
+      });
 }
 
 }  // namespace txmq::broker::cluster_mode

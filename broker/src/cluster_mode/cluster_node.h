@@ -10,6 +10,7 @@
 // thread that is not the cluster thread. create_topic()'s callback runs on the cluster thread:
 // post it on to where it belongs.
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -70,6 +71,10 @@ class cluster_node {
   // Writes topics/<name> unless it exists (an existing one is success: the caller reads the
   // state for its config). Errors: etcd's (unavailable, ...), invalid_argument.
   void create_topic(cluster::topic_config topic, std::function<void(result<void>)> done);
+  // Changes topics/<name> (cluster::alter_topic: compared on the key's revision, `change` applied
+  // again to a concurrent writer's value). `change` and `done` run on the cluster thread.
+  void alter_topic(std::string name, std::function<result<void>(cluster::topic_config&)> change,
+                   std::function<void(result<cluster::topic_config>)> done);
   // A partition leader's ISR change, or its hand-over when it drains (cluster::write_isr):
   // written only if the partition key is still at `mod_revision`. `done` runs on the cluster thread.
   void write_isr(std::string topic, std::int32_t partition, cluster::partition_state state,
@@ -85,6 +90,14 @@ class cluster_node {
   // Webhook subscriptions in etcd (cluster/auth_records.h); `done` on the cluster thread.
   void put_webhook(std::string id, std::string record, bool create, record_done done);
   void delete_webhook(std::string id, record_done done);
+  // A 410's disable made durable (docs/cluster.md "Webhooks"): sets the record's disabled flag,
+  // reason and time in etcd, compared on the key's revision (a concurrent rotation is kept, a
+  // delete wins), retried with back-off (250 ms doubling to 5 s) until etcd holds it, the key
+  // is gone, or the node stops. `done` (cluster thread) gets changed = false when the record
+  // was gone or already disabled.
+  void disable_webhook(std::string id, std::string reason, std::int64_t disabled_ms, record_done done);
+  // Attempts of disable_webhook that failed and were retried (tests, logs).
+  [[nodiscard]] std::uint64_t webhook_disable_retries() const noexcept { return disable_retries_.load(); }
 
   // The replica lag of every follower of the partitions led here, replaced whole by the
   // replication (io thread) and read at scrape time (HTTP thread): any thread.
@@ -102,7 +115,8 @@ class cluster_node {
   std::unique_ptr<cluster_metrics> metrics_;
   std::thread thread_;
   bool started_ = false;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_ = false;
+  std::atomic<std::uint64_t> disable_retries_{0};
   mutable std::mutex lag_mu_;
   std::vector<replica_lag_sample> lag_;
 };

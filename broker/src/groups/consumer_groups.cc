@@ -296,7 +296,7 @@ void consumer_groups::partition_leadership(const std::string& topic, std::int32_
   for (auto& info : store_.groups()) {
     if (is_webhook_group(info.name)) continue;
     if (std::find(info.topics.begin(), info.topics.end(), topic) == info.topics.end()) continue;
-    auto state = store_.load_group(info.name);
+    auto state = load_for_leadership(store_, info.name, topic, p);
     if (!state) {
       common::log::error("group '", info.name, "': cannot load its state of ", topic, "/", partition, ": ",
                          state.error().message);

@@ -10,6 +10,7 @@
 // store (synchronously, RocksDB reads) but never writes. Not thread-safe: one owner thread.
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -27,6 +28,20 @@
 #include "txmq/storage/store.h"
 
 namespace txmq::broker {
+
+// A node that starts leading a partition reloads only that partition's group state
+// (store::load_group_partition). TXMQ_TEST_FULL_GROUP_LOAD=1 at startup loads the whole group
+// instead, as before (every partition's records and a count of every dead letter): for the
+// before/after figure of scripts/bench-leadership-stall.sh only.
+inline result<storage::group_state> load_for_leadership(const storage::store& store, const std::string& group,
+                                                        const std::string& topic, std::uint32_t partition) {
+  static const bool whole = [] {
+    const char* v = std::getenv("TXMQ_TEST_FULL_GROUP_LOAD");
+    return v != nullptr && v[0] == '1';
+  }();
+  if (whole) return store.load_group(group);
+  return store.load_group_partition(group, topic, partition);
+}
 
 struct delivery_settings {
   std::chrono::milliseconds ack_deadline{30'000};

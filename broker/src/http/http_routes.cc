@@ -266,6 +266,13 @@ asio::awaitable<response> describe_topic(route_context& ctx) {
   co_return co_await simple(ctx, std::move(f), v1::Frame::kTopicInfo);
 }
 
+asio::awaitable<response> alter_topic(route_context& ctx) {
+  v1::Frame f;
+  if (auto e = fill(ctx, *f.mutable_alter_topic())) co_return std::move(*e);
+  f.mutable_alter_topic()->set_name(ctx.params["topic"]);  // the path names the topic
+  co_return co_await simple(ctx, std::move(f), v1::Frame::kTopicInfo);
+}
+
 asio::awaitable<response> reconcile_list(route_context& ctx) { co_return co_await ctx.gw.svc().webhooks().reconcile_list(ctx.req); }
 asio::awaitable<response> reconcile_one(route_context& ctx) { co_return co_await ctx.gw.svc().webhooks().reconcile_one(ctx.req); }
 
@@ -463,6 +470,7 @@ const std::vector<route>& route_table() {
       {{v::get, "/v1/topics", "admin", "cluster", "List topics"}, list_topics},
       {{v::post, "/v1/topics", "admin", "cluster", "Create a topic"}, create_topic},
       {{v::get, "/v1/topics/{topic}", "admin", "cluster", "Describe a topic"}, describe_topic},
+      {{v::patch, "/v1/topics/{topic}", "admin", "cluster", "Change a topic's settings"}, alter_topic},
       {{v::get, "/v1/topics/{topic}/messages", "webhook-token", "topic:{topic}", "Reconciliation: a webhook subscription's messages"}, reconcile_list},
       {{v::get, "/v1/messages/{id}", "webhook-token", "", "Reconciliation: one message with its attempt log"}, reconcile_one},
       {{v::get, "/v1/groups", "admin", "cluster", "List consumer groups"}, list_groups},

@@ -82,6 +82,10 @@ void service::set_cluster(cluster_mode::cluster_node* node) {
   hooks.remove = [node, to_io](std::string id, webhook_notifier::revision_done done) {
     node->delete_webhook(std::move(id), to_io(std::move(done)));
   };
+  hooks.disable = [node, to_io](std::string id, std::string reason, std::int64_t disabled_ms,
+                                webhook_notifier::revision_done done) {
+    node->disable_webhook(std::move(id), std::move(reason), disabled_ms, to_io(std::move(done)));
+  };
   webhooks_->set_cluster(std::move(hooks));
 }
 

@@ -10,6 +10,7 @@
 #include "io_thread.h"
 #include "request_checks.h"
 #include "service/service.h"
+#include "txmq/cluster/errc.h"
 #include "txmq/common/log.h"
 
 namespace txmq::broker {
@@ -155,10 +156,22 @@ void service::set_replication(const cluster_mode::replication_settings& s) {
   // "Dead letters and admin reads"): the partitions this node leads, ready under their epoch.
   groups_->set_ownership([this] { return led_partitions(); });
   replication_->on_group_leadership([this](const std::string& topic, std::int32_t partition, bool leading) {
+    // Timed: these run on the io thread (docs/cluster.md "Leadership changes on the io thread").
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
     groups_->partition_leadership(topic, partition, leading);
+    const auto t1 = clock::now();
     webhooks_->partition_leadership(topic, partition, leading);
+    const auto t2 = clock::now();
     // Transactions homed in the partition move with it (docs/cluster.md "Transactions").
     tx_->home_leadership(topic, static_cast<std::uint32_t>(partition), leading);
+    const auto t3 = clock::now();
+    const auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    if (t3 - t0 >= std::chrono::milliseconds(5)) {
+      common::log::info("partition ", topic, "/", partition, leading ? ": starting to lead" : ": stopping to lead",
+                        " took ", ms(t3 - t0), " ms on the io thread (groups ", ms(t1 - t0), ", webhooks ", ms(t2 - t1),
+                        ", transactions ", ms(t3 - t2), ")");
+    }
   });
   set_tx_cluster();
 }
@@ -237,6 +250,78 @@ void service::create_topic_in_cluster(const std::shared_ptr<responder>& c, std::
   });
 }
 
+void service::alter_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                                     const v1::AlterTopicRequest& req) {
+  // The change is applied to the record as etcd holds it when written (a concurrent alter's
+  // value included), and validated there, against the topic's replicas in that record.
+  auto change = [req](cluster::topic_config& t) -> result<void> {
+    if (req.has_min_insync_replicas()) {
+      if (req.min_insync_replicas() > static_cast<std::uint32_t>(t.replicas)) {
+        return error(cluster::errc::invalid_argument,
+                     "min_insync_replicas " + std::to_string(req.min_insync_replicas()) + " is more than the " +
+                         std::to_string(t.replicas) + " replicas of each partition of '" + t.name +
+                         "': no write could be acknowledged");
+      }
+      t.min_insync = static_cast<std::int32_t>(req.min_insync_replicas());
+    }
+    if (req.has_retention_ms()) t.retention_ms = req.retention_ms();
+    if (req.has_retention_bytes()) t.retention_bytes = req.retention_bytes();
+    return outcome::success();
+  };
+  std::weak_ptr<responder> weak = c;
+  cluster_->alter_topic(req.name(), std::move(change), [this, weak, corr, name = req.name()](result<cluster::topic_config> r) {
+    asio::post(io_, [this, weak, corr, name, r = std::move(r)] {
+      auto c = weak.lock();
+      if (!c) return;
+      if (!r) {
+        const auto& e = r.error().code;
+        const auto code = e == cluster::errc::not_found          ? v1::UNKNOWN_TOPIC
+                          : e == cluster::errc::invalid_argument ? v1::INVALID_ARGUMENT
+                                                                 : v1::STORE_UNAVAILABLE;
+        return c->respond_error(corr, code, "cannot alter topic '" + name + "' in the cluster's etcd: " + r.error().message);
+      }
+      const auto& t = r.value();
+      common::log::info("topic '", name, "' altered in the cluster: min_insync_replicas ", cluster::min_insync_replicas(t),
+                        ", retention_ms ", t.retention_ms, ", retention_bytes ", t.retention_bytes,
+                        " (0: each broker's own)");
+      // Every node applies it from the next state it reads (this one too): the leaders'
+      // acknowledgement check at once, each local copy's retention on its next pass.
+      v1::Frame out;
+      out.set_correlation_id(corr);
+      auto* info = out.mutable_topic_info();
+      info->set_name(t.name);
+      info->set_partitions(static_cast<std::uint32_t>(t.partitions));
+      info->set_retention_ms(t.retention_ms > 0 ? t.retention_ms : settings_.default_retention_ms);
+      info->set_retention_bytes(t.retention_bytes > 0 ? t.retention_bytes : settings_.default_retention_bytes);
+      info->set_min_insync_replicas(static_cast<std::uint32_t>(cluster::min_insync_replicas(t)));
+      for (std::int32_t p = 0; p < t.partitions; ++p) info->add_partition_info()->set_partition(static_cast<std::uint32_t>(p));
+      c->respond(std::move(out));
+    });
+  });
+}
+
+void service::sync_topic_retention(const cluster::cluster_state& state) {
+  for (const auto& t : state.topics) {
+    if (creating_locally_.contains(t.name) || altering_locally_.contains(t.name)) continue;
+    const auto local = store_.topic(t.name);
+    if (!local) continue;
+    // As the copy was created: the record's value, else the broker's own.
+    const auto ms = t.retention_ms > 0 ? t.retention_ms : settings_.default_retention_ms;
+    const auto bytes = t.retention_bytes > 0 ? t.retention_bytes : settings_.default_retention_bytes;
+    if (local->config.retention_ms == ms && local->config.retention_bytes == bytes) continue;
+    altering_locally_.insert(t.name);
+    store_.set_topic_retention(t.name, ms, bytes, on_io<storage::topic_info>(io_, [this, name = t.name, ms, bytes](result<storage::topic_info> r) {
+      altering_locally_.erase(name);
+      if (!r) {
+        common::log::error("cannot apply topic '", name, "''s retention from etcd to its local copy: ", r.error().message);
+        synced_state_.reset();  // try again on the next tick
+        return;
+      }
+      common::log::info("topic '", name, "': local copy's retention now ", ms, " ms, ", bytes, " bytes per partition (from etcd)");
+    }));
+  }
+}
+
 void service::metadata(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::MetadataRequest& req) {
   v1::Frame out;
   out.set_correlation_id(corr);
@@ -284,6 +369,7 @@ void service::sync_local_topics() {
   auto state = cluster_->snapshot();
   if (!state || state == synced_state_) return;
   synced_state_ = state;
+  sync_topic_retention(*state);
   for (const auto& t : state->topics) {
     if (store_.topic(t.name) || creating_locally_.contains(t.name)) continue;
     bool leads_one = false;

@@ -9,7 +9,7 @@ namespace txmq::broker {
 namespace asio = boost::asio;
 
 service::service(asio::io_context& io, storage::store& store, service_settings settings, broker_metrics* metrics)
-    : io_(io), store_(store), settings_(std::move(settings)), metrics_(metrics), reads_(io), tick_(io) {
+    : io_(io), store_(store), settings_(std::move(settings)), metrics_(metrics), reads_(io), tick_(io), stall_probe_(io) {
   consumer_group_settings gs;
   gs.delivery = settings_.delivery;
   gs.max_frame_bytes = settings_.max_frame_bytes;
@@ -65,7 +65,22 @@ result<void> service::start() {
   tick_.async_wait([this](boost::system::error_code ec) {
     if (!ec) on_tick();
   });
+  if (metrics_ != nullptr) {
+    stall_probe_.expires_after(std::chrono::milliseconds(10));
+    probe_stall();
+  }
   return outcome::success();
+}
+
+void service::probe_stall() {
+  stall_probe_.async_wait([this](boost::system::error_code ec) {
+    if (ec || stopped_) return;
+    const auto late = std::chrono::duration<double>(std::chrono::steady_clock::now() - stall_probe_.expiry()).count();
+    metrics_->io_loop_stall.observe(late);
+    if (late > metrics_->io_loop_stall_max.value()) metrics_->io_loop_stall_max.set(late);
+    stall_probe_.expires_after(std::chrono::milliseconds(10));
+    probe_stall();
+  });
 }
 
 void service::stop() {
@@ -73,6 +88,7 @@ void service::stop() {
   // A read in progress finishes (the store outlives it); queued ones and their answers are dropped.
   reads_.stop();
   tick_.cancel();
+  stall_probe_.cancel();
   tx_->stop();
   webhooks_->stop();
   groups_->stop();
@@ -160,6 +176,7 @@ void service::handle(const std::shared_ptr<responder>& c, v1::Frame&& frame) {
       return groups_->settle(c, corr, settle_kind::extend, frame.extend().group(), frame.extend().refs(),
                              frame.extend().extend_ms());
     case v1::Frame::kCreateTopic: return create_topic(c, corr, frame.create_topic());
+    case v1::Frame::kAlterTopic: return alter_topic(c, corr, frame.alter_topic());
     case v1::Frame::kListTopics: return list_topics(c, corr);
     case v1::Frame::kDescribeTopic: return describe_topic(c, corr, frame.describe_topic().name());
     case v1::Frame::kCreateGroup: return groups_->create_group(c, corr, frame.create_group());

@@ -28,6 +28,10 @@
 #include "webhooks/webhook_notifier.h"
 #include "txmq/storage/store.h"
 
+namespace txmq::cluster {
+struct cluster_state;
+}
+
 namespace txmq::broker {
 
 struct broker_metrics;
@@ -132,6 +136,11 @@ class service {
   void produce_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr, v1::ProduceRequest& req);
   void create_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                const v1::CreateTopicRequest& req);
+  void alter_topic_in_cluster(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                              const v1::AlterTopicRequest& req);
+  // Cluster mode: each local copy's retention follows its topic's etcd record (altered after
+  // the copy was created); called with every new cluster state.
+  void sync_topic_retention(const cluster::cluster_state& state);
   void metadata(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::MetadataRequest& req);
   // A Fetch naming only topics of which this node leads no partition is answered NOT_LEADER
   // (the consumer's metadata is stale); otherwise the groups serve it, from led partitions only.
@@ -173,6 +182,7 @@ class service {
   // Creates in the store the topics of the cluster's state that have a partition led here.
   void sync_local_topics();
   void create_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::CreateTopicRequest& req);
+  void alter_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::AlterTopicRequest& req);
   void list_topics(const std::shared_ptr<responder>& c, std::uint64_t corr);
   void describe_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& name);
   void list_connections(const std::shared_ptr<responder>& c, std::uint64_t corr);
@@ -200,6 +210,9 @@ class service {
   std::unique_ptr<consumer_groups> groups_;
   std::map<std::uint64_t, std::weak_ptr<responder>> connections_;
   boost::asio::steady_timer tick_;
+  // Fires every 10 ms; how late it fires is the io loop's stall (txmq_io_loop_stall_seconds).
+  boost::asio::steady_timer stall_probe_;
+  void probe_stall();
   bool stopped_ = false;
   std::unique_ptr<tx_coordinator> tx_;
   std::unique_ptr<webhook_notifier> webhooks_;
@@ -217,6 +230,7 @@ class service {
   // Closes the open connections of `principal`, telling them why; answers how many.
   std::uint32_t close_connections_of(const std::string& principal, const std::string& why);
   std::set<std::string> creating_locally_;
+  std::set<std::string> altering_locally_;  // local retention being set from etcd (sync_topic_retention)
   std::unique_ptr<cluster_mode::replication> replication_;
 };
 

@@ -65,6 +65,52 @@ void service::create_topic(const std::shared_ptr<responder>& c, std::uint64_t co
   }));
 }
 
+void service::alter_topic(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::AlterTopicRequest& req) {
+  if (!req.has_retention_ms() && !req.has_retention_bytes() && !req.has_min_insync_replicas()) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            "alter topic '" + req.name() + "': nothing to change (set retention_ms, retention_bytes or "
+                                                           "min_insync_replicas)");
+  }
+  if (req.has_retention_ms() && req.retention_ms() < 0) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT, "retention_ms must not be negative");
+  }
+  if (req.has_min_insync_replicas() && req.min_insync_replicas() == 0) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT, "min_insync_replicas must be at least 1");
+  }
+  if (cluster_ != nullptr) return alter_topic_in_cluster(c, corr, req);
+  // A single broker keeps one copy of each partition: only the retention it stores per topic
+  // can change (docs/cluster.md "Topic settings").
+  if (req.has_min_insync_replicas()) {
+    return c->respond_error(corr, v1::INVALID_ARGUMENT,
+                            "min_insync_replicas: this broker is a single node (no cluster_etcd); it keeps one copy of "
+                            "each partition, so there are no replicas to wait for");
+  }
+  auto t = store_.topic(req.name());
+  if (!t) return c->respond_error(corr, v1::UNKNOWN_TOPIC, "no topic '" + req.name() + "'");
+  // 0 means the broker's own setting, as in CreateTopic.
+  const auto ms = !req.has_retention_ms() ? t->config.retention_ms
+                  : req.retention_ms() > 0 ? req.retention_ms()
+                                           : settings_.default_retention_ms;
+  const auto bytes = !req.has_retention_bytes() ? t->config.retention_bytes
+                     : req.retention_bytes() > 0 ? req.retention_bytes()
+                                                 : settings_.default_retention_bytes;
+  std::weak_ptr<responder> weak = c;
+  store_.set_topic_retention(req.name(), ms, bytes,
+                             on_io<storage::topic_info>(io_, [weak, corr, name = req.name()](result<storage::topic_info> r) {
+    auto c = weak.lock();
+    if (!c) return;
+    if (!r) {
+      return c->respond_error(corr, wire_code(r.error()), "altering topic '" + name + "' failed: " + r.error().message);
+    }
+    common::log::info("topic '", name, "' altered: retention ", r.value().config.retention_ms, " ms, ",
+                      r.value().config.retention_bytes, " bytes per partition");
+    v1::Frame out;
+    out.set_correlation_id(corr);
+    fill_topic(*out.mutable_topic_info(), r.value());
+    c->respond(std::move(out));
+  }));
+}
+
 void service::list_topics(const std::shared_ptr<responder>& c, std::uint64_t corr) {
   if (cluster_ != nullptr) return list_topics_in_cluster(c, corr);
   v1::Frame out;

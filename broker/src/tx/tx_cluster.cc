@@ -131,29 +131,44 @@ void tx_coordinator::home_leadership(const std::string& topic, std::uint32_t par
   // Replicated due entries were not written by this coordinator: scan the whole index next.
   written_due_floor_ = 0;
   // Committed transactions of the partition whose copies may not have finished under the
-  // previous leader. Every record is read (no index by home partition; resolved records go
-  // after dedupe_window).
-  std::optional<storage::txid> after;
-  // Rolled-back ones too when read-process-write may have left holds to release.
-  for (auto state : {storage::tx_state::committed, storage::tx_state::rolled_back}) {
-    if (state == storage::tx_state::rolled_back && !cluster_.settle_acks) break;
-    after.reset();
-    for (;;) {
-      auto page = store_.list_txs(state, 1000, after);
-      if (!page) {
-        common::log::error("reading resolved transactions of ", topic, "/", partition, " failed: ", page.error().message);
-        return;
-      }
-      for (auto& rec : page.value()) {
-        if (rec.home_topic != topic || rec.home_partition != partition || rec.copied) continue;
-        if (state == storage::tx_state::rolled_back && rec.acks.empty()) continue;
-        uncopied_.emplace(rec.id, rec);
-      }
-      if (page.value().size() < 1000) break;
-      after = page.value().back().id;
-    }
-  }
-  next_copy_retry_ = {};
+  // previous leader, and rolled-back ones when read-process-write may have left holds to
+  // release. Every resolved record is read (no index by home partition; resolved records go
+  // after dedupe_window): tens of thousands of records, so on the admin-read worker, not the io
+  // thread (docs/cluster.md "Leadership changes on the io thread"). What it finds joins
+  // uncopied_ and is resumed by retry_copies, which first checks that this node still leads the
+  // home partition. A record read here before a copy made meanwhile finished is copied again:
+  // copies are deduplicated by message id, and acks or releases of a settled attempt are refused.
+  const bool with_rolled_back = static_cast<bool>(cluster_.settle_acks);
+  reads_.run<std::vector<storage::tx_record>>(
+      [&store = store_, &reads = reads_, topic, partition, with_rolled_back]() -> result<std::vector<storage::tx_record>> {
+        std::vector<storage::tx_record> found;
+        for (auto state : {storage::tx_state::committed, storage::tx_state::rolled_back}) {
+          if (state == storage::tx_state::rolled_back && !with_rolled_back) break;
+          std::optional<storage::txid> after;
+          for (;;) {
+            if (reads.stopping()) return found;
+            auto page = store.list_txs(state, 1000, after);
+            if (!page) return page.error();
+            for (auto& rec : page.value()) {
+              if (rec.home_topic != topic || rec.home_partition != partition || rec.copied) continue;
+              if (state == storage::tx_state::rolled_back && rec.acks.empty()) continue;
+              found.push_back(std::move(rec));
+            }
+            if (page.value().size() < 1000) break;
+            after = page.value().back().id;
+          }
+        }
+        return found;
+      },
+      [this, topic, partition](result<std::vector<storage::tx_record>> r) {
+        if (stopped_) return;
+        if (!r) {
+          common::log::error("reading resolved transactions of ", topic, "/", partition, " failed: ", r.error().message);
+          return;
+        }
+        for (auto& rec : r.value()) uncopied_.emplace(rec.id, std::move(rec));
+        next_copy_retry_ = {};
+      });
 }
 
 }  // namespace txmq::broker

@@ -66,6 +66,13 @@ void webhook_notifier::sync_cluster(const std::vector<std::pair<std::string, std
       continue;
     }
     auto& s = *it->second;
+    if (disabling_.contains(id) && !rec.disabled()) {
+      // Our 410's disable is on its way to etcd: take any other change (a rotated secret), not
+      // the enabled flag of a state read before the disable lands.
+      rec.set_disabled(true);
+      rec.set_disabled_reason(s.rec.disabled_reason());
+      rec.set_disabled_ms(s.rec.disabled_ms());
+    }
     if (google::protobuf::util::MessageDifferencer::Equals(s.rec, rec)) continue;
     // A rotated secret or a disable made through another node.
     s.rec = rec;
@@ -91,7 +98,7 @@ void webhook_notifier::partition_leadership(const std::string& topic, std::int32
       s->tracker->drop_partition(topic, p);
       continue;
     }
-    auto state = store_.load_group(s->group);
+    auto state = load_for_leadership(store_, s->group, topic, p);
     if (!state) {
       common::log::error("webhooks: ", id, ": cannot load its state of ", topic, "/", partition, ": ",
                          state.error().message);

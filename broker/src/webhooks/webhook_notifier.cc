@@ -364,7 +364,24 @@ void webhook_notifier::disable(subscription& s, std::string why) {
   store_.put_webhook(s.rec, [id = s.rec.id()](result<void> r) {
     if (!r) common::log::error("webhooks: storing that ", id, " is disabled failed: ", r.error().message);
   });
-  publish(s.rec);
+  if (!cluster_) return;
+  if (!cluster_->disable) return publish(s.rec);
+  // Cluster mode: disabled here at once; etcd is told until it holds it (docs/cluster.md
+  // "Webhooks"). Meanwhile a cluster state still showing the subscription enabled is not taken.
+  const std::string id = s.rec.id();
+  disabling_.insert(id);
+  cluster_->disable(id, s.rec.disabled_reason(), s.rec.disabled_ms(),
+                    [this, id](result<std::pair<bool, std::int64_t>> r) {
+    disabling_.erase(id);
+    if (!r) {
+      common::log::error("webhooks: ", id, " is disabled here but etcd does not hold it: ", r.error().message,
+                         " (the next 410 disables it again)");
+      return;
+    }
+    own_revision_ = std::max(own_revision_, r.value().second);
+    common::log::info("webhooks: ", id, "'s disable is in etcd (revision ", r.value().second,
+                      r.value().first ? ")" : "; it was disabled or deleted there already)");
+  });
 }
 
 void webhook_notifier::on_tick() {

@@ -94,6 +94,9 @@ class webhook_notifier {
   struct cluster_hooks {
     std::function<void(std::string id, std::string record, bool create, revision_done done)> put;
     std::function<void(std::string id, revision_done done)> remove;
+    // A 410's disable: written to etcd compared on the key's revision and retried until etcd
+    // holds it (cluster_node::disable_webhook); `done` on the io thread.
+    std::function<void(std::string id, std::string reason, std::int64_t disabled_ms, revision_done done)> disable;
   };
   void set_cluster(cluster_hooks hooks) { cluster_ = std::move(hooks); }
   void set_visible_end(visible_end_fn fn) { visible_end_ = std::move(fn); }
@@ -163,6 +166,9 @@ class webhook_notifier {
   visible_end_fn visible_end_;  // unset: the log end (single-node mode)
   std::int64_t own_revision_ = 0;
   std::set<std::string> adopting_;
+  // Subscriptions this node disabled (a 410) whose disable etcd does not hold yet: a cluster
+  // state still showing them enabled does not re-enable them here.
+  std::set<std::string> disabling_;
   webhook_settings settings_;
   broker_metrics* metrics_;
   boost::asio::ssl::context tls_;

@@ -33,6 +33,9 @@ class admin {
   [[nodiscard]] result<v1::TopicInfo> create_topic(const topic_spec& spec);
   [[nodiscard]] result<v1::ListTopicsResponse> list_topics();
   [[nodiscard]] result<v1::TopicInfo> describe_topic(const std::string& name);
+  // Changes the settings set in `req` (unset ones stay); answers the settings now in effect. In a
+  // cluster any node takes it (the topic's etcd record); errors as docs/protocol.md AlterTopic.
+  [[nodiscard]] result<v1::TopicInfo> alter_topic(const v1::AlterTopicRequest& req);
 
   // A group on `topic`, starting at its earliest retained message, or at its end.
   [[nodiscard]] result<v1::GroupInfo> create_group(const std::string& group, const std::string& topic, bool from_latest = false);

@@ -16,6 +16,8 @@
 // in a principal name is refused (it would break the key layout).
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,6 +58,15 @@ boost::asio::awaitable<result<record_change>> delete_acl(etcd_client& etcd, cons
 // otherwise only if present (a rotation or a disable; changed = false when it was deleted).
 boost::asio::awaitable<result<record_change>> put_webhook(etcd_client& etcd, const key_layout& keys,
                                                           std::string_view id, std::string record, bool create);
+// A change of a subscription that must not overwrite another writer's (a 410's disable,
+// docs/cluster.md "Webhooks"): reads webhooks/<id>, lets `change` make the new record from the
+// current one (nullopt: nothing to change), and writes it only if the key is still at the
+// mod_revision read; a concurrent change (a rotation) is read again and `change` applied to it,
+// up to `attempts` times. changed = false when the key is gone or `change` had nothing to do.
+// Errors: compare_failed (still changing after `attempts`), etcd's.
+boost::asio::awaitable<result<record_change>> update_webhook(
+    etcd_client& etcd, const key_layout& keys, std::string id,
+    std::function<std::optional<std::string>(std::string_view current)> change, int attempts = 5);
 // changed = false when there was none.
 boost::asio::awaitable<result<record_change>> delete_webhook(etcd_client& etcd, const key_layout& keys,
                                                              std::string_view id);

@@ -20,6 +20,7 @@
 // unit-tested without etcd. Thread-safety: the coroutines run on the etcd client's thread.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -168,6 +169,17 @@ boost::asio::awaitable<result<cluster_state>> read_cluster_state(etcd_client& et
 // Writes the topic's config if no topic of that name exists. Errors: compare_failed ("topic
 // exists"), invalid_argument for a bad name or count, etcd's.
 boost::asio::awaitable<result<void>> create_topic(etcd_client& etcd, const key_layout& keys, const topic_config& topic);
+
+// Changes an existing topic's settings (docs/cluster.md "Topic settings"): reads topics/<name>,
+// lets `change` edit the config (its error is returned as is: a setting out of range), and
+// writes it back only if the key is still at the mod_revision read. A concurrent change makes
+// the compare fail: the key is read again and `change` applied to the new value, up to
+// `attempts` times. Returns the config written. Errors: not_found (no such topic),
+// compare_failed (still changing after `attempts` reads), `change`'s, etcd's.
+boost::asio::awaitable<result<topic_config>> alter_topic(etcd_client& etcd, const key_layout& keys,
+                                                         std::string name,
+                                                         std::function<result<void>(topic_config&)> change,
+                                                         int attempts = 5);
 
 // Tries to become the controller: writes the controller key on `lease` if it is absent.
 // Returns the key's create_revision when this node holds it now (also when it already did),

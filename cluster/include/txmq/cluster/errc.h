@@ -17,6 +17,7 @@ enum class errc : int {
   compare_failed = 5,    // a transaction's compare did not hold: someone changed the key first
   not_controller = 6,    // this node no longer holds the controller key (a stale controller)
   invalid_argument = 7,  // a call with an argument refused before anything is sent
+  not_found = 8,         // the key the call changes is not in etcd (a topic never created)
 };
 
 [[nodiscard]] const std::error_category& cluster_category() noexcept;

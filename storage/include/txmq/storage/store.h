@@ -445,6 +445,14 @@ class store {
   // Whether the topic exists, without building its topic_info (a copy of its config and of
   // every partition's offsets): the check made before every produce and Prepare.
   [[nodiscard]] virtual bool has_topic(std::string_view name) const { return topic(name).has_value(); }
+  // Changes an existing topic's retention (both values, as topic_config: 0 = no limit by age /
+  // by bytes), durably; the next enforce_retention applies it. Answers the topic's info.
+  // Errors: unknown_topic, invalid_argument (negative retention_ms), the write's.
+  virtual void set_topic_retention(std::string name, std::int64_t retention_ms, std::uint64_t retention_bytes,
+                                   completion<topic_info> done) {
+    (void)name, (void)retention_ms, (void)retention_bytes;
+    done(errc::invalid_argument);
+  }
 
   // Messages. Dedupe: an id stored within the dedupe window answers its original position.
   virtual void append(append_request request, completion<append_result> done) = 0;
@@ -484,6 +492,23 @@ class store {
   virtual void ensure_group(group_info info, group_start start, completion<group_state> done) = 0;
   virtual void update_group(group_update update, completion<group_update_result> done) = 0;
   [[nodiscard]] virtual result<group_state> load_group(std::string_view name) const = 0;
+  // One partition's part of a group's state: the group's info, the partition's cursor and its
+  // delivery records; dead_letters is not counted (0). What a node that starts leading the
+  // partition reloads (docs/cluster.md "Leadership changes on the io thread"): it reads that
+  // partition's keys only, not the group's other partitions nor its dead-letter queue. Errors
+  // as load_group.
+  [[nodiscard]] virtual result<group_state> load_group_partition(std::string_view name, std::string_view topic,
+                                                                 std::uint32_t partition) const {
+    auto all = load_group(name);
+    if (!all) return all;
+    group_state out;
+    out.info = all.value().info;
+    for (auto& c : all.value().cursors)
+      if (c.topic == topic && c.partition == partition) out.cursors.push_back(c);
+    for (auto& d : all.value().deliveries)
+      if (d.topic == topic && d.partition == partition) out.deliveries.push_back(d);
+    return out;
+  }
   [[nodiscard]] virtual std::vector<group_info> groups() const = 0;
   // Up to `limit` dead letters of the group in key order (topic, partition, offset), starting
   // after `after` (the last one of the previous page) when given: listings are paged, so that
