@@ -394,6 +394,12 @@ std::optional<std::string> rocksdb_store::wget(group_ctx& ctx, cf_index cf, cons
 }
 
 void rocksdb_store::finalize(group_ctx& ctx) {
+  for (auto* e : ctx.index_order) {
+    if (!e->second) ctx.batch.Delete(handles_[cf_index_], e->first);
+  }
+  for (auto* e : ctx.index_order) {
+    if (e->second) ctx.batch.Put(handles_[cf_index_], e->first, *e->second);
+  }
   for (auto& [k, log] : ctx.logs) {
     log.finish();
     ctx.batch.Put(handles_[cf_log], log_key(log.topic_id, log.partition, log.base), log.value);

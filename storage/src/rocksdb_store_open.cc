@@ -330,7 +330,15 @@ result<std::unique_ptr<store>> open_store_on_env(store_options options, std::uni
                        "--data-dir elsewhere");
     }
   }
-  auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  // The memtables are charged to this cache (write_buffer_manager above) as entries that cannot
+  // be evicted, so it holds room for them on top of block_cache_bytes. Sized at
+  // block_cache_bytes alone, the memtables of a busy store filled it: every block read was
+  // dropped as soon as it was used, and each Prepare read the transaction family's filter
+  // blocks from their files again (pread and checksum) to look its new txid up, 7.5 % of the
+  // broker's CPU on the writer thread under transactions (issue #15, docs/BENCHMARKS.md
+  // "Sixth round"). Memory stays bounded: memtables up to their budget, blocks up to
+  // block_cache_bytes.
+  auto cache = rocksdb::NewLRUCache(options.block_cache_bytes + options.memtable_budget_bytes);
   std::vector<std::unique_ptr<rocksdb::CompactionFilter>> filters;
   filters.push_back(std::make_unique<expiry_filter>(expiry_filter::kind::dedupe, options.clock,
                                                     options.dedupe_window.count()));
