@@ -21,7 +21,8 @@ for line in sys.stdin:
     if cpu is None and d.get("broker_cpu_s") is not None and rate:
         # The broker's CPU covers the warm-up too: lines that say their warm-up count it (the
         # rate then stands for both; older lines divide by the measured seconds alone).
-        cpu = d["broker_cpu_s"] * 1e6 / (rate * (d.get("seconds", 5) + d.get("warmup", 0)))
+        # bench-ab.sh also says what opening the store took (a SEED is checksummed at open).
+        cpu = (d["broker_cpu_s"] - d.get("broker_cpu_at_start_s", 0)) * 1e6 / (rate * (d.get("seconds", 5) + d.get("warmup", 0)))
     runs[d["workload_ab"]][d["ab"]].append((rate, cpu, d.get("p99_ms", d.get("relay_p99_ms"))))
     if d["workload_ab"] == "relay":
         relay[d["ab"]].append((rate / d["direct_msgs_per_s"], d["relay_p50_ms"], d["relay_p99_ms"]))
