@@ -5,7 +5,11 @@
 # Compare medians of the ratios B/A of msg/s and of broker CPU µs/msg.
 # Usage: scripts/bench-ab.sh BROKER_A BROKER_B [ROUNDS] [SECONDS] [WORKLOAD...]
 #        workloads: publish100 publish1 tx consume relay (default all but relay)
-# Environment: BENCH (txmq-bench binary, default build/bin/txmq-bench), BACKLOG (consume, 200000).
+# Environment: BENCH (txmq-bench binary, default build/bin/txmq-bench), BACKLOG (consume, 200000),
+# WARMUP (seconds before the measured ones, default 1; a longer one lets the transaction family
+# reach the SST levels a store that has run a while has: issue #15, sixth round), SEED (a data
+# directory copied as each run's starting store instead of an empty one, e.g. one that ran
+# 500,000 transactions: a store that has run a while; it must open with both brokers).
 # relay (txmq-bench relay, one run per side: backlog rows/s beside the direct rate, latency at
 # 2,000 rows/s): PG (libpq conninfo of a database the bench may fill, required), RELAY_A and
 # RELAY_B (the txmq-relay binaries of each side; default: beside BENCH), ROWS (backlog, 200000).
@@ -15,21 +19,25 @@ workloads=("$@")
 [[ ${#workloads[@]} -gt 0 ]] || workloads=(publish100 publish1 tx consume)
 bench=${BENCH:-build/bin/txmq-bench}
 backlog=${BACKLOG:-200000}
+warmup=${WARMUP:-1}
 dir=$(mktemp -d /var/tmp/txmq-ab.XXXXXX)
 pid=""
 trap '[[ -n $pid ]] && kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
 port=$((20000 + RANDOM % 20000)); http=$((port + 1))
 one() {  # one LABEL BINARY WORKLOAD
   rm -rf "$dir/data"
+  [[ -n ${SEED:-} ]] && cp -a "$SEED" "$dir/data"
   "$2" --data-dir "$dir/data" --listen 127.0.0.1:$port --http 127.0.0.1:$http > "$dir/broker.log" 2>&1 &
   pid=$!
-  for _ in $(seq 100); do curl -sf "127.0.0.1:$http/healthz" > /dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 600); do curl -sf "127.0.0.1:$http/healthz" > /dev/null 2>&1 && break; sleep 0.1; done
+  # CPU spent opening the store (a SEED is checksummed at open), left out of the per-message CPU.
+  local cpu0; cpu0=$(awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' /proc/$pid/stat)
   local c=(--broker 127.0.0.1:$port --broker-pid $pid --runs 1 --json --message-bytes 256)
   local out
   case $3 in
-    publish100) out=$("$bench" publish "${c[@]}" --in-flight 1000 --batch 100 --seconds "$secs" --warmup 1 --topic ab) ;;
-    publish1) out=$("$bench" publish "${c[@]}" --in-flight 1000 --batch 1 --seconds "$secs" --warmup 1 --topic ab) ;;
-    tx) out=$("$bench" tx "${c[@]}" --in-flight 1000 --seconds "$secs" --warmup 1) ;;
+    publish100) out=$("$bench" publish "${c[@]}" --in-flight 1000 --batch 100 --seconds "$secs" --warmup "$warmup" --topic ab) ;;
+    publish1) out=$("$bench" publish "${c[@]}" --in-flight 1000 --batch 1 --seconds "$secs" --warmup "$warmup" --topic ab) ;;
+    tx) out=$("$bench" tx "${c[@]}" --in-flight 1000 --seconds "$secs" --warmup "$warmup") ;;
     consume) out=$("$bench" consume "${c[@]}" --in-flight 1000 --batch 100 --backlog "$backlog" --topic ab) ;;
     relay)
       local rb; [[ $1 == A ]] && rb=${RELAY_A:-} || rb=${RELAY_B:-}
@@ -38,7 +46,7 @@ one() {  # one LABEL BINARY WORKLOAD
               --seconds "$secs" ${rb:+--relay "$rb"}) ;;
   esac
   kill $pid; wait $pid 2>/dev/null || true; pid=""
-  echo "$out" | grep '^{' | sed "s/^{/{\"ab\":\"$1\",\"workload_ab\":\"$3\",\"seconds\":$secs,/"
+  echo "$out" | grep '^{' | sed "s/^{/{\"ab\":\"$1\",\"workload_ab\":\"$3\",\"seconds\":$secs,\"warmup\":$warmup,\"load1\":$(cut -d' ' -f1 /proc/loadavg),\"broker_cpu_at_start_s\":$cpu0,/"
 }
 for r in $(seq "$rounds"); do
   for w in "${workloads[@]}"; do

@@ -161,19 +161,39 @@ struct group_ctx {
   explicit group_ctx(const std::vector<rocksdb::ColumnFamilyHandle*>& h) : handles(h) {}
 
   void put(cf_index cf, const std::string& key, const std::string& value) {
+    wrote_tx = wrote_tx || cf == cf_tx;
+    if (sorted_at_end(cf)) return defer(cf, key, value);
     batch.Put(handles[cf], key, value);
     overlay[cf][key] = value;
-    wrote_tx = wrote_tx || cf == cf_tx;
   }
   void del(cf_index cf, const std::string& key) {
+    wrote_tx = wrote_tx || cf == cf_tx;
+    if (sorted_at_end(cf)) return defer(cf, key, std::nullopt);
     batch.Delete(handles[cf], key);
     overlay[cf][key] = std::nullopt;
-    wrote_tx = wrote_tx || cf == cf_tx;
+  }
+
+  // The writes of the transaction and index families reach the batch at the end of the group
+  // (rocksdb_store::finalize()), each key once with its last write, in key order. RocksDB
+  // inserts a batch into the memtables in the batch's order, and a skip-list insert is cheap
+  // next to the one before it but walks the list from the top for a key far from it. The tx
+  // family's keys are random txids; the index family's are times, a Prepare's a tx_timeout
+  // ahead and a COMMIT's delete a few thousand entries behind it. In arrival order every
+  // insert walked (FindSpliceForLevel, the top frame of the tx profile: issue #15,
+  // docs/BENCHMARKS.md "Sixth round"); sorted, neighbours follow each other. One atomic batch:
+  // nobody sees the order, and a key written twice in a group is written once.
+  static constexpr bool sorted_at_end(cf_index cf) { return cf == cf_tx || cf == cf_index_; }
+  void defer(cf_index cf, const std::string& key, std::optional<std::string> value) {
+    auto [it, first] = overlay[cf].insert_or_assign(key, std::move(value));
+    if (first) deferred[cf].push_back(&*it);
   }
 
   const std::vector<rocksdb::ColumnFamilyHandle*>& handles;
   rocksdb::WriteBatch batch;
   std::unordered_map<std::string, std::optional<std::string>> overlay[cf_count];
+  // Per sorted_at_end() family, its keys written in this group: pointers into overlay[cf],
+  // whose elements never move (nothing is erased from it during a group).
+  std::vector<const std::pair<const std::string, std::optional<std::string>>*> deferred[cf_count];
   // Dedupe entries of this group, kept apart from the generic overlay: it is the hot path.
   std::unordered_map<protocol::uuid, dedupe_entry, protocol::uuid_hash> dedupe;
   std::map<std::pair<std::uint32_t, std::uint32_t>, pending_log> logs;

@@ -394,6 +394,18 @@ std::optional<std::string> rocksdb_store::wget(group_ctx& ctx, cf_index cf, cons
 }
 
 void rocksdb_store::finalize(group_ctx& ctx) {
+  for (auto cf : {cf_tx, cf_index_}) {
+    auto& keys = ctx.deferred[cf];
+    // std::string's order is bytewise (unsigned), RocksDB's default comparator's.
+    std::sort(keys.begin(), keys.end(), [](auto* a, auto* b) { return a->first < b->first; });
+    for (auto* e : keys) {
+      if (e->second) {
+        ctx.batch.Put(handles_[cf], e->first, *e->second);
+      } else {
+        ctx.batch.Delete(handles_[cf], e->first);
+      }
+    }
+  }
   for (auto& [k, log] : ctx.logs) {
     log.finish();
     ctx.batch.Put(handles_[cf_log], log_key(log.topic_id, log.partition, log.base), log.value);

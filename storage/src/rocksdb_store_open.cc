@@ -112,6 +112,15 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   table.cache_index_and_filter_blocks = true;
   table.pin_l0_filter_and_index_blocks_in_cache = true;
+  // The tx family's filter and index blocks stay in the cache for every level, not only L0:
+  // every Prepare looks its new txid up, which probes one filter per level. With room in the
+  // cache alone (below) a tx profile on a store of 500,000 transactions still spent 9.5 % of
+  // the broker's samples reading them back (a cache shard's share of the memtables' entries
+  // fills it); unpinned and without that room, 57 % (issue #15, docs/BENCHMARKS.md "Sixth
+  // round"). Pinned blocks are charged to the cache: about 1.25 bytes per stored transaction
+  // for the filter, plus the index.
+  rocksdb::BlockBasedTableOptions tx_table = table;
+  tx_table.metadata_cache_options.unpartitioned_pinning = rocksdb::PinningTier::kAll;
 
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   for (std::size_t i = 0; i < cf_count; ++i) {
@@ -126,7 +135,7 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     const bool whole = i == cf_log || i == cf_tx || i == cf_index_;
     cf.write_buffer_size = whole ? options_.write_buffer_bytes : std::max<std::size_t>(options_.write_buffer_bytes / 4, 2 << 20);
     cf.max_write_buffer_number = 3;
-    cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+    cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(i == cf_tx ? tx_table : table));
     cf.compression = rocksdb::kNoCompression;
     if (i == cf_log) {
       // A log key is (topic id, partition, offset): every flushed file spans all partitions of
@@ -332,7 +341,15 @@ result<std::unique_ptr<store>> open_store_on_env(store_options options, std::uni
                        "--data-dir elsewhere");
     }
   }
-  auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  // The memtables are charged to this cache (write_buffer_manager above) as entries that cannot
+  // be evicted, so it holds room for them on top of block_cache_bytes. Sized at
+  // block_cache_bytes alone, the memtables of a busy store filled it: every block read was
+  // dropped as soon as it was used, and each Prepare read the transaction family's filter
+  // blocks from their files again (pread and checksum) to look its new txid up, 7.5 % of the
+  // broker's CPU on the writer thread under transactions (issue #15, docs/BENCHMARKS.md
+  // "Sixth round"). Memory stays bounded: memtables up to their budget, blocks up to
+  // block_cache_bytes.
+  auto cache = rocksdb::NewLRUCache(options.block_cache_bytes + options.memtable_budget_bytes);
   std::vector<std::unique_ptr<rocksdb::CompactionFilter>> filters;
   filters.push_back(std::make_unique<expiry_filter>(expiry_filter::kind::dedupe, options.clock,
                                                     options.dedupe_window.count()));

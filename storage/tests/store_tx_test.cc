@@ -1,6 +1,9 @@
 // Store unit tests: transactions (half messages), check-back bookkeeping, read-process-write.
 
 #include <algorithm>
+#include <atomic>
+#include <future>
+#include <mutex>
 
 #include "store_test_fixture.h"
 #include "txmq/protocol/partitioner.h"
@@ -503,6 +506,70 @@ TEST_F(store_tx_test, due_checks_start_at_from_ms) {
   auto inclusive = store_->due_checks(5'000, 10, 1'000);
   ASSERT_TRUE(inclusive);
   EXPECT_EQ(inclusive.value().size(), 2u);
+}
+
+TEST_F(store_tx_test, tx_and_due_index_writes_of_one_commit_group_keep_each_keys_last_write) {
+  // The tx and index families' writes of a commit group reach RocksDB at the group's end, in
+  // key order, each key once with its last write (issue #15). A key put and deleted in one
+  // group must be gone; one deleted and put back must stay; a record written twice in one
+  // group must hold the second.
+  std::promise<void> holding;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> hold{false};
+  tweak_options = [&](store_options& o) {
+    o.observe_queue = [&hold, &holding, released](std::chrono::nanoseconds) {
+      if (hold.exchange(false)) {
+        holding.set_value();
+        released.wait();
+      }
+    };
+  };
+  reopen();
+  const std::int64_t t0 = now();
+  const txid c = prepare_two(t0 + 1'000);  // durable before the group
+  // The writer waits inside this request's group until everything below is queued, so all of
+  // it lands in the next group.
+  hold = true;
+  countdown all(7);
+  store_->record_checks({}, [&](result<void>) { all.done(); });
+  ASSERT_EQ(holding.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const txid a = protocol::uuid::make_v4();
+  const txid b = protocol::uuid::make_v4();
+  std::vector<std::string> failures;
+  std::mutex mu;
+  auto note = [&](const auto& r) {
+    std::lock_guard lk(mu);
+    if (!r) failures.push_back(r.error().to_string());
+    all.done();
+  };
+  auto prep = [&](const txid& id, std::int64_t first_check_ms) {
+    prepare_request req;
+    req.id = id;
+    req.producer_group = "producers";
+    req.messages = {make_message("m", "k", "pay")};
+    req.first_check_ms = first_check_ms;
+    store_->prepare(std::move(req), [&](result<prepare_result> r) { note(r); });
+  };
+  prep(a, t0 + 2'000);                                                        // put a@2000
+  store_->resolve({a, tx_outcome::commit}, [&](result<resolve_result> r) { note(r); });  // delete a@2000
+  prep(b, t0 + 3'000);                                                        // put b@3000
+  store_->record_checks({{b, 1, t0 + 4'000, false}}, [&](result<void> r) { note(r); });  // b@3000 -> b@4000
+  store_->record_checks({{c, 1, t0 + 5'000, false}}, [&](result<void> r) { note(r); });  // c@1000 -> c@5000
+  store_->record_checks({{c, 2, t0 + 1'000, false}}, [&](result<void> r) { note(r); });  // c@5000 -> c@1000
+  release.set_value();
+  ASSERT_TRUE(all.wait_for(std::chrono::seconds(10)));
+  EXPECT_THAT(failures, IsEmpty());
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "before reopen" : "after reopen");
+    EXPECT_THAT(due_check_ids(t0 + 100'000), ElementsAre(c, b)) << "each PREPARED tx due exactly once";
+    EXPECT_THAT(due_check_ids(t0 + 3'999), ElementsAre(c));
+    EXPECT_EQ(find_tx(c)->next_check_ms, t0 + 1'000);
+    EXPECT_EQ(find_tx(c)->check_count, 2u);
+    EXPECT_EQ(find_tx(b)->next_check_ms, t0 + 4'000);
+    EXPECT_EQ(find_tx(a)->state, tx_state::committed);
+    reopen();
+  }
 }
 
 }  // namespace
