@@ -34,6 +34,7 @@ struct broker_metrics;
 namespace cluster_mode {
 class cluster_node;
 class replication;
+class peer_pool;
 struct replication_settings;
 }
 
@@ -206,6 +207,9 @@ class service {
   std::uint32_t close_connections_of(const std::string& principal, const std::string& why);
   std::set<std::string> creating_locally_;
   std::unique_ptr<cluster_mode::replication> replication_;
+  // Kept connections to the other brokers for the requests forwarded on transactions' behalf
+  // (copies, holds, acks, releases); made with replication_'s peer identity.
+  std::unique_ptr<cluster_mode::peer_pool> peers_;
 };
 
 }  // namespace txmq::broker
