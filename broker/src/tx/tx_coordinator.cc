@@ -316,6 +316,7 @@ tx_coordinator::resolve_turn tx_coordinator::take_turn(const storage::txid& id, 
 void tx_coordinator::resolve_in_turn(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& what,
                                      const storage::txid& txid, v1::TxOutcome outcome, resolver by,
                                      resolve_turn turn) {
+  (void)what;  // only the checks made before the turn name the request
   const std::optional<storage::txid> id(txid);
   const std::string tx_text = id.value().to_string();
   // A transaction this broker prepared without acks needs no look-up before it is resolved:
