@@ -14,11 +14,20 @@
 //  - no visible output belongs to a transaction the worker rolled back or whose Prepare failed;
 //  - no output at two positions.
 // Label `cluster`. TXMQ_CLUSTER_KILLS (default 4), TXMQ_RPW_INPUTS (default 120).
+//
+// The same with TLS and auth on between brokers and for the clients (cluster_security_test's
+// setup: a test CA, an admin token, the cluster token): the home leaders' holds, acks and
+// releases go to the input leaders over TLS as the cluster's principal (they need
+// `replicate`), and only input partitions' leaders are killed.
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -28,6 +37,7 @@
 
 #include "cluster_brokers.h"
 #include "eventually.h"
+#include "test_certificates.h"
 #include "txmq/consumer/consumer.h"
 #include "txmq/producer/producer.h"
 #include "txmq/producer/transaction.h"
@@ -75,7 +85,13 @@ class cluster_tx_rpw_test : public ::testing::Test {
     if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
     cluster_ = std::make_unique<cluster_brokers>();
     cluster_->start(tx_test_flags({"--ack-deadline", "2s", "--retry-schedule", "200ms", "--max-attempts", "1000"}));
+    base_.address = cluster_->bootstrap();
   }
+  // Inputs through two workers while `kills` leaders (of input partitions only, or of inputs
+  // and outputs) are SIGKILLed and restarted; then the verdict.
+  void run(int kills, int inputs, bool inputs_only);
+  // Every client connection's settings (address: the bootstrap list; TLS and token when on).
+  client::connection_options base_;
   std::string logs() const { return cluster_->logs(); }
   bool whole() {
     for (const char* t : {k_in, k_out}) {
@@ -90,9 +106,9 @@ class cluster_tx_rpw_test : public ::testing::Test {
 };
 
 // One worker: consume, transform, commit outputs and acks together.
-void work(const std::string& bootstrap, int seed, local_db& db, counts& n, const std::atomic<bool>& stop) {
+void work(const client::connection_options& base, int seed, local_db& db, counts& n, const std::atomic<bool>& stop) {
   consumer::consumer_options co;
-  co.connection.address = bootstrap;
+  co.connection = base;
   co.connection.request_timeout = milliseconds(10000);
   co.connection.reconnect_backoff_max = 300ms;
   co.group = k_group;
@@ -100,7 +116,7 @@ void work(const std::string& bootstrap, int seed, local_db& db, counts& n, const
   co.metadata_refresh = milliseconds(300);
   consumer::consumer in(co);
   producer::transactional_producer_options po;
-  po.connection.address = bootstrap;
+  po.connection = base;
   po.connection.producer_group = "transformers-tx";
   po.connection.reconnect_backoff_max = 300ms;
   po.request_timeout = 20000ms;
@@ -160,16 +176,19 @@ void work(const std::string& bootstrap, int seed, local_db& db, counts& n, const
 }
 
 TEST_F(cluster_tx_rpw_test, every_input_consumed_exactly_once_into_outputs_across_leader_sigkills) {
+  run(env_int("TXMQ_CLUSTER_KILLS", 4), env_int("TXMQ_RPW_INPUTS", 120), false);
+}
+
+void cluster_tx_rpw_test::run(int k_kills, int k_inputs, bool inputs_only) {
   const auto started = std::chrono::steady_clock::now();
   std::string why;
   ASSERT_TRUE(cluster_->create_topic(k_in, k_partitions, 3, why)) << why;
   ASSERT_TRUE(cluster_->create_topic(k_out, k_partitions, 3, why)) << why;
 
-  const int k_inputs = env_int("TXMQ_RPW_INPUTS", 120);
   std::set<std::string> inputs;
   {
     producer::producer_options o;
-    o.connection.address = cluster_->bootstrap();
+    o.connection = base_;
     producer::producer p(o);
     for (int i = 0; i < k_inputs; ++i) {
       producer::outgoing_message m;
@@ -187,11 +206,11 @@ TEST_F(cluster_tx_rpw_test, every_input_consumed_exactly_once_into_outputs_acros
   counts n;
   std::atomic<bool> stop{false};
   std::vector<std::thread> workers;
-  for (int w = 0; w < 2; ++w) workers.emplace_back([&, w] { work(cluster_->bootstrap(), 100 + w, db, n, stop); });
+  for (int w = 0; w < 2; ++w) workers.emplace_back([&, w] { work(base_, 100 + w, db, n, stop); });
 
   // The verdict's reader: every output, through its own group, from the leaders.
   consumer::consumer_options co;
-  co.connection.address = cluster_->bootstrap();
+  co.connection = base_;
   co.connection.request_timeout = milliseconds(10000);
   co.group = "auditors";
   co.topics = {k_out};
@@ -222,11 +241,10 @@ TEST_F(cluster_tx_rpw_test, every_input_consumed_exactly_once_into_outputs_acros
 
   // Kills at random moments while the workers run: the leader of a random partition of the
   // input (holds and acks) or of the output (homes and copies).
-  const int k_kills = env_int("TXMQ_CLUSTER_KILLS", 4);
   std::mt19937 rng(1414);
   std::vector<std::string> kill_log;
   for (int k = 0; k < k_kills; ++k) {
-    const char* topic = rng() % 2 ? k_in : k_out;
+    const char* topic = inputs_only || rng() % 2 ? k_in : k_out;
     const auto part = static_cast<std::int32_t>(rng() % k_partitions);
     const auto wait_until = std::chrono::steady_clock::now() + milliseconds(300 + rng() % 1500);
     while (std::chrono::steady_clock::now() < wait_until) read_some();
@@ -291,6 +309,46 @@ TEST_F(cluster_tx_rpw_test, every_input_consumed_exactly_once_into_outputs_acros
   EXPECT_EQ(two_positions, 0u);
   EXPECT_GT(n.committed.load(), 10);
   EXPECT_GT(n.slow.load(), 0);
+}
+
+const std::string k_admin_token = "txmq_admin0123456789abcdef0123456789abcdef0123";
+const std::string k_cluster_token = "txmq_cluster0123456789abcdef0123456789abcdef01";
+
+class cluster_tx_rpw_secure_test : public cluster_tx_rpw_test {
+ protected:
+  void SetUp() override {
+    if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
+    certs_.dir = std::filesystem::temp_directory_path() / ("txmq-rpw-tls-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(certs_.dir);
+    std::filesystem::create_directories(certs_.dir);
+    ASSERT_NO_FATAL_FAILURE(certs_.authority("ca", "txmq test CA"));
+    ASSERT_NO_FATAL_FAILURE(certs_.leaf("server", "localhost", "DNS:localhost,IP:127.0.0.1"));
+    std::ofstream(certs_.dir / "admin.token") << k_admin_token << "\n";
+    std::ofstream(certs_.dir / "cluster.token") << k_cluster_token << "\n";
+    cluster_ = std::make_unique<cluster_brokers>();
+    cluster_->start(tx_test_flags({"--ack-deadline", "2s", "--retry-schedule", "200ms", "--max-attempts", "1000",
+                                   "--auth", "--admin-token-file", certs_.path("admin.token"), "--cluster-token-file",
+                                   certs_.path("cluster.token"), "--tls-cert-file", certs_.path("server.pem"),
+                                   "--tls-key-file", certs_.path("server.key"), "--cluster-tls-ca-file",
+                                   certs_.path("ca.pem")}));
+    base_.tls.enabled = true;
+    base_.tls.ca_file = certs_.path("ca.pem");
+    base_.auth_token = k_admin_token;
+    cluster_->set_client_options(base_);
+    base_.address = cluster_->bootstrap();
+  }
+  void TearDown() override {
+    cluster_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(certs_.dir, ec);
+  }
+  test_certificates certs_;
+};
+
+// Issue 14: read-process-write with TLS and auth on between brokers (and for the clients), the
+// inputs' leaders SIGKILLed: every input once into a visible output.
+TEST_F(cluster_tx_rpw_secure_test, every_input_once_with_tls_and_auth_across_input_leader_sigkills) {
+  run(env_int("TXMQ_CLUSTER_KILLS", 3), env_int("TXMQ_RPW_INPUTS", 60), true);
 }
 
 }  // namespace

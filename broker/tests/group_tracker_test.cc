@@ -185,6 +185,49 @@ TEST_F(group_tracker_test, a_release_by_the_holding_transaction_redelivers_to_an
   EXPECT_THAT(t->ack({ref(0)}, now_).results, ElementsAre(errc{})) << "no longer held";
 }
 
+// Read-process-write in a cluster, issue 14 (docs/cluster.md "Read-process-write"): the holder
+// is stored with the delivery record, so the tracker of a new leader (loaded from the store that
+// replication filled) refuses the consumer's own Ack/Nack and another transaction's settle as
+// the old one did. Before the holder was stored, the reloaded tracker took the consumer's Nack.
+TEST_F(group_tracker_test, a_hold_survives_a_reload_from_the_store) {
+  produce({std::nullopt});
+  auto t = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
+  const std::string a(16, 'a'), b(16, 'b');  // txids: 16 bytes
+  auto held = t->extend({ref(0)}, 60'000ms, now_, a);
+  EXPECT_THAT(held.results, ElementsAre(errc{}));
+  ASSERT_EQ(held.update.deliveries.size(), 1u);
+  EXPECT_EQ(held.update.deliveries[0].holder, a);
+  persist(held.update);
+  // The consumer extends the held delivery: the record written keeps the holder.
+  auto own = t->extend({ref(0)}, 100ms, now_);
+  ASSERT_EQ(own.update.deliveries.size(), 1u);
+  EXPECT_EQ(own.update.deliveries[0].holder, a);
+  persist(own.update);
+
+  auto st = store_->load_group("g");
+  ASSERT_TRUE(st);
+  auto again = std::make_unique<group_tracker>("g", settings_, *store_, &visible_);
+  ASSERT_TRUE(again->load(st.value(), now_));
+  EXPECT_THAT(again->ack({ref(0)}, now_).results, ElementsAre(errc::unknown_delivery)) << "the consumer's own ack";
+  EXPECT_THAT(again->nack({ref(0)}, 0ms, now_).results, ElementsAre(errc::unknown_delivery)) << "the consumer's nack";
+  EXPECT_THAT(again->ack({ref(0)}, now_, b).results, ElementsAre(errc::unknown_delivery)) << "another transaction";
+  EXPECT_THAT(again->extend({ref(0)}, 60'000ms, now_, b).results, ElementsAre(errc::unknown_delivery));
+  auto by_holder = again->ack({ref(0)}, now_, a);
+  EXPECT_THAT(by_holder.results, ElementsAre(errc{})) << "the holder settles it";
+  persist(by_holder.update);
+
+  // A released hold is stored without a holder: reloaded, the next delivery is anyone's.
+  produce({std::nullopt});
+  auto t2 = make_tracker();
+  EXPECT_THAT(fetch_offsets(*t2), ElementsAre(1));
+  persist(t2->extend({ref(1)}, 60'000ms, now_, a).update);
+  auto rel = t2->nack({ref(1)}, 10ms, now_, a);
+  ASSERT_EQ(rel.update.deliveries.size(), 1u);
+  EXPECT_TRUE(rel.update.deliveries[0].holder.empty());
+  persist(rel.update);
+}
+
 TEST_F(group_tracker_test, max_attempts_moves_the_message_to_dead_letters_and_frees_its_key) {
   produce({"k", "k"});
   auto t = make_tracker();

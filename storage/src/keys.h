@@ -247,25 +247,32 @@ inline bool decode(std::string_view v, cursor_value& c) {
   return true;
 }
 
+// attempt:4 visible_at_ms:8 status:1 [holder:16]. The holder (the txid of the transaction
+// holding an in-flight delivery, cluster read-process-write) is a later addition: records
+// without it are 13 bytes, as every record written before it, and read as holding none.
 struct delivery_value {
   std::uint32_t attempt = 0;
   std::int64_t visible_at_ms = 0;
   std::uint8_t status = 0;
+  std::string holder;
 };
+inline constexpr std::size_t k_txid_bytes = 16;
 
 inline std::string encode(const delivery_value& d) {
   std::string s;
   put_u32(s, d.attempt);
   put_u64(s, static_cast<std::uint64_t>(d.visible_at_ms));
   put_u8(s, d.status);
+  if (d.holder.size() == k_txid_bytes) s += d.holder;
   return s;
 }
 
 inline bool decode(std::string_view v, delivery_value& d) {
-  if (v.size() != 13) return false;
+  if (v.size() != 13 && v.size() != 13 + k_txid_bytes) return false;
   d.attempt = get_u32(v.data());
   d.visible_at_ms = static_cast<std::int64_t>(get_u64(v.data() + 4));
   d.status = static_cast<std::uint8_t>(v[12]);
+  d.holder.assign(v.size() > 13 ? v.substr(13) : std::string_view{});
   return d.status >= 1 && d.status <= 4;
 }
 

@@ -34,6 +34,7 @@ void to_wire(const delivery_record& d, v1::GroupDelivery& out) {
   out.set_attempt(d.attempt);
   out.set_visible_at_ms(d.visible_at_ms);
   out.set_status(static_cast<std::uint32_t>(d.status));
+  if (!d.holder.empty()) out.set_holder(d.holder);
 }
 
 }  // namespace
@@ -208,6 +209,7 @@ result<v1::GroupSnapshot> rocksdb_store::group_snapshot(std::string_view topic, 
       x->set_attempt(d.attempt);
       x->set_visible_at_ms(d.visible_at_ms);
       x->set_status(d.status);
+      if (!d.holder.empty()) x->set_holder(d.holder);
       any = true;
       return true;
     }, snap.get()));
@@ -270,7 +272,7 @@ void rocksdb_store::apply_group_changes(std::string topic, std::uint32_t partiti
       cursor_for(ctx, g, tid, partition, cursors).next_offset = c.cursor_next();
       for (auto& d : c.deliveries()) {
         put_delivery(ctx, g, tid, partition, d.offset(),
-                     delivery_value{d.attempt(), d.visible_at_ms(), static_cast<std::uint8_t>(d.status())});
+                     delivery_value{d.attempt(), d.visible_at_ms(), static_cast<std::uint8_t>(d.status()), d.holder()});
       }
       for (auto o : c.acks()) apply_ack(ctx, g, tid, partition, o, std::nullopt, cursors);
       for (auto& d : c.dead()) {
@@ -281,7 +283,7 @@ void rocksdb_store::apply_group_changes(std::string topic, std::uint32_t partiti
         const std::string qkey = message_key('q', g, tid, partition, o);
         if (!wget(ctx, cf_groups, qkey)) continue;
         ctx.del(cf_groups, qkey);
-        put_delivery(ctx, g, tid, partition, o, delivery_value{0, c.time_ms(), 2});
+        put_delivery(ctx, g, tid, partition, o, delivery_value{0, c.time_ms(), 2, {}});
       }
       ctx.put(cf_groups, cursor_key(g, tid, partition), encode(cursor_value{c.cursor_floor(), c.cursor_next()}));
       const std::uint64_t seq = c.seq();
@@ -336,7 +338,7 @@ void rocksdb_store::install_group_snapshot(std::string topic, std::uint32_t part
       }
       for (auto& d : st.deliveries()) {
         put_delivery(ctx, st.group(), tid, partition, d.offset(),
-                     delivery_value{d.attempt(), d.visible_at_ms(), static_cast<std::uint8_t>(d.status())});
+                     delivery_value{d.attempt(), d.visible_at_ms(), static_cast<std::uint8_t>(d.status()), d.holder()});
       }
       for (auto& d : st.dead()) {
         records::DeadLetterRecord rec;

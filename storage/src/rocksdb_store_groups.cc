@@ -62,6 +62,7 @@ void rocksdb_store::apply_ack(group_ctx& ctx, std::string_view group, std::uint3
     delivery_value v;
     if (existing) decode(*existing, v);
     v.status = dead ? 4 : 3;
+    v.holder.clear();  // done: held by nobody
     put_delivery(ctx, group, tid, p, offset, v);
     return;
   }
@@ -178,7 +179,7 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
     }
     for (auto& d : u.deliveries) {
       if (!owned(d.topic, d.partition)) continue;
-      delivery_value v{d.attempt, d.visible_at_ms, static_cast<std::uint8_t>(d.status)};
+      delivery_value v{d.attempt, d.visible_at_ms, static_cast<std::uint8_t>(d.status), d.holder};
       put_delivery(ctx, u.group, tid(d.topic), d.partition, d.offset, v);
     }
     for (auto& a : u.acks) {
@@ -193,7 +194,7 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
       const std::string qkey = message_key('q', u.group, id, r.partition, r.offset);
       if (!wget(ctx, cf_groups, qkey)) continue;
       ctx.del(cf_groups, qkey);
-      put_delivery(ctx, u.group, id, r.partition, r.offset, delivery_value{0, ctx.now_ms, 2});
+      put_delivery(ctx, u.group, id, r.partition, r.offset, delivery_value{0, ctx.now_ms, 2, {}});
     }
     if (ctx.poisoned) return *ctx.poisoned;
     group_update_result out;
@@ -238,7 +239,7 @@ result<group_state> rocksdb_store::load_group(std::string_view name) const {
     if (k.size() != dprefix.size() + 16 || !decode(v, d)) return errc::corruption;
     const char* p = k.data() + dprefix.size();
     out.deliveries.push_back({topic_name(get_u32(p)), get_u32(p + 4), get_u64(p + 8), d.attempt, d.visible_at_ms,
-                              static_cast<delivery_status>(d.status)});
+                              static_cast<delivery_status>(d.status), std::move(d.holder)});
     return true;
   }));
   const std::string qprefix = group_prefix('q', name);
@@ -332,7 +333,7 @@ result<std::vector<due_delivery>> rocksdb_store::due_deliveries(std::int64_t unt
     due_delivery dd;
     dd.group = std::string(k.substr(10, glen));
     dd.delivery = {t ? t->record.name() : std::string(), get_u32(p + 4), get_u64(p + 8), d.attempt, d.visible_at_ms,
-                   static_cast<delivery_status>(d.status)};
+                   static_cast<delivery_status>(d.status), std::move(d.holder)};
     out.push_back(std::move(dd));
     return out.size() < limit;
   }));

@@ -127,6 +127,45 @@ TEST_F(group_replica_test, every_group_change_is_logged_with_its_seq_and_an_ack_
   EXPECT_EQ(changes(*store_).end, 3u);
 }
 
+// Read-process-write's hold (issue 14): the holding transaction's txid is stored with the
+// in-flight delivery (an optional tail of the record: records without one still read), carried
+// by the change sequence and by the snapshot, and gone once the delivery is done.
+TEST_F(group_replica_test, a_deliverys_holder_is_replicated_by_changes_and_snapshots) {
+  setup(3);
+  const std::string tx(16, 'x');
+  group_update u;
+  u.group = "g";
+  u.dispatched = {{"t", 0, 0, 3}};
+  delivery_record held{"t", 0, 1, 1, now() + 86'400'000, delivery_status::in_flight, tx};
+  u.deliveries = {held, {"t", 0, 2, 1, now() + 1000, delivery_status::in_flight, {}}};
+  update(u);
+  auto holder_of = [](store& s, std::uint64_t offset) -> std::string {
+    auto g = s.load_group("g");
+    if (!g) return "error";
+    for (auto& d : g.value().deliveries) {
+      if (d.topic == "t" && d.partition == 0 && d.offset == offset) return d.holder.empty() ? "none" : d.holder;
+    }
+    return "no record";
+  };
+  EXPECT_EQ(holder_of(*store_, 1), tx);
+  EXPECT_EQ(holder_of(*store_, 2), "none");
+  value_of(replicate(), "replicate");
+  EXPECT_EQ(holder_of(*follower_, 1), tx) << "by the change sequence";
+  EXPECT_EQ(holder_of(*follower_, 2), "none");
+  // A snapshot carries it too (a wiped or diverged follower).
+  auto snap = value_of(store_->group_snapshot("t", 0), "group_snapshot");
+  install(*follower_, snap);
+  EXPECT_EQ(holder_of(*follower_, 1), tx) << "by the snapshot";
+  reopen();
+  EXPECT_EQ(holder_of(*store_, 1), tx) << "after a reopen";
+  // Acked above the floor (offset 0 is not done): the done record holds nobody.
+  group_update a;
+  a.group = "g";
+  a.acks = {{"t", 0, 1}};
+  update(a);
+  EXPECT_NE(holder_of(*store_, 1), tx) << "a done record holds nobody";
+}
+
 TEST_F(group_replica_test, a_follower_applying_the_changes_holds_the_leaders_state_acks_attempts_and_dead_letters) {
   setup(6);
   group_update u;

@@ -45,6 +45,29 @@ result<std::shared_ptr<asio::ssl::context>> make_peer_tls_context(const std::str
 
 void peer_link::close() noexcept { stream_.close(); }
 
+asio::awaitable<boost::system::error_code> peer_link::write_frame(const std::string& encoded) {
+  boost::system::error_code ec;
+  co_await stream_.visit([&](auto& s) {
+    return asio::async_write(s, asio::buffer(encoded), asio::redirect_error(asio::use_awaitable, ec));
+  });
+  co_return ec;
+}
+
+asio::awaitable<result<v1::Frame>> peer_link::read_frame() {
+  std::array<std::byte, 16 * 1024> buf{};
+  boost::system::error_code ec;
+  for (;;) {
+    auto next = reader_.next();
+    if (!next) co_return next.error();
+    if (next.value()) co_return std::move(*next.value());
+    const std::size_t n = co_await stream_.visit([&](auto& s) {
+      return s.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    });
+    if (ec) co_return error(protocol::errc::internal, "connection to broker " + address_ + ": " + ec.message());
+    reader_.feed(std::span<const std::byte>(buf.data(), n));
+  }
+}
+
 asio::awaitable<result<v1::Frame>> peer_link::exchange(v1::Frame request, std::chrono::milliseconds deadline) {
   request.set_correlation_id(++corr_);
   std::string out;

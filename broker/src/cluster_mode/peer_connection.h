@@ -52,6 +52,11 @@ class peer_link {
   // paused or dead peer cannot hold the caller). The request's correlation id is set here.
   // Errors: internal naming the address and the socket's error, or the codec's.
   boost::asio::awaitable<result<v1::Frame>> exchange(v1::Frame request, std::chrono::milliseconds deadline);
+  // For a link that carries many requests at once (peer_pool): one frame written (its bytes,
+  // already encoded, correlation id set), or the next frame read, with no deadline of their
+  // own (the pool bounds each request). At most one write and one read at a time.
+  boost::asio::awaitable<boost::system::error_code> write_frame(const std::string& encoded);
+  boost::asio::awaitable<result<v1::Frame>> read_frame();
   void close() noexcept;
   [[nodiscard]] bool is_open() noexcept { return stream_.socket().is_open(); }
   [[nodiscard]] const std::string& address() const noexcept { return address_; }
@@ -73,9 +78,8 @@ boost::asio::awaitable<result<std::shared_ptr<peer_link>>> connect_peer(boost::a
                                                                          std::chrono::milliseconds deadline);
 
 // One request over a fresh connection (connect with `id` as above, the request, its answer,
-// close), all within `deadline`; `done` runs on the io thread. Used for the copies of committed
-// transactions' messages to other leaders (service/cluster_tx.cc), which are rare next to
-// replication and need no connection kept.
+// close), all within `deadline`; `done` runs on the io thread. The forwarded requests of
+// transactions go through peer_pool (peer_pool.h) instead, which keeps one connection per peer.
 void peer_request(boost::asio::io_context& io, const peer_identity& id, std::string address, v1::Frame request,
                   std::chrono::milliseconds deadline, std::function<void(result<v1::Frame>)> done);
 

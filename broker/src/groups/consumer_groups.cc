@@ -251,22 +251,45 @@ void consumer_groups::settle(const std::shared_ptr<responder>& c, std::uint64_t 
     for (auto e : results) dr->add_results(e == protocol::errc{} ? v1::ERROR_CODE_UNSPECIFIED : v1::UNKNOWN_DELIVERY);
     to.respond(std::move(out));
   };
-  if (gate_ && !is_empty(res.update)) {
+  // Cluster read-process-write: a transaction's Ack or Nack (its home leader's retry) of a
+  // delivery no longer in flight is taken by the home leader as "an earlier try of this step
+  // settled it". That is only true once the earlier try's change is on this partition's ISR: an
+  // earlier try answered NOT_ENOUGH_REPLICAS left the change here, perhaps on no follower, and a
+  // failover would lose it. So such an answer waits for the ISR to hold everything this node
+  // wrote of the partition's group changes (the earlier try's included), and fails retriably
+  // when it does not (docs/cluster.md "Read-process-write").
+  std::vector<storage::group_change_ref> settled_before;
+  if (gate_ && !tx.empty() && kind != settle_kind::extend) {
+    for (std::size_t i = 0; i < res.results.size() && i < mrefs.size(); ++i) {
+      if (res.results[i] == protocol::errc{}) continue;
+      const auto& r = mrefs[i];
+      auto read = store_.group_changes(r.topic, r.partition, 0, 0);
+      if (!read) continue;  // the topic is gone: nothing to wait for
+      settled_before.push_back({r.topic, r.partition, read.value().end});
+    }
+  }
+  if (gate_ && (!is_empty(res.update) || !settled_before.empty())) {
     // Cluster mode: answered once the ISR holds the change (an acknowledged ack is never lost).
     if (metrics_) metrics_->dead_letters.inc(res.update.dead.size());
-    res.update.sync = true;
     std::weak_ptr<responder> weak = c;
-    store_.update_group(std::move(res.update), on_io<storage::group_update_result>(
-        io_, [this, weak, corr, group, answer](result<storage::group_update_result> r) {
-      auto reply = [weak, corr, group, answer](result<void> g) {
-        auto to = weak.lock();
-        if (!to || !to->is_open()) return;
-        if (!g) return to->respond_error(corr, wire_code(g.error()), "group '" + group + "': " + g.error().message);
-        answer(*to, corr);
-      };
-      if (!r) return reply(r.error());
-      gate_(std::move(r.value().changes), reply);
-    }));
+    auto reply = [weak, corr, group, answer](result<void> g) {
+      auto to = weak.lock();
+      if (!to || !to->is_open()) return;
+      if (!g) return to->respond_error(corr, wire_code(g.error()), "group '" + group + "': " + g.error().message);
+      answer(*to, corr);
+    };
+    if (is_empty(res.update)) {
+      gate_(std::move(settled_before), reply);
+    } else {
+      res.update.sync = true;
+      store_.update_group(std::move(res.update), on_io<storage::group_update_result>(
+          io_, [this, reply, settled_before = std::move(settled_before)](result<storage::group_update_result> r) mutable {
+        if (!r) return reply(r.error());
+        auto changes = std::move(r.value().changes);
+        changes.insert(changes.end(), settled_before.begin(), settled_before.end());
+        gate_(std::move(changes), reply);
+      }));
+    }
   } else {
     persist(std::move(res.update));
     answer(*c, corr);

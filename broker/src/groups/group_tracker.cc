@@ -85,6 +85,12 @@ storage::delivery_record group_tracker::record_of(const partition& part, std::ui
   r.attempt = e.attempt;
   r.visible_at_ms = e.when_ms;
   r.status = e.st == state::in_flight ? storage::delivery_status::in_flight : storage::delivery_status::waiting;
+  if (e.st == state::in_flight && !holds_.empty()) {
+    // The holder travels with the record (replicated): a new leader refuses what this one does.
+    if (auto pidx = find_partition(part.topic, part.id)) {
+      if (const auto* h = holder(*pidx, offset)) r.holder = *h;
+    }
+  }
   return r;
 }
 
@@ -153,6 +159,7 @@ result<void> group_tracker::load(const storage::group_state& state, std::int64_t
         e.attempt = rec->second->attempt;
         e.when_ms = rec->second->visible_at_ms;
         e.st = rec->second->status == storage::delivery_status::in_flight ? state::in_flight : state::waiting;
+        if (e.st == state::in_flight && !rec->second->holder.empty()) holds_[{pidx, o}] = rec->second->holder;
       } else {
         // Held behind its key or delivered once without a record: either way it goes out
         // again, flagged as a possible redelivery.

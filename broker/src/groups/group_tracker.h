@@ -139,9 +139,9 @@ class group_tracker {
   // behalf a transaction's home leader settles. An extend by a transaction *holds* the delivery
   // for it: until that transaction acks (COMMIT) or nacks (ROLLBACK) it, another
   // transaction's settle of it is refused (unknown_delivery), and so is the consumer's own ack or
-  // nack; the consumer's extend never shortens the hold. The holder is kept in memory; the
-  // hold's deadline is the delivery record's (replicated), so after a failover the delivery stays
-  // in flight until that deadline, with no holder named.
+  // nack; the consumer's extend never shortens the hold. The holder and the hold's deadline are
+  // the delivery record's (storage::delivery_record::holder, replicated with it), so a new leader
+  // of the partition reloads both and refuses exactly what this one refused.
   [[nodiscard]] refs_result ack(const std::vector<delivery_ref>& refs, std::int64_t now_ms, std::string_view tx = {});
   // delay 0: the retry schedule decides. After max_attempts deliveries the message is dead.
   [[nodiscard]] refs_result nack(const std::vector<delivery_ref>& refs, std::chrono::milliseconds delay,

@@ -4,7 +4,9 @@
 
 #include <limits>
 
+#include "broker_metrics.h"
 #include "cluster_mode/cluster_node.h"
+#include "cluster_mode/peer_pool.h"
 #include "cluster_mode/replication.h"
 #include "cluster_mode/routing.h"
 #include "io_thread.h"
@@ -134,6 +136,13 @@ void service::drain(std::chrono::milliseconds wait, std::function<void()> done) 
 void service::set_replication(const cluster_mode::replication_settings& s) {
   if (cluster_ == nullptr) return;
   replication_ = std::make_unique<cluster_mode::replication>(io_, store_, *cluster_, s);
+  peers_ = std::make_unique<cluster_mode::peer_pool>(
+      io_, s.peer,
+      metrics_ ? &metrics_->registry.add_counter("txmq_peer_connections_opened_total",
+                                                 "Connections this broker opened to other brokers for forwarded "
+                                                 "transaction requests (copies, holds, acks, releases)",
+                                                 {})
+               : nullptr);
   // Consumers read only partitions led here, only below the high watermark (docs/cluster.md
   // "Consumers"); parked fetches wake when it moves.
   groups_->set_visible_end([this](const std::string& topic, std::uint32_t partition, std::uint64_t log_end) {

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "cluster_mode/cluster_node.h"
-#include "cluster_mode/peer_connection.h"
+#include "cluster_mode/peer_pool.h"
 #include "cluster_mode/replication.h"
 #include "cluster_mode/routing.h"
 #include "io_thread.h"
@@ -174,7 +174,7 @@ void service::copy_tx(const storage::tx_record& rec, std::function<void(result<v
   for (auto& entry : remote) {
     const auto where = entry.first;
     const auto& ms = entry.second;
-    if (!replication_) {
+    if (!peers_) {
       finish(error(protocol::errc::internal, "copy to " + where.first + " at " + where.second + ": no replication"));
       continue;
     }
@@ -190,8 +190,7 @@ void service::copy_tx(const storage::tx_record& rec, std::function<void(result<v
       copy->clear_txid();
     }
     // Answered by the leader once its ISR holds the messages (a replicated Produce).
-    cluster_mode::peer_request(io_, replication_->peer(), where.second, std::move(f), k_copy_timeout,
-                               [finish, where](result<v1::Frame> r) {
+    peers_->request(where.second, std::move(f), k_copy_timeout, [finish, where](result<v1::Frame> r) {
       if (!r) return finish(r.error());
       if (r.value().has_error()) {
         return finish(error(protocol::errc::not_leader, "copy to " + where.first + " at " + where.second + ": " +

@@ -10,7 +10,7 @@
 #include <map>
 
 #include "cluster_mode/cluster_node.h"
-#include "cluster_mode/peer_connection.h"
+#include "cluster_mode/peer_pool.h"
 #include "cluster_mode/replication.h"
 #include "cluster_mode/routing.h"
 #include "service/service.h"
@@ -140,7 +140,7 @@ void service::settle_tx_acks(tx_coordinator::settle_step step, const storage::tx
     switch (step) {
       case tx_coordinator::settle_step::hold:
         kind = consumer_groups::settle_kind::extend;
-        ms = static_cast<std::uint32_t>(std::chrono::milliseconds(tx_coordinator::k_ack_hold).count());
+        ms = static_cast<std::uint32_t>(tx_coordinator::ack_hold().count());
         f.mutable_extend()->set_group(entry.first.second);
         f.mutable_extend()->set_extend_ms(ms);
         f.mutable_extend()->set_tx(txid);
@@ -171,11 +171,11 @@ void service::settle_tx_acks(tx_coordinator::settle_step step, const storage::tx
       groups_->settle(to, 1, kind, entry.first.second, *refs, ms, txid);
       continue;
     }
-    if (!replication_) {
+    if (!peers_) {
       answered(error(protocol::errc::internal, "no replication to reach " + address));
       continue;
     }
-    cluster_mode::peer_request(io_, replication_->peer(), address, std::move(f), k_settle_timeout, answered);
+    peers_->request(address, std::move(f), k_settle_timeout, answered);
   }
 }
 

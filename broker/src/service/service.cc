@@ -2,6 +2,7 @@
 
 #include "broker_metrics.h"
 #include "cluster_mode/replication.h"
+#include "cluster_mode/peer_pool.h"
 #include "txmq/common/log.h"
 
 namespace txmq::broker {
@@ -93,6 +94,7 @@ void service::stop() {
   webhooks_->stop();
   groups_->stop();
   if (replication_) replication_->stop();
+  if (peers_) peers_->close();
 }
 
 void service::close_all() {

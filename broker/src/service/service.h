@@ -38,6 +38,7 @@ struct broker_metrics;
 namespace cluster_mode {
 class cluster_node;
 class replication;
+class peer_pool;
 struct replication_settings;
 struct peer_identity;
 }
@@ -232,6 +233,9 @@ class service {
   std::set<std::string> creating_locally_;
   std::set<std::string> altering_locally_;  // local retention being set from etcd (sync_topic_retention)
   std::unique_ptr<cluster_mode::replication> replication_;
+  // Kept connections to the other brokers for the requests forwarded on transactions' behalf
+  // (copies, holds, acks, releases); made with replication_'s peer identity.
+  std::unique_ptr<cluster_mode::peer_pool> peers_;
 };
 
 }  // namespace txmq::broker

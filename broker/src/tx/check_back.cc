@@ -260,6 +260,16 @@ void tx_coordinator::handle_answer(const std::shared_ptr<responder>& c, v1::Fram
 
 void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcome) {
   count_check(outcome == tx_outcome::commit ? "commit" : "rollback");
+  resolve_check_in_turn(check, outcome);
+}
+
+void tx_coordinator::resolve_check_in_turn(const open_check& check, tx_outcome outcome) {
+  resolve_turn turn;
+  if (cluster_.owner) {
+    // One resolution of a transaction at a time (tx_coordinator.h, resolve_turn).
+    turn = take_turn(check.id, [this, check, outcome] { resolve_check_in_turn(check, outcome); });
+    if (!turn) return;
+  }
   auto found = store_.find_tx(check.id);
   if (!found || !found.value()) {
     busy_.erase(check.id);
@@ -275,7 +285,7 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
     // Cluster read-process-write: the holds are taken again before the COMMIT is written; if
     // that cannot be done now, the transaction stays PREPARED and the next check asks again.
     auto before = std::make_shared<storage::tx_record>(rec);
-    return claim_in_cluster(*before, [this, rr, before](result<std::optional<std::string>> claim) mutable {
+    return claim_in_cluster(*before, [this, rr, before, turn](result<std::optional<std::string>> claim) mutable {
       if (!claim) {
         busy_.erase(before->id);
         common::log::warn("tx ", before->id.to_string(), ": its check-back said commit, but holding its acks' "
@@ -287,7 +297,7 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
                           *claim.value());
         rr.outcome = tx_outcome::rollback;
       }
-      write_check_resolve(rr, false, std::move(*before));
+      write_check_resolve(rr, false, std::move(*before), std::move(turn));
     });
   }
   bool claimed = false;
@@ -299,12 +309,14 @@ void tx_coordinator::resolve_by_check(const open_check& check, tx_outcome outcom
       claimed = true;
     }
   }
-  write_check_resolve(rr, claimed, std::move(*found.value()));
+  write_check_resolve(rr, claimed, std::move(*found.value()), std::move(turn));
 }
 
-void tx_coordinator::write_check_resolve(const storage::resolve_request& rr, bool claimed, storage::tx_record rec) {
-  store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, claimed, before = std::move(rec)](
-                                                        result<storage::resolve_result> r) {
+void tx_coordinator::write_check_resolve(const storage::resolve_request& rr, bool claimed, storage::tx_record rec,
+                                         resolve_turn turn) {
+  store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, claimed, before = std::move(rec), turn = std::move(turn)](
+                                                        result<storage::resolve_result> r) mutable {
+    const resolve_turn release = std::move(turn);
     if (claimed) release_acks(before);
     busy_.erase(before.id);
     if (!r) {

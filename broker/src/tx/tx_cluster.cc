@@ -7,15 +7,80 @@
 
 #include "tx/tx_coordinator.h"
 
+#include <cstdlib>
+
 #include "io_thread.h"
 #include "txmq/common/log.h"
 
 namespace txmq::broker {
 
+using storage::tx_state;
+
 namespace {
 // A copy that failed (its partition's leader moved, replicas missing) is tried again after this.
 constexpr auto k_copy_retry = std::chrono::milliseconds(500);
 }  // namespace
+
+std::chrono::milliseconds tx_coordinator::ack_hold() {
+  static const std::chrono::milliseconds hold = [] {
+    std::chrono::milliseconds h = k_ack_hold;
+#ifdef TXMQ_FAULT_HOOKS
+    // Lets a test see a hold run out (and be renewed) within seconds.
+    if (const char* v = std::getenv("TXMQ_TEST_ACK_HOLD_MS"); v && std::atoll(v) > 0) {
+      h = std::chrono::milliseconds(std::atoll(v));
+      common::log::warn("TXMQ_TEST_ACK_HOLD_MS: transactions hold their input deliveries for ", h.count(), " ms");
+    }
+#endif
+    return h;
+  }();
+  return hold;
+}
+
+void tx_coordinator::renew_holds() {
+  if (!cluster_.settle_acks || !cluster_.owner) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_hold_renew_) return;
+  next_hold_renew_ = now + ack_hold() / 4;
+  std::vector<storage::tx_record> renew;
+  auto led_here = [this](const storage::tx_record& rec) {
+    return !rec.home_topic.empty() && !cluster_.owner(rec.home_topic, rec.home_partition);
+  };
+  // PREPARED ones (a page at a time; they are few next to resolved ones).
+  std::optional<storage::txid> after;
+  for (;;) {
+    auto page = store_.list_txs(tx_state::prepared, 1000, after);
+    if (!page) {
+      common::log::warn("renewing the holds of prepared transactions: reading them failed: ", page.error().message);
+      break;
+    }
+    for (auto& rec : page.value()) {
+      if (!rec.acks.empty() && led_here(rec)) renew.push_back(std::move(rec));
+    }
+    if (page.value().size() < 1000) break;
+    after = page.value().back().id;
+  }
+  // COMMITs whose follow-up waits for a retry or for the outcome's gate: their acks are not
+  // applied yet.
+  for (auto& [id, rec] : uncopied_) {
+    if (rec.state == tx_state::committed && !rec.acks.empty() && led_here(rec)) renew.push_back(rec);
+  }
+  for (auto& [id, change] : unconfirmed_) {
+    auto rec = store_.find_tx(id);
+    if (rec && rec.value() && rec.value()->state == tx_state::committed && !rec.value()->acks.empty() &&
+        !rec.value()->copied && led_here(*rec.value())) {
+      renew.push_back(std::move(*rec.value()));
+    }
+  }
+  for (auto& rec : renew) {
+    auto acks = std::make_shared<std::vector<storage::ack_ref>>(rec.acks);
+    cluster_.settle_acks(settle_step::hold, rec.id, *acks, [id = rec.id, acks](result<std::vector<bool>> r) {
+      // A failed renewal is tried again at the next one; a delivery no longer held by it was
+      // settled (acked, released) or its hold ran out: the claim before a COMMIT decides then.
+      if (!r) common::log::debug("tx ", id.to_string(), ": renewing its holds failed: ", r.error().message);
+    });
+  }
+  if (!renew.empty()) common::log::debug("renewed the holds of ", renew.size(), " transaction(s)");
+}
 
 void tx_coordinator::respond_with(responder& c, std::uint64_t corr, v1::Error e) {
   v1::Frame out;
@@ -103,6 +168,7 @@ void tx_coordinator::confirmed_commit(const storage::txid& id, const storage::gr
 }
 
 void tx_coordinator::retry_copies() {
+  renew_holds();
   if ((uncopied_.empty() && unconfirmed_.empty()) || std::chrono::steady_clock::now() < next_copy_retry_) return;
   next_copy_retry_ = std::chrono::steady_clock::now() + k_copy_retry;
   // Commits whose outcome was not yet on the home ISR: the gate is asked again (taken out of

@@ -264,6 +264,60 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
   if (outcome != v1::COMMIT && outcome != v1::ROLLBACK) {
     return c->respond_error(corr, v1::INVALID_ARGUMENT, what + " needs outcome COMMIT or ROLLBACK");
   }
+  resolve_turn turn;
+  if (cluster_.owner) {
+    std::weak_ptr<responder> weak = c;
+    turn = take_turn(id.value(), [this, weak, corr, what, txid_bytes, outcome, by] {
+      if (auto c = weak.lock()) return resolve(c, corr, what, txid_bytes, outcome, by);
+    });
+    if (!turn) return;  // runs when the resolution under way has been written
+  }
+  resolve_in_turn(c, corr, what, id.value(), outcome, by, std::move(turn));
+}
+
+tx_coordinator::resolve_turn tx_coordinator::take_turn(const storage::txid& id, std::function<void()> retry) {
+  auto [it, first] = resolving_.try_emplace(id);
+  if (!first) {
+    it->second.push_back(std::move(retry));
+    return nullptr;
+  }
+  // Released when the last holder lets go of it: the next waiting request runs then (posted:
+  // not inside the completion that released the turn). The pointer only makes the turn non-null;
+  // a turn dropped with a handler after the coordinator is gone (shutdown) does nothing.
+  return std::shared_ptr<void>(static_cast<void*>(this), [this, id, alive = std::weak_ptr<char>(alive_)](void*) {
+    if (alive.expired()) return;
+    auto it = resolving_.find(id);
+    if (it == resolving_.end()) return;
+    if (it->second.empty()) {
+      resolving_.erase(it);
+      return;
+    }
+    auto next = std::move(it->second.front());
+    it->second.pop_front();
+    auto rest = std::move(it->second);
+    resolving_.erase(it);
+    // The next one takes the turn again itself; the others queue behind it.
+    asio::post(io_, [this, id, next = std::move(next), rest = std::move(rest)]() mutable {
+      next();
+      auto it2 = resolving_.find(id);
+      for (auto& r : rest) {
+        if (it2 == resolving_.end()) {
+          // The next one finished at once (answered from memory): this one starts a turn.
+          r();
+          it2 = resolving_.find(id);
+          continue;
+        }
+        it2->second.push_back(std::move(r));
+      }
+    });
+  });
+}
+
+void tx_coordinator::resolve_in_turn(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& what,
+                                     const storage::txid& txid, v1::TxOutcome outcome, resolver by,
+                                     resolve_turn turn) {
+  (void)what;  // only the checks made before the turn name the request
+  const std::optional<storage::txid> id(txid);
   const std::string tx_text = id.value().to_string();
   // A transaction this broker prepared without acks needs no look-up before it is resolved:
   // there is nothing to claim, and the store hands back the record it resolved
@@ -295,7 +349,7 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
     // Cluster read-process-write: the holds are taken again before the COMMIT is written.
     std::weak_ptr<responder> weak = c;
     auto rec = std::make_shared<storage::tx_record>(std::move(*found_before));
-    return claim_in_cluster(*rec, [this, weak, corr, rr, outcome, rec, tx_text](
+    return claim_in_cluster(*rec, [this, weak, corr, rr, outcome, rec, tx_text, turn](
                                       result<std::optional<std::string>> claim) mutable {
       auto c = weak.lock();
       if (!c) return;  // nothing written: the producer's retry or a check-back decides
@@ -304,7 +358,7 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
                                 "transaction " + tx_text + ": holding its acks' deliveries failed: " + claim.error().message);
       }
       if (claim.value()) rr.outcome = tx_outcome::rollback;
-      write_resolve(c, corr, rr, outcome, claim.value(), std::move(*rec));
+      write_resolve(c, corr, rr, outcome, claim.value(), std::move(*rec), std::move(turn));
     });
   }
   std::optional<std::string> stale;
@@ -312,18 +366,22 @@ void tx_coordinator::resolve(const std::shared_ptr<responder>& c, std::uint64_t 
     stale = claim_acks(*found_before);
     if (stale) rr.outcome = tx_outcome::rollback;
   }
-  write_resolve(c, corr, std::move(rr), outcome, std::move(stale), std::move(found_before));
+  write_resolve(c, corr, std::move(rr), outcome, std::move(stale), std::move(found_before), std::move(turn));
 }
 
 void tx_coordinator::write_resolve(const std::shared_ptr<responder>& c, std::uint64_t corr,
                                    storage::resolve_request rr, v1::TxOutcome outcome,
-                                   std::optional<std::string> stale, std::optional<storage::tx_record> found_before) {
+                                   std::optional<std::string> stale, std::optional<storage::tx_record> found_before,
+                                   resolve_turn turn) {
   const storage::resolver by = rr.by;
   const std::string tx_text = rr.id.to_string();
   std::weak_ptr<responder> weak = c;
   store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, weak, corr, by, outcome, tx_text, stale,
-                                                     found_before = std::move(found_before)](
-                                                        result<storage::resolve_result> r) {
+                                                     found_before = std::move(found_before), turn = std::move(turn)](
+                                                        result<storage::resolve_result> r) mutable {
+    // The outcome is in the store now: a resolution of the same transaction waiting for its
+    // turn runs after this one and reads it.
+    const resolve_turn release = std::move(turn);
     if (outcome == v1::COMMIT && found_before) release_acks(*found_before);
     const storage::tx_record* before = found_before ? &*found_before : r ? &r.value().before : nullptr;
     if (r && r.value().status == storage::resolve_status::applied) resolved(*before, r.value(), by);

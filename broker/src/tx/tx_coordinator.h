@@ -92,9 +92,13 @@ class tx_coordinator {
   void set_check_filter(check_filter f) { may_check_ = std::move(f); }
 
   enum class settle_step : std::uint8_t { hold, ack, release };
-  // How long a hold keeps a transaction's input deliveries in flight (renewed when a COMMIT is
-  // decided): longer than the check schedule takes to decide or abandon a transaction.
+  // How long a hold keeps a transaction's input deliveries in flight: longer than the check
+  // schedule takes to decide or abandon a transaction. The home leader renews the holds of its
+  // PREPARED transactions and of COMMITs whose acks are not applied yet every quarter of it
+  // (renew_holds), and the claim before a COMMIT renews them too. 24 h; a test build
+  // (TXMQ_FAULT_HOOKS) takes TXMQ_TEST_ACK_HOLD_MS from the environment.
   static constexpr std::chrono::hours k_ack_hold{24};
+  [[nodiscard]] static std::chrono::milliseconds ack_hold();
 
   // Cluster mode (docs/cluster.md "Transactions"), set by the service; unset on a single node,
   // whose path is unchanged. A transaction lives in its home partition's change sequence.
@@ -153,6 +157,8 @@ class tx_coordinator {
   static constexpr std::uint64_t k_request_id_bit = std::uint64_t{1} << 63;
 
  private:
+  // See take_turn below.
+  using resolve_turn = std::shared_ptr<void>;
   struct open_check {
     storage::txid id;
     std::string group;
@@ -168,11 +174,13 @@ class tx_coordinator {
 
   void resolve(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& what,
                const std::string& txid_bytes, v1::TxOutcome outcome, storage::resolver by);
+  void resolve_in_turn(const std::shared_ptr<responder>& c, std::uint64_t corr, const std::string& what,
+                       const storage::txid& id, v1::TxOutcome outcome, storage::resolver by, resolve_turn turn);
   // The store's part of Prepare and of a resolve (after the holds or the claim in cluster mode).
   void write_prepare(const std::shared_ptr<responder>& c, std::uint64_t corr, storage::prepare_request pr);
   void write_resolve(const std::shared_ptr<responder>& c, std::uint64_t corr, storage::resolve_request rr,
                      v1::TxOutcome outcome, std::optional<std::string> stale,
-                     std::optional<storage::tx_record> found_before);
+                     std::optional<storage::tx_record> found_before, resolve_turn turn = {});
   // Cluster read-process-write, before a COMMIT is written: the transaction's holds are taken
   // again (each delivery still in flight in its attempt and held by no other transaction).
   // `then` gets why it must roll back instead (nullopt: commit), or the error that stopped the
@@ -197,7 +205,9 @@ class tx_coordinator {
   void pump(const std::string& group);
   void send_check(responder& c, const storage::tx_record& rec);
   void resolve_by_check(const open_check& check, storage::tx_outcome outcome);
-  void write_check_resolve(const storage::resolve_request& rr, bool claimed, storage::tx_record rec);
+  void resolve_check_in_turn(const open_check& check, storage::tx_outcome outcome);
+  void write_check_resolve(const storage::resolve_request& rr, bool claimed, storage::tx_record rec,
+                           resolve_turn turn = {});
   // Records undecided checks (one store write) and abandons the transactions that reached
   // tx_max_checks.
   void record(std::vector<undecided_check> undecided);
@@ -271,6 +281,24 @@ class tx_coordinator {
   std::unordered_map<storage::txid, storage::group_change_ref, protocol::uuid_hash> unconfirmed_;
   std::unordered_set<storage::txid, protocol::uuid_hash> confirming_;
   void retry_copies();
+  // Every ack_hold()/4 while this node leads their home partitions: the holds of PREPARED
+  // read-process-write transactions and of COMMITs whose acks are not applied yet are taken
+  // again (an Extend by the same transaction), so they do not run out while the transaction
+  // waits for its decision or its acks. ABANDONED transactions' holds are not renewed: their
+  // inputs go back to the group when the hold runs out (docs/cluster.md "Read-process-write").
+  void renew_holds();
+  std::chrono::steady_clock::time_point next_hold_renew_{};
+  // Cluster mode: one resolution of a transaction at a time (EndTx, TxResolve, a check-back's
+  // answer). A cluster COMMIT of read-process-write takes its holds again before writing, an
+  // asynchronous step during which a contrary ROLLBACK could be written and its releases sent
+  // (and the COMMIT's claim then hold the inputs again for a transaction already rolled back).
+  // Serialized, the second request finds the first one's outcome in the store and is answered
+  // from it (repeated, or TX_ALREADY_RESOLVED). A turn is held until the store answered the
+  // resolve write; the waiting requests run after it, in arrival order.
+  // A turn for `id` now, or nullptr after queueing `retry` to run when the turn is free.
+  [[nodiscard]] resolve_turn take_turn(const storage::txid& id, std::function<void()> retry);
+  std::unordered_map<storage::txid, std::deque<std::function<void()>>, protocol::uuid_hash> resolving_;
+  std::shared_ptr<char> alive_ = std::make_shared<char>(0);  // expires with the coordinator
   // Answers with the Error (NOT_LEADER and the like) the cluster hooks gave.
   static void respond_with(responder& c, std::uint64_t corr, v1::Error e);
   static void answer_end_tx(responder& c, std::uint64_t corr, const storage::resolve_result& res);

@@ -318,6 +318,11 @@ struct delivery_record {
   std::uint32_t attempt = 0;
   std::int64_t visible_at_ms = 0;
   delivery_status status = delivery_status::waiting;
+  // Cluster read-process-write (docs/cluster.md "Read-process-write"): the txid (16 bytes) of
+  // the transaction holding this in-flight delivery, empty when none. Replicated with the
+  // record, so a new leader of the partition refuses what the old one refused. Records written
+  // before it existed have none.
+  std::string holder;
   friend bool operator==(const delivery_record&, const delivery_record&) = default;
 };
 
