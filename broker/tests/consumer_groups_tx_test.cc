@@ -105,7 +105,7 @@ class consumer_groups_tx_test : public ::testing::Test {
 
 TEST_F(consumer_groups_tx_test, a_retried_tx_ack_of_a_settled_delivery_waits_for_the_isr) {
   const auto m = fetch_one();
-  ASSERT_TRUE(m.has_id());
+  ASSERT_FALSE(m.id().empty());
   // First try: applied here, written, then the gate: NOT_ENOUGH_REPLICAS (followers missing).
   const auto first = tx_ack(m);
   ASSERT_TRUE(run_until([&] { return !gated_.empty(); })) << "the applied ack waits for the ISR";
@@ -147,7 +147,7 @@ TEST_F(consumer_groups_tx_test, a_retried_tx_ack_of_a_settled_delivery_waits_for
 
 TEST_F(consumer_groups_tx_test, a_consumers_own_ack_of_an_unknown_delivery_is_answered_at_once) {
   const auto m = fetch_one();
-  ASSERT_TRUE(m.has_id());
+  ASSERT_FALSE(m.id().empty());
   v1::Message later = m;
   later.set_attempt(m.attempt() + 1);  // no such delivery
   google::protobuf::RepeatedPtrField<v1::DeliveryRef> refs;
