@@ -1,5 +1,8 @@
 // Replication, the leader's side (replication.h): serving ReplicaFetch, the high watermark,
-// acknowledgements that wait for the ISR, and the leader's ISR changes in etcd.
+// acknowledgements that wait for the ISR, and the leader's ISR changes in etcd. It is one piece
+// (over 600 lines since fetch sessions) because the fetch answer, the follower's report that
+// moves the high watermark and the waiters it settles share the leader's per-partition state;
+// the session answer's cut under the frame limit is apart (fetch_session.h).
 
 #include <algorithm>
 #include <future>
