@@ -310,6 +310,7 @@ class rocksdb_store final : public store {
                                           std::optional<txid> after) const override;
   void ensure_group(group_info info, group_start start, completion<group_state> done) override;
   void update_group(group_update update, completion<group_update_result> done) override;
+  result<group_state> load_group_record(std::string_view name) const;
   result<group_state> load_group(std::string_view name) const override;
   result<group_state> load_group_partition(std::string_view name, std::string_view topic,
                                            std::uint32_t partition) const override;

@@ -209,7 +209,8 @@ void rocksdb_store::update_group(group_update update, completion<group_update_re
   });
 }
 
-result<group_state> rocksdb_store::load_group(std::string_view name) const {
+// The group's own record (name, topics, creation), the part of its state both loads start from.
+result<group_state> rocksdb_store::load_group_record(std::string_view name) const {
   std::string value;
   auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_default], group_record_key(name), &value);
   if (s.IsNotFound()) return errc::unknown_group;
@@ -220,6 +221,11 @@ result<group_state> rocksdb_store::load_group(std::string_view name) const {
   out.info.name = rec.name();
   out.info.topics.assign(rec.topics().begin(), rec.topics().end());
   out.info.created_ms = rec.created_ms();
+  return out;
+}
+
+result<group_state> rocksdb_store::load_group(std::string_view name) const {
+  TXMQ_TRY(auto out, load_group_record(name));
 
   auto topic_name = [&](std::uint32_t id) -> std::string {
     auto t = find_topic(id);
@@ -252,20 +258,12 @@ result<group_state> rocksdb_store::load_group(std::string_view name) const {
 
 result<group_state> rocksdb_store::load_group_partition(std::string_view name, std::string_view topic,
                                                        std::uint32_t partition) const {
+  TXMQ_TRY(auto out, load_group_record(name));
   std::string value;
-  auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_default], group_record_key(name), &value);
-  if (s.IsNotFound()) return errc::unknown_group;
-  if (!s.ok()) return status_error(s, "loading consumer group '" + std::string(name) + "'");
-  records::GroupRecord rec;
-  if (!rec.ParseFromString(value)) return errc::corruption;
-  group_state out;
-  out.info.name = rec.name();
-  out.info.topics.assign(rec.topics().begin(), rec.topics().end());
-  out.info.created_ms = rec.created_ms();
   auto t = find_topic(topic);
   if (!t) return out;  // no local copy: no state of it here
   const std::uint32_t tid = t->record.id();
-  s = db_->Get(rocksdb::ReadOptions(), handles_[cf_groups], cursor_key(name, tid, partition), &value);
+  auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_groups], cursor_key(name, tid, partition), &value);
   if (!s.ok() && !s.IsNotFound()) return status_error(s, "loading consumer group '" + std::string(name) + "'");
   if (s.ok()) {
     cursor_value c;
