@@ -477,21 +477,7 @@ void replication::answer_fetch(const std::shared_ptr<responder>& c, std::uint64_
     // to restart its log (it discards what it holds; docs/cluster.md "Retention").
     return c->respond(std::move(out));
   }
-  v1::ReplicaBatch* batch = nullptr;
-  std::uint32_t batch_epoch = 0;
-  for (auto& m : read.value().messages) {
-    const std::uint32_t epoch = storage::epoch_at(epochs, m.offset());
-    if (!batch || epoch != batch_epoch) {
-      batch = resp->add_batches();
-      batch->set_leader_epoch(epoch);
-      batch->set_base_offset(m.offset());
-      batch_epoch = epoch;
-    }
-    m.clear_topic();
-    m.clear_partition();
-    m.clear_offset();
-    *batch->add_messages() = std::move(m);
-  }
+  *resp->mutable_batches() = std::move(*batches_of(std::move(read.value().messages), epochs).mutable_batches());
   if (resp->batches_size() == 0) return c->respond(std::move(out));
   auto& slot = lp->second.answers[lp->second.next_answer];
   lp->second.next_answer = (lp->second.next_answer + 1) % lp->second.answers.size();
