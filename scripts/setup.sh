@@ -6,6 +6,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ccache pkg-config
+  # the linker (CMakeLists.txt, TXMQ_LLD): a fifth of GNU ld's time for the test executables
+  lld
   libboost1.81-dev libboost-json1.81-dev libboost-program-options1.81-dev libboost-url1.81-dev
   librocksdb-dev libprotobuf-dev protobuf-compiler
   libpq-dev postgresql postgresql-15
