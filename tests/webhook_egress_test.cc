@@ -3,6 +3,10 @@
 // name resolving to loopback. Blocked by default (outcome `blocked` in the attempt log, nothing
 // reaches the receiver), delivered with webhook_allow_private or webhook_allow_hosts.
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -22,12 +26,14 @@ namespace {
 using std::chrono::milliseconds;
 
 bool ipv6_loopback_available() {
-  boost::system::error_code ec;
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor a(io);
-  a.open(boost::asio::ip::tcp::v6(), ec);
-  if (!ec) a.bind({boost::asio::ip::make_address("::1"), 0}, ec);
-  return !ec;
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
 }
 
 // Creates a topic and a subscription to `url` (one attempt an hour after the first, 1 s timeout),
@@ -79,7 +85,7 @@ std::vector<target> targets(const receiver& rx4, const receiver* rx6) {
 TEST(webhook_egress, loopback_private_and_link_local_are_blocked_by_default) {
   receiver rx4([](const seen&, std::size_t) { return reply{}; });
   std::unique_ptr<receiver> rx6;
-  if (ipv6_loopback_available()) rx6 = std::make_unique<receiver>([](const seen&, std::size_t) { return reply{}; }, nullptr, "::1");
+  if (ipv6_loopback_available()) rx6 = std::make_unique<receiver>([](const seen&, std::size_t) { return reply{}; }, std::nullopt, "::1");
   broker_process b;
   b.start();
   for (const auto& t : targets(rx4, rx6.get())) {
@@ -100,7 +106,7 @@ TEST(webhook_egress, loopback_private_and_link_local_are_blocked_by_default) {
 TEST(webhook_egress, allow_private_delivers_to_loopback_and_tries_private_addresses) {
   receiver rx4([](const seen&, std::size_t) { return reply{}; });
   std::unique_ptr<receiver> rx6;
-  if (ipv6_loopback_available()) rx6 = std::make_unique<receiver>([](const seen&, std::size_t) { return reply{}; }, nullptr, "::1");
+  if (ipv6_loopback_available()) rx6 = std::make_unique<receiver>([](const seen&, std::size_t) { return reply{}; }, std::nullopt, "::1");
   broker_process b({"--webhook-allow-private"});
   b.start();
   for (const auto& t : targets(rx4, rx6.get())) {

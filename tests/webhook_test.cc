@@ -14,10 +14,8 @@
 #include <vector>
 
 #include <boost/asio.hpp>
-#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
@@ -341,10 +339,7 @@ TEST_F(webhook_test, https_verifies_the_certificate) {
   shell_stdout("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
         "-keyout " + key + " -out " + cert + " 2>/dev/null");
   ASSERT_TRUE(std::filesystem::exists(cert));
-  asio::ssl::context tls(asio::ssl::context::tls_server);
-  tls.use_certificate_chain_file(cert);
-  tls.use_private_key_file(key, asio::ssl::context::pem);
-  receiver rx([](const seen&, std::size_t) { return reply{}; }, &tls);
+  receiver rx([](const seen&, std::size_t) { return reply{}; }, receiver_tls{cert, key});
 
   // Not trusted by the broker of the fixture: the handshake fails, the attempt is logged.
   auto untrusted = create("tls", rx.url(), {"--schedule", "1h"});
