@@ -151,8 +151,9 @@ std::uint64_t unsettled(client::admin& admin, const std::string& group) {
 
 TEST(tx_fault, read_process_write_consumers_killed_at_random_points_transform_each_input_once) {
   constexpr int inputs = 400;
+  // As above: checks land on children being killed, so the limit is beyond the kill loop.
   broker_process b({"--ack-deadline", "1s", "--tx-timeout", "300ms", "--tx-check-schedule", "300ms",
-                    "--retry-schedule", "100ms"});
+                    "--tx-max-checks", "100000", "--retry-schedule", "100ms"});
   b.start();
   {
     producer::producer_options o;
