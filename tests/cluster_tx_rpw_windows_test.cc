@@ -17,29 +17,23 @@
 // gives it back as the frame, so that TX_ALREADY_RESOLVED or UNKNOWN_DELIVERY is read as an
 // answer, not as a request that got none.
 //
-// A measurement, skipped unless TXMQ_RPW_BENCH_SECONDS is set (docs/BENCHMARKS.md "Cluster"):
-// read-process-write transactions per second through 4 workers against 3 brokers, with the
-// broker-to-broker connections the run opened (TIME_WAIT sockets towards the brokers' ports:
-// the side that closes a connection keeps one for 60 s).
+// Read-process-write throughput is measured by `txmq-bench tx --mode rpw` (scripts/bench-rpw.sh,
+// docs/BENCHMARKS.md "Read-process-write"), not here.
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <iostream>
-#include <optional>
-#include <thread>
-
-#include <atomic>
 #include <future>
-#include <sstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <thread>
 
 #include "cluster_brokers.h"
 #include "eventually.h"
 #include "fault_support.h"
 #include "tx_requests.h"
-#include "txmq/consumer/consumer.h"
-#include "txmq/producer/producer.h"
-#include "txmq/producer/transaction.h"
 
 namespace txmq::test {
 namespace {
@@ -355,112 +349,6 @@ TEST_F(cluster_tx_rpw_windows_test, a_contrary_commit_and_rollback_at_once_settl
       EXPECT_EQ(seen[input], 0) << "a rolled-back transaction's output is visible";
     }
   }
-}
-
-// Sockets in TIME_WAIT whose peer is one of the brokers' client ports.
-std::size_t time_wait_towards(const std::set<std::string>& ports) {
-  std::istringstream lines(shell_stdout("ss -Htan state time-wait 2>/dev/null"));
-  std::size_t n = 0;
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream f(line);
-    std::string recv, send, local, peer;
-    f >> recv >> send >> local >> peer;
-    const auto colon = peer.rfind(':');
-    if (colon != std::string::npos && ports.contains(peer.substr(colon + 1))) ++n;
-  }
-  return n;
-}
-
-TEST_F(cluster_tx_rpw_windows_test, measure_read_process_write_throughput) {
-  const char* seconds_text = std::getenv("TXMQ_RPW_BENCH_SECONDS");
-  if (!seconds_text) GTEST_SKIP() << "a measurement: set TXMQ_RPW_BENCH_SECONDS to run it";
-  const auto seconds = std::chrono::seconds(std::max(1, std::atoi(seconds_text)));
-  if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd";
-  cluster_ = std::make_unique<cluster_brokers>();
-  cluster_->start(tx_test_flags({"--tx-timeout", "30s"}));
-  std::string why;
-  ASSERT_TRUE(cluster_->create_topic("bench-in", 3, 3, why)) << why;
-  ASSERT_TRUE(cluster_->create_topic("bench-out", 3, 3, why)) << why;
-  const int k_inputs = 30'000;
-  {
-    producer::producer_options o;
-    o.connection.address = cluster_->bootstrap();
-    producer::producer p(o);
-    std::vector<std::future<client::result<producer::send_result>>> sent;
-    for (int i = 0; i < k_inputs; ++i) {
-      producer::outgoing_message m;
-      m.topic = "bench-in";
-      m.key = "k" + std::to_string(i % 300);
-      m.body = std::string(100, 'x');
-      sent.push_back(p.async_send(std::move(m)));
-    }
-    for (auto& f : sent) {
-      auto r = f.get();
-      ASSERT_TRUE(r) << r.error().to_string();
-    }
-    p.close();
-  }
-  std::set<std::string> ports;
-  for (auto& [id, b] : cluster_->all()) ports.insert(b->address().substr(b->address().rfind(':') + 1));
-  const std::size_t tw_before = time_wait_towards(ports);
-  std::atomic<bool> stop{false};
-  std::atomic<long> committed{0}, acked{0}, failed{0};
-  std::vector<std::thread> workers;
-  for (int w = 0; w < 4; ++w) {
-    workers.emplace_back([&, w] {
-      consumer::consumer_options co;
-      co.connection.address = cluster_->bootstrap();
-      co.group = "bench";
-      co.topics = {"bench-in"};
-      consumer::consumer in(co);
-      producer::transactional_producer_options po;
-      po.connection.address = cluster_->bootstrap();
-      po.connection.producer_group = "bench-tx-" + std::to_string(w);
-      po.checker = [](const producer::tx_check&) { return producer::tx_decision::commit; };
-      producer::transactional_producer tp(std::move(po));
-      while (!stop.load()) {
-        auto got = in.fetch(10, 200ms);
-        if (!got || got.value().empty()) continue;
-        auto tx = tp.begin();
-        for (auto& d : got.value()) {
-          producer::outgoing_message m;
-          m.topic = "bench-out";
-          m.key = d.message.key();
-          m.body = d.message.body();
-          tx.add(std::move(m));
-          tx.add_ack("bench", {d.message.topic(), d.message.partition(), d.message.offset(), d.message.attempt()});
-        }
-        if (!tx.prepare() || !tx.commit()) {
-          failed.fetch_add(1);
-          continue;
-        }
-        committed.fetch_add(1);
-        acked.fetch_add(static_cast<long>(got.value().size()));
-      }
-      tp.close();
-    });
-  }
-  // Warm-up, then the measured window.
-  std::this_thread::sleep_for(2s);
-  const long c0 = committed.load(), a0 = acked.load();
-  const std::size_t tw0 = time_wait_towards(ports);
-  const auto t0 = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(seconds);
-  const long c1 = committed.load(), a1 = acked.load();
-  const std::size_t tw1 = time_wait_towards(ports);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  stop.store(true);
-  for (auto& t : workers) t.join();
-  std::optional<double> opened;
-  for (auto& [id, b] : cluster_->all()) {
-    if (auto v = cluster_->metric(id, "txmq_peer_connections_opened_total")) opened = opened.value_or(0) + *v;
-  }
-  std::cout << "CLUSTER-FIGURES rpw-bench: " << (c1 - c0) / secs << " tx/s, " << (a1 - a0) / secs
-            << " inputs/s over " << secs << " s (4 workers, <= 10 inputs per tx); " << failed.load()
-            << " failed; broker-to-broker connections closed in the window (TIME_WAIT) " << (tw1 - tw0)
-            << " (before the workers " << tw_before << "); peer connections opened (metric, whole run) "
-            << (opened ? std::to_string(static_cast<long>(*opened)) : std::string("n/a")) << "\n";
-  EXPECT_GT(c1 - c0, 0);
 }
 
 }  // namespace
