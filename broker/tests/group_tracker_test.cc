@@ -213,6 +213,18 @@ TEST_F(group_tracker_test, a_hold_survives_a_reload_from_the_store) {
   EXPECT_THAT(again->nack({ref(0)}, 0ms, now_).results, ElementsAre(errc::unknown_delivery)) << "the consumer's nack";
   EXPECT_THAT(again->ack({ref(0)}, now_, b).results, ElementsAre(errc::unknown_delivery)) << "another transaction";
   EXPECT_THAT(again->extend({ref(0)}, 60'000ms, now_, b).results, ElementsAre(errc::unknown_delivery));
+  // A node that starts leading the partition reloads only it (load_for_leadership, then
+  // reload_partition): the hold is refused there too.
+  auto one = load_for_leadership(*store_, "g", "t", 0);
+  ASSERT_TRUE(one);
+  auto leader = std::make_unique<group_tracker>("g", settings_, *store_, &visible_);
+  ASSERT_TRUE(leader->reload_partition(one.value(), "t", 0, now_));
+  EXPECT_THAT(leader->nack({ref(0)}, 0ms, now_).results, ElementsAre(errc::unknown_delivery))
+      << "the consumer's nack, on a new leader";
+  EXPECT_THAT(leader->ack({ref(0)}, now_).results, ElementsAre(errc::unknown_delivery))
+      << "the consumer's own ack, on a new leader";
+  EXPECT_THAT(leader->ack({ref(0)}, now_, b).results, ElementsAre(errc::unknown_delivery))
+      << "another transaction, on a new leader";
   auto by_holder = again->ack({ref(0)}, now_, a);
   EXPECT_THAT(by_holder.results, ElementsAre(errc{})) << "the holder settles it";
   persist(by_holder.update);

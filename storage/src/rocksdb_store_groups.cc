@@ -277,7 +277,7 @@ result<group_state> rocksdb_store::load_group_partition(std::string_view name, s
     delivery_value d;
     if (k.size() != dprefix.size() + 8 || !decode(v, d)) return errc::corruption;
     out.deliveries.push_back({std::string(topic), partition, get_u64(k.data() + dprefix.size()), d.attempt,
-                              d.visible_at_ms, static_cast<delivery_status>(d.status)});
+                              d.visible_at_ms, static_cast<delivery_status>(d.status), std::move(d.holder)});
     return true;
   }));
   return out;

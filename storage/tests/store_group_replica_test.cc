@@ -139,13 +139,20 @@ TEST_F(group_replica_test, a_deliverys_holder_is_replicated_by_changes_and_snaps
   delivery_record held{"t", 0, 1, 1, now() + 86'400'000, delivery_status::in_flight, tx};
   u.deliveries = {held, {"t", 0, 2, 1, now() + 1000, delivery_status::in_flight, {}}};
   update(u);
+  // The holder as the whole group's load and as a new leader's load of the one partition
+  // (load_group_partition, what a node that starts leading it reloads) read it: both must.
   auto holder_of = [](store& s, std::uint64_t offset) -> std::string {
-    auto g = s.load_group("g");
-    if (!g) return "error";
-    for (auto& d : g.value().deliveries) {
-      if (d.topic == "t" && d.partition == 0 && d.offset == offset) return d.holder.empty() ? "none" : d.holder;
+    std::string found[2];
+    int i = 0;
+    for (auto g : {s.load_group("g"), s.load_group_partition("g", "t", 0)}) {
+      std::string& out = found[i++];
+      out = "no record";
+      if (!g) out = "error";
+      for (auto& d : g ? g.value().deliveries : std::vector<delivery_record>{}) {
+        if (d.topic == "t" && d.partition == 0 && d.offset == offset) out = d.holder.empty() ? "none" : d.holder;
+      }
     }
-    return "no record";
+    return found[0] == found[1] ? found[0] : "load_group: " + found[0] + ", load_group_partition: " + found[1];
   };
   EXPECT_EQ(holder_of(*store_, 1), tx);
   EXPECT_EQ(holder_of(*store_, 2), "none");

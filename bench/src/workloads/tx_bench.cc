@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -22,7 +23,10 @@
 #include "txmq/producer/transaction.h"
 #include "txmq/protocol/message_id.h"
 #include "support/wire_client.h"
+#include "txmq/client/admin.h"
 #include "txmq/common/address.h"
+#include "txmq/consumer/consumer.h"
+#include "txmq/producer/producer.h"
 
 namespace txmq::bench {
 namespace {
@@ -223,6 +227,113 @@ double run_pgbench(const tx_bench_options& o) {
   return std::stod(output.substr(at + 6));
 }
 
+// ---- rpw: read-process-write, consume a delivery batch and publish its result in one tx ------
+
+struct rpw_figures {
+  double tx_per_s = 0;
+  double inputs_per_s = 0;
+  percentiles latency;  // Prepare sent -> COMMIT answered
+  long failed = 0;      // transactions whose Prepare or COMMIT failed (rolled back or refused)
+};
+
+// Fills an input topic, then `workers` threads each consume it through one group and, per
+// fetched batch, run a transaction holding an output per input plus the batch's acks
+// (docs/cluster.md "Read-process-write"): committed transactions and inputs per second over the
+// measured seconds, after the warm-up.
+rpw_figures run_rpw(const tx_bench_options& o, int run) {
+  const std::string tag = std::to_string(::getpid()) + "-" + std::to_string(run);
+  const std::string in = "bench-rpw-in-" + tag, out = "bench-rpw-out-" + tag, group = "bench-rpw-" + tag;
+  client::connection_options co{.address = o.broker, .client_id = "txmq-bench-rpw", .auth_token = o.auth_token};
+  {
+    auto conn = client::connection::connect(co);
+    if (!conn) throw failure("connect " + o.broker + ": " + conn.error().to_string());
+    client::admin admin(conn.value());
+    for (const auto& name : {in, out}) {
+      client::topic_spec spec;
+      spec.name = name;
+      spec.partitions = static_cast<std::uint32_t>(o.partitions);
+      spec.replicas = static_cast<std::uint32_t>(o.replicas);
+      if (auto r = admin.create_topic(spec); !r) throw failure("create topic " + name + ": " + r.error().to_string());
+    }
+  }
+  {
+    producer::producer_options po;
+    po.connection = co;
+    producer::producer p(po);
+    std::vector<std::future<client::result<producer::send_result>>> sent;
+    sent.reserve(o.inputs);
+    for (std::size_t i = 0; i < o.inputs; ++i) {
+      producer::outgoing_message m;
+      m.topic = in;
+      m.key = "k" + std::to_string(i % 1000);
+      m.body = std::string(o.message_bytes, 'x');
+      sent.push_back(p.async_send(std::move(m)));
+    }
+    for (auto& f : sent) {
+      if (auto r = f.get(); !r) throw failure("filling " + in + ": " + r.error().to_string());
+    }
+    p.close();
+  }
+  std::atomic<bool> measuring{false}, stop{false};
+  std::atomic<long> committed{0}, inputs{0}, failed{0};
+  std::vector<latency_recorder> latencies(o.workers);
+  std::vector<std::thread> workers;
+  for (std::size_t w = 0; w < o.workers; ++w) {
+    workers.emplace_back([&, w] {
+      consumer::consumer_options cop;
+      cop.connection = co;
+      cop.group = group;
+      cop.topics = {in};
+      consumer::consumer reader(cop);
+      producer::transactional_producer_options tpo;
+      tpo.connection = co;
+      tpo.connection.producer_group = group + "-tx-" + std::to_string(w);
+      tpo.checker = [](const producer::tx_check&) { return producer::tx_decision::commit; };
+      producer::transactional_producer writer(std::move(tpo));
+      while (!stop.load()) {
+        auto got = reader.fetch(o.batch, std::chrono::milliseconds(200));
+        if (!got || got.value().empty()) continue;
+        const auto started = clock::now();
+        auto tx = writer.begin();
+        for (auto& d : got.value()) {
+          producer::outgoing_message m;
+          m.topic = out;
+          m.key = d.message.key();
+          m.body = d.message.body();
+          tx.add(std::move(m));
+          tx.add_ack(group, {d.message.topic(), d.message.partition(), d.message.offset(), d.message.attempt()});
+        }
+        const bool ok = tx.prepare() && tx.commit();
+        if (!measuring.load()) continue;
+        if (!ok) {
+          failed.fetch_add(1);
+          continue;
+        }
+        latencies[w].add(clock::now() - started);
+        committed.fetch_add(1);
+        inputs.fetch_add(static_cast<long>(got.value().size()));
+      }
+      writer.close();
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));  // the unmeasured warm-up
+  measuring.store(true);
+  const auto t0 = clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));  // the measured window
+  const long c = committed.load(), n = inputs.load(), f = failed.load();
+  const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+  measuring.store(false);
+  stop.store(true);
+  for (auto& t : workers) t.join();
+  latency_recorder all;
+  for (auto& l : latencies) all.merge(l);
+  if (c == 0) throw failure("no read-process-write transaction committed in " + std::to_string(secs) + " s");
+  if (n >= static_cast<long>(o.inputs)) {
+    std::cerr << "txmq-bench tx: the workers consumed every input before the window ended: raise --inputs\n";
+  }
+  return {c / secs, n / secs, all.compute(), f};
+}
+
 // ---- recovery: a returning producer settles its group's orphans ------------------------------
 
 struct recovery_figures {
@@ -358,6 +469,34 @@ void print_throughput(const tx_bench_options& o, const std::vector<run_figures>&
 
 int run_tx_bench(const tx_bench_options& o) {
   try {
+    if (o.mode == "rpw") {
+      std::vector<double> tx, in, p50, p99;
+      long failed = 0;
+      for (int r = 0; r < o.runs; ++r) {
+        auto f = run_rpw(o, r);
+        tx.push_back(f.tx_per_s);
+        in.push_back(f.inputs_per_s);
+        p50.push_back(f.latency.p50_ms);
+        p99.push_back(f.latency.p99_ms);
+        failed += f.failed;
+      }
+      if (o.json) {
+        std::cout << boost::json::serialize(boost::json::object{
+                         {"workload", "tx"}, {"system", "txmq"}, {"mode", "rpw"}, {"workers", o.workers},
+                         {"batch", o.batch}, {"partitions", o.partitions}, {"replicas", o.replicas},
+                         {"message_bytes", o.message_bytes}, {"runs", tx.size()}, {"tx_per_s", median(tx)},
+                         {"inputs_per_s", median(in)}, {"p50_ms", median(p50)}, {"p99_ms", median(p99)},
+                         {"failed", failed}})
+                  << "\n";
+      } else {
+        std::cout << std::fixed << std::setprecision(2) << "tx rpw: " << o.workers << " workers, <= " << o.batch
+                  << " inputs per tx, " << o.message_bytes << "-byte messages, median of " << tx.size() << " runs\n"
+                  << "  tx/s " << std::setprecision(0) << median(tx) << "   inputs/s " << median(in)
+                  << std::setprecision(2) << "   Prepare->COMMIT p50 " << median(p50) << " ms   p99 " << median(p99)
+                  << " ms   failed " << failed << "\n";
+      }
+      return 0;
+    }
     if (o.mode == "recovery") {
       std::vector<double> secs;
       for (int r = 0; r < o.runs; ++r) secs.push_back(run_recovery(o, r).seconds);
@@ -404,9 +543,11 @@ int tx_command(int argc, char** argv) {
       "Transactional messages against a running broker. --mode noop: Prepare + EndTx COMMIT, --in-flight at a\n"
       "time; pg: with a PostgreSQL local transaction and the barrier row per tx, beside pgbench doing the same\n"
       "inserts (--pg required); recovery: --orphans prepared transactions of a dead producer, time until a\n"
-      "returning producer of the group has had them all settled.\n\nOptions");
+      "returning producer of the group has had them all settled; rpw: read-process-write, --workers each consume\n"
+      "a filled input topic and commit per fetched batch (<= --batch) a transaction of the outputs and the acks.\n\n"
+      "Options");
   desc.add_options()("help,h", "this help")
-    ("mode", po::value(&o.mode)->default_value(o.mode), "noop | pg | recovery")
+    ("mode", po::value(&o.mode)->default_value(o.mode), "noop | pg | recovery | rpw")
     ("broker", po::value(&o.broker)->default_value(o.broker), "txmq broker HOST:PORT")
     ("pg", po::value(&o.pg), "pg: libpq connection string")
     ("pgbench", po::value(&o.pgbench)->default_value(o.pgbench), "pg: path of pgbench")
@@ -415,6 +556,11 @@ int tx_command(int argc, char** argv) {
     ("connections", po::value(&o.connections)->default_value(o.connections), "noop: connections")
     ("threads", po::value(&o.threads)->default_value(o.threads), "pg: transactions in flight (threads, and pgbench clients)")
     ("orphans", po::value(&o.orphans)->default_value(o.orphans), "recovery: orphaned transactions")
+    ("workers", po::value(&o.workers)->default_value(o.workers), "rpw: consuming and committing threads")
+    ("batch", po::value(&o.batch)->default_value(o.batch), "rpw: inputs fetched per transaction, at most")
+    ("inputs", po::value(&o.inputs)->default_value(o.inputs), "rpw: messages filled into the input topic per run")
+    ("partitions", po::value(&o.partitions)->default_value(o.partitions), "rpw: partitions of the input and output topics")
+    ("replicas", po::value(&o.replicas)->default_value(o.replicas), "rpw: replicas of those topics (cluster; 0 = default)")
     ("seconds", po::value(&seconds)->default_value(seconds), "measured time per run")
     ("warmup", po::value(&warmup)->default_value(warmup), "unmeasured time before each run")
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")

@@ -9,8 +9,13 @@
 //   recovery  `orphans` transactions prepared by a producer that went away (their first
 //             checks found nobody); then a producer of the group connects: time until the
 //             broker has settled all of them through check-backs.
+//   rpw       read-process-write: `inputs` messages filled into an input topic, then `workers`
+//             threads each fetch up to `batch` deliveries and commit one transaction of an output
+//             per input plus the deliveries' acks: tx/s, inputs/s, Prepare-to-COMMIT latency.
+//             Against a single broker or a cluster (bootstrap list; topics of `replicas`).
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace txmq::bench {
@@ -26,6 +31,11 @@ struct tx_bench_options {
   std::size_t connections = 4;     // noop
   std::size_t threads = 32;        // pg
   std::size_t orphans = 10'000;    // recovery
+  std::size_t workers = 4;         // rpw
+  std::uint32_t batch = 10;        // rpw
+  std::size_t inputs = 30'000;     // rpw
+  std::size_t partitions = 3;      // rpw
+  std::size_t replicas = 0;        // rpw
   double seconds = 5;
   double warmup = 1;
   int runs = 3;
