@@ -26,6 +26,9 @@ struct tx_bench_options {
   std::size_t connections = 4;     // noop
   std::size_t threads = 32;        // pg
   std::size_t orphans = 10'000;    // recovery
+  // noop: the kind of txid the bench makes, "v7" (time-ordered, what the txmq libraries make) or
+  // "v4" (random, what they made before issue #15's seventh round; other clients may still).
+  std::string txid = "v7";
   double seconds = 5;
   double warmup = 1;
   int runs = 3;
