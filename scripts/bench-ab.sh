@@ -9,7 +9,9 @@
 # WARMUP (seconds before the measured ones, default 1; a longer one lets the transaction family
 # reach the SST levels a store that has run a while has: issue #15, sixth round), SEED (a data
 # directory copied as each run's starting store instead of an empty one, e.g. one that ran
-# 500,000 transactions: a store that has run a while; it must open with both brokers).
+# 500,000 transactions: a store that has run a while; it must open with both brokers),
+# BENCH_ARGS_A / BENCH_ARGS_B (extra txmq-bench arguments for that side's runs, e.g. the same
+# broker on both sides with BENCH_ARGS_A="--txid v4" BENCH_ARGS_B="--txid v7": a client-side A/B).
 # relay (txmq-bench relay, one run per side: backlog rows/s beside the direct rate, latency at
 # 2,000 rows/s): PG (libpq conninfo of a database the bench may fill, required), RELAY_A and
 # RELAY_B (the txmq-relay binaries of each side; default: beside BENCH), ROWS (backlog, 200000).
@@ -33,6 +35,9 @@ one() {  # one LABEL BINARY WORKLOAD
   # CPU spent opening the store (a SEED is checksummed at open), left out of the per-message CPU.
   local cpu0; cpu0=$(awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' /proc/$pid/stat)
   local c=(--broker 127.0.0.1:$port --broker-pid $pid --runs 1 --json --message-bytes 256)
+  local extra; [[ $1 == A ]] && extra=${BENCH_ARGS_A:-} || extra=${BENCH_ARGS_B:-}
+  # shellcheck disable=SC2206  # word splitting wanted: several arguments
+  c+=($extra)
   local out
   case $3 in
     publish100) out=$("$bench" publish "${c[@]}" --in-flight 1000 --batch 100 --seconds "$secs" --warmup "$warmup" --topic ab) ;;

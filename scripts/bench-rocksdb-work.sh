@@ -5,7 +5,9 @@
 # syncs the directory). Fresh broker on loopback, data in a temporary directory (issue #15).
 # Usage: scripts/bench-rocksdb-work.sh BROKER_BINARY WORKLOAD [SECONDS]
 #        workloads: publish1 publish100 tx e2e   (1,000 in flight, 256-byte messages; e2e at 10,000/s)
-# Environment: BENCH (txmq-bench binary, default build/bin/txmq-bench).
+# Environment: BENCH (txmq-bench binary, default build/bin/txmq-bench), TX_ARGS (extra arguments of
+# the tx workload, e.g. "--txid v4").
+# shellcheck disable=SC2206
 set -euo pipefail
 broker=$1; w=$2; secs=${3:-8}; bench=${BENCH:-build/bin/txmq-bench}
 dir=$(mktemp -d /var/tmp/txmq-rocksdb-work.XXXXXX); pid=""
@@ -18,7 +20,7 @@ c=(--broker 127.0.0.1:$port --broker-pid $pid --runs 1 --message-bytes 256)
 case $w in
   publish1) cmd=(publish "${c[@]}" --in-flight 1000 --batch 1 --seconds "$secs" --warmup 1 --topic work) ;;
   publish100) cmd=(publish "${c[@]}" --in-flight 1000 --batch 100 --seconds "$secs" --warmup 1 --topic work) ;;
-  tx) cmd=(tx "${c[@]}" --in-flight 1000 --seconds "$secs" --warmup 1) ;;
+  tx) cmd=(tx "${c[@]}" --in-flight 1000 --seconds "$secs" --warmup 1 ${TX_ARGS:-}) ;;
   e2e) cmd=(e2e "${c[@]}" --rate 10000 --seconds "$secs" --warmup 1) ;;
   *) echo "unknown workload $w" >&2; exit 1 ;;
 esac

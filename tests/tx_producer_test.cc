@@ -61,6 +61,11 @@ TEST(tx_producer, commit_publishes_every_message_and_rollback_none) {
   EXPECT_EQ(tx.current_state(), producer::transaction::state::committed);
 
   auto dropped = p.begin();
+  // Time-ordered txids (UUIDv7, increasing within the process): the broker files each new
+  // transaction record beside the previous one instead of at a random key (issue #15).
+  EXPECT_EQ(tx.id().version(), 7);
+  EXPECT_EQ(dropped.id().version(), 7);
+  EXPECT_LT(tx.id(), dropped.id());
   dropped.add({.topic = "transfers", .key = "a", .body = "t2-a"});
   ASSERT_TRUE(dropped.prepare());
   ASSERT_TRUE(dropped.rollback());

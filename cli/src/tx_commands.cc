@@ -265,7 +265,7 @@ int tx_resolve(session& s, const protocol::txid& txid, bool commit) {
 int tx_prepare(session& s, const tx_prepare_args& a) {
   auto conn = s.connect();
   if (!conn) return exit_failure;
-  const auto txid = protocol::uuid::make_v4();
+  const auto txid = protocol::uuid::make_v7();  // time-ordered, as producer-lib's (docs/protocol.md §7)
   const auto msg_id = protocol::uuid::make_v7();
   v1::Frame f;
   auto* req = f.mutable_prepare();

@@ -341,7 +341,9 @@ transactional_producer::~transactional_producer() { close(); }
 transaction transactional_producer::begin() {
   auto d = std::make_unique<transaction::data>();
   d->producer = impl_;
-  d->id = protocol::uuid::make_v4();
+  // Time-ordered (UUIDv7), so the broker's transaction records and the barrier table's primary key
+  // take each new txid near the previous one instead of at a random place (issue #15).
+  d->id = protocol::uuid::make_v7();
   return transaction(std::move(d));
 }
 

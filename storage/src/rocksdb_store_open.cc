@@ -155,6 +155,17 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
       cf.sst_partitioner_factory = rocksdb::NewSstPartitionerFixedPrefixFactory(log_prefix(0, 0).size());
       cf.max_bytes_for_level_base = options_.write_buffer_bytes;
     }
+    if (i == cf_dedupe || i == cf_tx) {
+      // Expired entries leave through the compaction filter, so only when their file is
+      // compacted. Time-ordered keys (UUIDv7 message ids, and txids since the libraries make
+      // them UUIDv7: issue #15, docs/BENCHMARKS.md "Seventh round") let files move down the
+      // levels without a rewrite, and a file at the last level may wait for RocksDB's default
+      // periodic compaction (30 days) before the filter sees it: a file older than the window is
+      // rewritten through the filter instead, so an entry is gone at most about two windows
+      // after it expired. At least an hour, so a short window (tests) never rewrites constantly.
+      const auto window_s = std::chrono::duration_cast<std::chrono::seconds>(options_.dedupe_window).count();
+      cf.periodic_compaction_seconds = static_cast<std::uint64_t>(std::max<std::int64_t>(window_s, 3600));
+    }
     if (i == cf_dedupe) {
       cf.compaction_filter = filters_[0].get();
       // Nearly every lookup is for a new id: a memtable bloom filter answers those misses

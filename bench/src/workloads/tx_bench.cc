@@ -85,7 +85,7 @@ class noop_driver {
   void start(std::size_t slot) {
     if (stopping_) return;
     ++open_;
-    const auto txid = protocol::uuid::make_v4();
+    const auto txid = o_.txid == "v4" ? protocol::uuid::make_v4() : protocol::uuid::make_v7();
     v1::Frame f;
     auto* p = f.mutable_prepare();
     p->set_txid(std::string(txid.raw()));
@@ -445,6 +445,7 @@ void print_throughput(const tx_bench_options& o, const std::vector<run_figures>&
                           {"message_bytes", o.message_bytes}, {"runs", runs.size()}, {"tx_per_s", median(rates)},
                           {"p50_ms", median(p50)},    {"p99_ms", median(p99)},     {"p999_ms", median(p999)}};
     j["in_flight"] = o.mode == "noop" ? o.in_flight : o.threads;
+    if (o.mode == "noop") j["txid"] = o.txid;
     if (pgbench_tps) j["pgbench_tps"] = *pgbench_tps;
     if (o.broker_pid > 0) {
       j["broker_rss_mib"] = usage.rss_mib;
@@ -561,6 +562,8 @@ int tx_command(int argc, char** argv) {
     ("inputs", po::value(&o.inputs)->default_value(o.inputs), "rpw: messages filled into the input topic per run")
     ("partitions", po::value(&o.partitions)->default_value(o.partitions), "rpw: partitions of the input and output topics")
     ("replicas", po::value(&o.replicas)->default_value(o.replicas), "rpw: replicas of those topics (cluster; 0 = default)")
+    ("txid", po::value(&o.txid)->default_value(o.txid),
+     "noop: v7 (time-ordered txids, as the txmq libraries make) | v4 (random txids)")
     ("seconds", po::value(&seconds)->default_value(seconds), "measured time per run")
     ("warmup", po::value(&warmup)->default_value(warmup), "unmeasured time before each run")
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
@@ -572,6 +575,10 @@ int tx_command(int argc, char** argv) {
   o.auth_token = token_option(vm);
   if (o.mode == "pg" && o.pg.empty()) {
     std::cerr << "txmq-bench tx: --mode pg needs --pg CONN\n";
+    return 2;
+  }
+  if (o.txid != "v7" && o.txid != "v4") {
+    std::cerr << "txmq-bench tx: --txid wants v7 or v4\n";
     return 2;
   }
   o.seconds = std::chrono::duration<double>(parse_seconds(seconds)).count();

@@ -36,6 +36,9 @@ struct tx_bench_options {
   std::size_t inputs = 30'000;     // rpw
   std::size_t partitions = 3;      // rpw
   std::size_t replicas = 0;        // rpw
+  // noop: the kind of txid the bench makes, "v7" (time-ordered, what the txmq libraries make) or
+  // "v4" (random, what they made before issue #15's seventh round; other clients may still).
+  std::string txid = "v7";
   double seconds = 5;
   double warmup = 1;
   int runs = 3;

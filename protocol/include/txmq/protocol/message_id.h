@@ -3,7 +3,7 @@
 // Message ids and transaction ids: 16 bytes, written as canonical UUID text
 // ("01890a5d-ac96-774b-bcce-b302099a8057") wherever a person or a database sees them.
 // Message ids are UUIDv7 (RFC 9562): a 48-bit Unix millisecond timestamp first, so ids made
-// later sort later and index keys stay time-ordered; a txid is 16 random bytes (UUIDv4).
+// later sort later and index keys stay time-ordered; the libraries make txids UUIDv7 too.
 
 #include <array>
 #include <compare>
@@ -26,7 +26,7 @@ class uuid {
   // A new UUIDv7. Thread-safe. Ids made by one process are strictly increasing, even within
   // one millisecond (the 12-bit rand_a field is a counter seeded at random each millisecond).
   [[nodiscard]] static uuid make_v7();
-  // A new random UUIDv4 (for transaction ids). Thread-safe.
+  // A new random UUIDv4 (other clients' txids; the libraries make UUIDv7 ones). Thread-safe.
   [[nodiscard]] static uuid make_v4();
 
   // Canonical 36-character text, case-insensitive on input. Error: errc::bad_message_id.
