@@ -101,7 +101,7 @@ for run in $(seq 1 "$RUNS"); do
   line=""
   deadline=$((SECONDS + 30))
   until line="$(tail -n +"$(($(cat "$DATA_DIR/mark-$new") + 1))" "$DATA_DIR/broker-$new.log" | grep -m1 'stall/0: starting to lead took')"; do
-    ((SECONDS < deadline)) || { echo "node $new logged no leadership timing" >&2; break; }
+    ((SECONDS < deadline)) || { echo "node $new logged no leadership timing (it logs only take-overs of 5 ms or more)" >&2; break; }
     sleep 0.2
   done
   sleep 1  # let the probe observe the loop after the take-over
