@@ -61,6 +61,11 @@ echo "filled in $((SECONDS - start)) s"
 
 # The largest bucket bound of txmq_io_loop_stall_seconds whose count grew between two scrapes.
 scrape() { curl -sf "http://127.0.0.1:$((HTTP_PORT + $1))/metrics" | grep '^txmq_io_loop_stall_seconds_bucket' || true; }
+# txmq_io_loop_stall_max_seconds of node $1 (the longest stall since it started), in ms.
+stall_max_ms() {
+  curl -sf "http://127.0.0.1:$((HTTP_PORT + $1))/metrics" |
+    awk '/^txmq_io_loop_stall_max_seconds / {printf "%.1f", $2 * 1000}' || true
+}
 largest_new() {
   python3 -c "
 import re, sys
@@ -83,6 +88,7 @@ for run in $(seq 1 "$RUNS"); do
   for n in 1 2 3; do [[ $n == "$leader" ]] || others+=("$n"); done
     for n in "${others[@]}"; do
     scrape "$n" >"$DATA_DIR/before-$n"
+    stall_max_ms "$n" >"$DATA_DIR/max-before-$n"
     wc -l <"$DATA_DIR/broker-$n.log" >"$DATA_DIR/mark-$n"
   done
   kill -KILL "$(cat "$DATA_DIR/broker-$leader.pid")"
@@ -95,12 +101,12 @@ for run in $(seq 1 "$RUNS"); do
   line=""
   deadline=$((SECONDS + 30))
   until line="$(tail -n +"$(($(cat "$DATA_DIR/mark-$new") + 1))" "$DATA_DIR/broker-$new.log" | grep -m1 'stall/0: starting to lead took')"; do
-    ((SECONDS < deadline)) || { echo "node $new logged no leadership timing" >&2; break; }
+    ((SECONDS < deadline)) || { echo "node $new logged no leadership timing (it logs only take-overs of 5 ms or more)" >&2; break; }
     sleep 0.2
   done
   sleep 1  # let the probe observe the loop after the take-over
   scrape "$new" >"$DATA_DIR/after-$new"
-  echo "run $run: node $leader killed, node $new leads; ${line#*: }; largest stall bucket since the kill: $(largest_new "$DATA_DIR/before-$new" "$DATA_DIR/after-$new") s"
+  echo "run $run: node $leader killed, node $new leads; ${line#*: }; largest stall bucket since the kill: $(largest_new "$DATA_DIR/before-$new" "$DATA_DIR/after-$new") s; txmq_io_loop_stall_max_seconds of node $new: $(cat "$DATA_DIR/max-before-$new") ms before the kill, $(stall_max_ms "$new") ms after"
   "$ROOT/scripts/cluster.sh" up >/dev/null
   wait_whole
 done

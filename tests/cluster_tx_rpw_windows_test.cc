@@ -9,6 +9,8 @@
 //  - a transaction undecided for longer than the hold (TXMQ_TEST_ACK_HOLD_MS=3000 in the
 //    brokers' environment, a test build's knob) keeps its input held: its home leader renews
 //    the hold. Before, the hold ran out, the input came again and the COMMIT was rolled back;
+//  - a COMMIT's ack answered UNKNOWN_GROUP by the input leader is asked again, never taken as
+//    done (TXMQ_TEST_TX_ACK_UNKNOWN_GROUP in the brokers' environment, a test build's knob);
 //  - a contrary COMMIT and ROLLBACK of one transaction sent at once: exactly one outcome wins,
 //    the other request is answered TX_ALREADY_RESOLVED, and the input is then acked (COMMIT:
 //    never redelivered, its output visible) or released (ROLLBACK: redelivered). Which is sent
@@ -255,6 +257,36 @@ TEST_F(cluster_tx_rpw_windows_test, an_undecided_transactions_hold_is_renewed_pa
   EXPECT_EQ(end.end_tx_response().state(), v1::COMMITTED);
   EXPECT_EQ(outputs(3s)[input], 1);
   EXPECT_FALSE(redelivered_within(input, 2s));
+}
+
+// A COMMIT's ack answered UNKNOWN_GROUP by the input partition's leader (one that has not
+// learned the group yet; TXMQ_TEST_TX_ACK_UNKNOWN_GROUP=3 makes the home leader's first three
+// acks come back so, a test build's knob) is asked again, not taken as "settled already": the
+// input is acked, so it never comes again once its hold (3 s here) has run out. Before, the
+// follow-up was marked done with the ack unapplied, the hold ran out and the input was
+// redelivered: its result would be published twice.
+TEST_F(cluster_tx_rpw_windows_test, a_commits_ack_answered_unknown_group_is_asked_again_not_taken_as_done) {
+  ::setenv("TXMQ_TEST_ACK_HOLD_MS", "3000", 1);
+  ::setenv("TXMQ_TEST_TX_ACK_UNKNOWN_GROUP", "3", 1);
+  start();
+  ::unsetenv("TXMQ_TEST_ACK_HOLD_MS");
+  ::unsetenv("TXMQ_TEST_TX_ACK_UNKNOWN_GROUP");
+  if (IsSkipped() || HasFatalFailure()) return;
+  const std::string input = produce_input("u1");
+  auto got = fetch(k_in, k_group, 2000, 2000);
+  ASSERT_EQ(got.size(), 1u) << logs();
+  const std::string txid = new_txid();
+  auto p = prepare_rpw(txid, got[0]);
+  ASSERT_TRUE(p.has_prepare_response()) << p.ShortDebugString() << logs();
+  auto end = to_leader(k_out, end_tx_frame(txid, v1::COMMIT));
+  ASSERT_TRUE(end.has_end_tx_response()) << end.ShortDebugString() << logs();
+  EXPECT_EQ(end.end_tx_response().state(), v1::COMMITTED);
+  EXPECT_EQ(outputs(3s)[input], 1);
+  // Past the hold twice over: an unapplied ack would let the input go back to the group.
+  EXPECT_FALSE(redelivered_within(input, 7s)) << "the input of a committed transaction came again: its ack was "
+                                                  "taken as done on UNKNOWN_GROUP\n" << logs();
+  EXPECT_NE(logs().find("TXMQ_TEST_TX_ACK_UNKNOWN_GROUP: answering"), std::string::npos)
+      << "the home leader never answered an ack UNKNOWN_GROUP: the case was not exercised\n" << logs();
 }
 
 TEST_F(cluster_tx_rpw_windows_test, a_contrary_commit_and_rollback_at_once_settle_the_input_once) {

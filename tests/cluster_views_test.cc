@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -100,9 +101,10 @@ class cluster_views_test : public ::testing::Test {
   void SetUp() override {
     if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
     cluster_ = std::make_unique<cluster_brokers>();
-    cluster_->start({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "10s",
+    cluster_->start({"--node-lease-ttl", lease_ttl(), "--replica-lag-max", "4s", "--replication-timeout", "10s",
                      "--max-attempts", "2", "--retry-schedule", "100ms", "--ack-deadline", "20s", "--tx-timeout", "1h"});
   }
+  virtual std::string lease_ttl() const { return "3s"; }
 
   std::string logs() const { return cluster_->logs(); }
   bool whole(const std::string& topic, int partitions, std::size_t isr) {
@@ -150,6 +152,93 @@ class cluster_views_test : public ::testing::Test {
 
   std::unique_ptr<cluster_brokers> cluster_;
 };
+
+// A node paused (SIGSTOP) but still registered: a lease long enough that the Metadata keeps
+// naming it as the leader of its partitions while the view asks it.
+class cluster_views_pause_test : public cluster_views_test {
+ protected:
+  std::string lease_ttl() const override { return "60s"; }
+};
+
+// The nodes of a view are asked at once under one deadline (5 s), over kept connections
+// (docs/cluster.md "The admin HTTP API and the console in a cluster"):
+//  - five GET /v1/topics through node A leave exactly one view connection from A on each other
+//    leader (before: a connection per node per request, closed after it: none left);
+//  - node B SIGSTOPped (not killed: its TCP port still accepts, nothing answers): GET
+//    /v1/topics and GET /v1/transactions through A answer 200 within the deadline plus a
+//    margin, complete = false, B named as not answering and its partitions in `missing`;
+//  - B continued: complete again.
+// Before: the nodes were asked one after another, each bounded by 10 s.
+TEST_F(cluster_views_pause_test, a_paused_node_is_named_missing_within_the_deadline_and_connections_are_kept) {
+  std::string why;
+  ASSERT_TRUE(cluster_->create_topic(k_spread, k_partitions, 1, why)) << why;
+  std::set<int> spread_leaders;
+  for (int p = 0; p < k_partitions; ++p) spread_leaders.insert(leader_of(k_spread, p));
+  ASSERT_GT(spread_leaders.size(), 1u) << "the replicas-1 topic's partitions all on one node";
+  // A: the node asked; B: another node leading a partition of the topic.
+  const int asked = 1;
+  int paused = 0;
+  std::set<std::pair<std::string, int>> paused_parts;
+  for (int p = 0; p < k_partitions; ++p) {
+    const int l = leader_of(k_spread, p);
+    if (l != asked && (paused == 0 || l == paused)) {
+      paused = l;
+      paused_parts.insert({k_spread, p});
+    }
+  }
+  ASSERT_GT(paused, 0) << "node 1 leads every partition";
+
+  for (int i = 0; i < 5; ++i) {
+    auto tp = get(asked, "/v1/topics");
+    ASSERT_EQ(tp.status, 200u) << text_of(tp.body);
+    EXPECT_TRUE(complete(tp.body)) << text_of(tp.body);
+  }
+  for (int n : spread_leaders) {
+    if (n == asked) continue;  // the leaders are asked; a node leading nothing is not
+    auto conns = get(n, "/v1/connections");
+    ASSERT_EQ(conns.status, 200u) << text_of(conns.body);
+    int views = 0;
+    for (const auto& c : conns.body.at("connections").as_array()) {
+      if (c.at("client_id").as_string() == "txmq-http-view") ++views;
+    }
+    EXPECT_EQ(views, 1) << "node " << n << ": view connections from node " << asked << " after five GETs: "
+                        << text_of(conns.body);
+  }
+
+  const auto missing_of = [](const json::value& v) {
+    std::set<std::pair<std::string, int>> out;
+    for (const auto& m : v.at("cluster").at("missing").as_array()) {
+      out.insert({std::string(m.at("topic").as_string()), static_cast<int>(m.at("partition").to_number<std::int64_t>())});
+    }
+    return out;
+  };
+  const auto not_answering = [](const json::value& v) {
+    std::set<std::int64_t> out;
+    for (const auto& n : v.at("cluster").at("nodes").as_array()) {
+      if (!n.at("answered").as_bool()) out.insert(n.at("node").to_number<std::int64_t>());
+    }
+    return out;
+  };
+  ASSERT_EQ(::kill(cluster_->broker(paused).pid(), SIGSTOP), 0);
+  for (const char* path : {"/v1/topics", "/v1/transactions?state=prepared"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto v = get(asked, path);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_EQ(v.status, 200u) << path << ": " << text_of(v.body);
+    EXPECT_LT(took, 8s) << path << " took " << std::chrono::duration_cast<milliseconds>(took).count()
+                        << " ms with node " << paused << " paused (deadline 5 s)";
+    EXPECT_FALSE(complete(v.body)) << path << ": " << text_of(v.body);
+    EXPECT_EQ(not_answering(v.body), std::set<std::int64_t>{paused}) << path << ": " << text_of(v.body);
+    EXPECT_EQ(missing_of(v.body), paused_parts) << path << ": " << text_of(v.body);
+    std::cout << "CLUSTER-FIGURES views paused node: " << path << " answered in "
+              << std::chrono::duration_cast<milliseconds>(took).count() << " ms\n";
+  }
+  ASSERT_EQ(::kill(cluster_->broker(paused).pid(), SIGCONT), 0);
+  EXPECT_TRUE(eventually([&] {
+    auto v = get(asked, "/v1/topics");
+    return v.status == 200 && complete(v.body);
+  }, 30s)) << logs();
+}
 
 TEST_F(cluster_views_test, tx_list_topics_and_the_http_api_show_every_leaders_part_across_a_leader_kill) {
   std::string why;

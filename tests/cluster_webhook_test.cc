@@ -277,6 +277,16 @@ std::map<std::string, bool> disabled_on(const std::string& address) {
   return out;
 }
 
+// `webhook rotate-secret ID` through the node at `address`: the answer frame (a Webhook or an
+// Error), or the transport's error.
+client::result<v1::Frame> rotate_on(const std::string& address, const std::string& id) {
+  auto c = connect_to(address, 5s);
+  if (!c) return client::error(client::errc::not_connected, "cannot reach " + address);
+  v1::Frame f;
+  f.mutable_webhook_rotate_secret()->set_id(id);
+  return c->request(std::move(f), 15000ms);
+}
+
 // A 410's disable made durable (docs/cluster.md "Webhooks"): the endpoint answers 410 while
 // etcd is SIGKILLed, so the leader that got it cannot write the disable to etcd. It keeps the
 // subscription disabled at once and retries the etcd write until etcd is back: then every node
@@ -285,6 +295,12 @@ std::map<std::string, bool> disabled_on(const std::string& address) {
 // same topic shows that delivery went on meanwhile.
 // Before (best-effort write): the first state read after etcd's return showed the subscription
 // enabled, the leader took that, delivered again and got 410 again.
+// rotate-secret (DESIGN §5: a disabled subscription stays disabled until an operator acts; a
+// secret's rotation is not that): through a node that has not learned the disable while etcd is
+// away, it is refused STORE_UNAVAILABLE (before: answered OK from that node's copy, and its
+// blind etcd write — had etcd been there — would have enabled the subscription again on every
+// node); once etcd holds the disable, a rotation through any node answers the subscription
+// disabled, and every node keeps it so.
 TEST(cluster_webhook_test, a_410_while_etcd_is_down_disables_the_subscription_on_every_node_once_etcd_returns) {
   if (!etcd_process::available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup.sh installs etcd-server)";
   std::atomic<bool> gone{false};
@@ -375,6 +391,17 @@ TEST(cluster_webhook_test, a_410_while_etcd_is_down_disables_the_subscription_on
     return false;
   }, 20s)) << cluster.logs();
   const std::size_t sent = rx.requests().size();
+  // A node other than the leader still holds the enabled copy (etcd is away): a rotation there
+  // must not be taken from that copy.
+  const int other = leader == 1 ? 2 : 1;
+  ASSERT_FALSE(disabled_on(cluster.broker(other).address())[id]) << "node " << other << " learned the disable without etcd";
+  {
+    // (The client turns an Error answer into an error result.)
+    auto r = rotate_on(cluster.broker(other).address(), id);
+    EXPECT_TRUE(!r && r.error().code == protocol::errc::store_unavailable)
+        << "rotate-secret through node " << other << " while etcd is away: "
+        << (r ? r.value().DebugString() : r.error().to_string());
+  }
 
   cluster.etcd().start();
   for (int n = 1; n <= 3; ++n) {
@@ -382,6 +409,18 @@ TEST(cluster_webhook_test, a_410_while_etcd_is_down_disables_the_subscription_on
       auto l = disabled_on(cluster.broker(n).address());
       return l.contains(id) && l[id];
     }, 30s)) << "node " << n << " does not list " << id << " disabled after etcd's return\n" << cluster.logs();
+  }
+  // A rotation through every node keeps the subscription disabled (each answer says so).
+  for (int n = 1; n <= 3; ++n) {
+    client::result<v1::Frame> r = client::error(client::errc::not_connected, "not asked");
+    EXPECT_TRUE(eventually([&] {
+      r = rotate_on(cluster.broker(n).address(), id);
+      return r && r.value().has_webhook();
+    }, 20s)) << "rotate-secret through node " << n << ": " << (r ? r.value().DebugString() : r.error().to_string());
+    if (r && r.value().has_webhook()) {
+      EXPECT_TRUE(r.value().webhook().disabled()) << "rotate-secret through node " << n << " enabled it again";
+      EXPECT_GE(r.value().webhook().secrets_size(), 2) << "the new secret and the old one in its grace";
+    }
   }
   // Delivery goes on for the healthy subscription, and nothing more reaches the gone endpoint.
   ASSERT_EQ(produce(20, 10), 10) << cluster.logs();

@@ -181,6 +181,13 @@ void cluster_node::delete_webhook(std::string id, record_done done) {
              std::move(done));
 }
 
+void cluster_node::update_webhook(std::string id, std::function<std::optional<std::string>(std::string_view)> change,
+                                  record_done done) {
+  run_record([this, id = std::move(id), change = std::move(change)] {
+    return cluster::update_webhook(*etcd_, member_->keys(), id, change);
+  }, std::move(done));
+}
+
 void cluster_node::disable_webhook(std::string id, std::string reason, std::int64_t disabled_ms, record_done done) {
   asio::co_spawn(
       io_,

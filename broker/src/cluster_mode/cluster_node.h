@@ -96,6 +96,13 @@ class cluster_node {
   // is gone, or the node stops. `done` (cluster thread) gets changed = false when the record
   // was gone or already disabled.
   void disable_webhook(std::string id, std::string reason, std::int64_t disabled_ms, record_done done);
+  // An operator's change of a subscription (rotate-secret): `change` makes the new record from
+  // the one etcd holds (so a disable written meanwhile by another node's 410 is kept), written
+  // compared on the key's revision (cluster::update_webhook), not retried beyond its own
+  // compare retries. `change` and `done` run on the cluster thread; changed = false when the
+  // key is gone.
+  void update_webhook(std::string id, std::function<std::optional<std::string>(std::string_view)> change,
+                      record_done done);
   // Attempts of disable_webhook that failed and were retried (tests, logs).
   [[nodiscard]] std::uint64_t webhook_disable_retries() const noexcept { return disable_retries_.load(); }
 

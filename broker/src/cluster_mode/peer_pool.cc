@@ -2,7 +2,9 @@
 
 #include "cluster_mode/peer_pool.h"
 
+#include <cstdlib>
 #include <deque>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -217,6 +219,20 @@ peer_pool::~peer_pool() { close(); }
 
 void peer_pool::request(const std::string& address, v1::Frame request, std::chrono::milliseconds deadline,
                         std::function<void(result<v1::Frame>)> done) {
+#ifdef TXMQ_FAULT_HOOKS
+  // Test builds: TXMQ_TEST_PEER_FRESH_CONNECTIONS=1 sends each request over a connection of its
+  // own, closed after its answer, as before the pool (docs/BENCHMARKS.md "Cluster": the
+  // before/after count of txmq_peer_connections_opened_total). Counted as opened each time.
+  static const bool fresh = [] {
+    const char* v = std::getenv("TXMQ_TEST_PEER_FRESH_CONNECTIONS");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  if (fresh) {
+    ++opened_count_;
+    if (opened_) opened_->inc();
+    return peer_request(io_, id_, address, std::move(request), deadline, std::move(done));
+  }
+#endif
   auto& ch = channels_[address];
   if (!ch) {
     ch = std::make_shared<channel>(io_, id_, address, [this, address] {

@@ -9,10 +9,15 @@
 #include <tuple>
 #include <vector>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/field.hpp>
 #include <boost/json.hpp>
 
-#include "cluster_mode/peer_connection.h"
+#include "cluster_mode/peer_pool.h"
+#include "http/caller_peers.h"
 #include "http/json_mapping.h"
 #include "service/service.h"
 #include "txmq/protocol/message_id.h"
@@ -33,9 +38,14 @@ using protocol::partition_key;
 
 namespace {
 
-// One node's answer, connection included: a paused node must not hold the HTTP caller longer
-// than a proxy would wait.
-constexpr std::chrono::milliseconds k_node_timeout{10'000};
+// One deadline for the whole fan-out of a read, connections included: the nodes are asked at
+// once, and a paused node delays the answer by at most this (it is then named as not answering)
+// rather than holding the caller as long as a proxy would wait.
+constexpr std::chrono::milliseconds k_read_deadline{5'000};
+// A state change (a redrive, a transaction's commit or rollback) is answered by a leader once its
+// ISR holds it, NOT_ENOUGH_REPLICAS after replication_timeout (10 s by default): waited for
+// beyond that, so that the caller gets the leader's own answer.
+constexpr std::chrono::milliseconds k_change_deadline{12'000};
 constexpr std::uint32_t k_default_limit = 100;
 constexpr std::uint32_t k_max_limit = 1000;
 
@@ -97,32 +107,11 @@ asio::awaitable<std::variant<fan, response>> begin(route_context& ctx) {
   co_return f;
 }
 
-// `request` to the node at `address`: this node through the gateway, another over the wire as
-// the caller (its token in the Hello). An Error frame is an answer too (the caller reads it).
-asio::awaitable<result<v1::Frame>> ask(fan& f, const std::string& address, v1::Frame request) {
+// Records what the node at `address` answered (or why it did not) in the fan's report.
+void record(fan& f, const std::string& address, const result<v1::Frame>& out) {
   auto& report = f.nodes[address];
   report.address = address;
   report.node = node_of(f, address);
-  result<v1::Frame> out = error(protocol::errc::internal, "not asked");
-  if (address == f.self || address.empty()) {
-    out = co_await f.ctx->gw.call(std::move(request), f.ctx->req.principal);
-  } else if (!f.token) {
-    out = error(protocol::errc::not_authenticated,
-                "not asked: the request was authenticated without a bearer token (a client certificate), and "
-                "this node forwards only the caller's own token; send Authorization: Bearer TOKEN, or ask that "
-                "node's admin API");
-  } else if (const auto* peer = f.ctx->gw.svc().peer_identity(); peer == nullptr) {
-    out = error(protocol::errc::internal, "not asked: this node does not replicate (no peer identity)");
-  } else {
-    cluster_mode::peer_identity id{peer->tls, *f.token, "txmq-http-view"};
-    auto link = co_await cluster_mode::connect_peer(f.ctx->gw.svc().io(), id, address, k_node_timeout);
-    if (!link) {
-      out = link.error();
-    } else {
-      out = co_await link.value()->exchange(std::move(request), k_node_timeout);
-      link.value()->close();
-    }
-  }
   if (!out) {
     report.answered = false;
     report.error = out.error().message.empty() ? out.error().code.message() : out.error().message;
@@ -136,7 +125,106 @@ asio::awaitable<result<v1::Frame>> ask(fan& f, const std::string& address, v1::F
     report.answered = true;
     report.error.clear();
   }
+}
+
+asio::awaitable<v1::Frame> call_here(gateway& gw, v1::Frame request, std::string principal) {
+  co_return co_await gw.call(std::move(request), principal);
+}
+
+// Asks every node of `addresses` at once — this node through the gateway, the others over the
+// caller's kept connections (caller_peers.h: their Hellos carry the caller's own token) — and
+// waits until each has answered or `deadline` has passed: a node paused or unreachable delays
+// the answer by at most `deadline` in all, not per node, and is reported as not answering (so
+// its partitions go to `cluster.missing`). Answers in the order of `addresses`, each recorded
+// in the fan's report. A late answer is dropped.
+asio::awaitable<std::vector<result<v1::Frame>>> gather(fan& f, const std::vector<std::string>& addresses,
+                                                       const v1::Frame& request, std::chrono::milliseconds deadline) {
+  struct gathering {
+    explicit gathering(asio::io_context& io, std::size_t n) : timer(io), got(n), left(n) {}
+    asio::steady_timer timer;
+    std::vector<std::optional<result<v1::Frame>>> got;
+    std::size_t left;
+    void take(std::size_t i, result<v1::Frame> r) {
+      if (got[i]) return;
+      got[i] = std::move(r);
+      if (--left == 0) timer.cancel();
+    }
+  };
+  auto& io = f.ctx->gw.svc().io();
+  auto g = std::make_shared<gathering>(io, addresses.size());
+  g->timer.expires_after(deadline);
+  const auto* peer = f.ctx->gw.svc().peer_identity();
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    const auto& address = addresses[i];
+    if (address == f.self || address.empty()) {
+      asio::co_spawn(io, call_here(f.ctx->gw, request, std::string(f.ctx->req.principal)),
+                     [g, i](std::exception_ptr e, v1::Frame answer) {
+        if (e) return g->take(i, error(protocol::errc::internal, "this node's own part failed"));
+        g->take(i, std::move(answer));
+      });
+    } else if (!f.token) {
+      g->take(i, error(protocol::errc::not_authenticated,
+                       "not asked: the request was authenticated without a bearer token (a client certificate), and "
+                       "this node forwards only the caller's own token; send Authorization: Bearer TOKEN, or ask that "
+                       "node's admin API"));
+    } else if (peer == nullptr) {
+      g->take(i, error(protocol::errc::internal, "not asked: this node does not replicate (no peer identity)"));
+    } else {
+      f.ctx->gw.peers().pool_for(*peer, *f.token).request(address, request, deadline,
+                                                           [g, i](result<v1::Frame> r) { g->take(i, std::move(r)); });
+    }
+  }
+  if (g->left > 0) (void)co_await g->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  std::vector<result<v1::Frame>> out;
+  out.reserve(addresses.size());
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    auto r = g->got[i] ? std::move(*g->got[i])
+                       : result<v1::Frame>(error(protocol::errc::internal,
+                                                 "no answer within " + std::to_string(deadline.count()) + " ms"));
+    record(f, addresses[i], r);
+    out.push_back(std::move(r));
+  }
   co_return out;
+}
+
+// One node's answer of a fan-out that is the body a view merges.
+struct part {
+  std::string address;
+  v1::Frame frame;
+};
+
+// The answers of a fan-out, sorted: the bodies of `expected` (a node's part), and whether some
+// node said the group is unknown there (UNKNOWN_GROUP: nothing of it there, so that node's
+// partitions count as covered in `covered` when given). The other answers (errors, no answer)
+// are in the fan's report already.
+struct parts {
+  std::vector<part> bodies;
+  std::optional<v1::Error> unknown;
+};
+
+parts sort_answers(fan& f, const std::vector<std::string>& addresses, std::vector<result<v1::Frame>> answers,
+                   v1::Frame::BodyCase expected, std::set<partition_key>* covered) {
+  parts out;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    auto& a = answers[i];
+    if (!a) continue;
+    if (a.value().has_error() && a.value().error().code() == v1::UNKNOWN_GROUP) {
+      if (covered != nullptr) protocol::cover_all_of(f.plan, addresses[i], *covered);
+      out.unknown = a.value().error();
+      continue;
+    }
+    if (a.value().body_case() != expected) continue;
+    out.bodies.push_back({addresses[i], std::move(a).value()});
+  }
+  return out;
+}
+
+// One node asked alone (TxShow and TxResolve follow the home leader hop by hop).
+asio::awaitable<result<v1::Frame>> ask(fan& f, const std::string& address, const v1::Frame& request,
+                                       std::chrono::milliseconds deadline) {
+  const std::vector<std::string> one{address};
+  auto all = co_await gather(f, one, request, deadline);
+  co_return std::move(all.front());
 }
 
 // The `cluster` member of an answer: whether it is whole, each node asked, each partition
@@ -220,20 +308,19 @@ asio::awaitable<response> list_topics(route_context& ctx, v1::Frame request) {
   auto begun = co_await begin(ctx);
   if (auto* r = std::get_if<response>(&begun)) co_return std::move(*r);
   auto& f = std::get<fan>(begun);
+  // This node lists every topic of the cluster (etcd) even when it leads none of them: asked
+  // with the leaders, its part merged first.
+  auto addresses = leaders(f);
+  if (addresses.empty() || addresses.front() != f.self) addresses.insert(addresses.begin(), f.self);
+  auto answers = co_await gather(f, addresses, request, k_read_deadline);
+  if (!answers.front()) co_return error_answer(v1::INTERNAL, answers.front().error().message);
+  if (auto e = error_of(answers.front().value(), v1::Frame::kListTopicsResponse)) co_return std::move(*e);
+  const auto got = sort_answers(f, addresses, std::move(answers), v1::Frame::kListTopicsResponse, nullptr);
   v1::ListTopicsResponse merged;
   std::set<partition_key> covered;
-  // This node lists every topic of the cluster (etcd) even when it leads none of them.
-  auto own = co_await ask(f, f.self, request);
-  if (!own) co_return error_answer(v1::INTERNAL, own.error().message);
-  if (auto e = error_of(own.value(), v1::Frame::kListTopicsResponse)) co_return std::move(*e);
-  (void)protocol::take_served(f.plan, f.self, own.value().list_topics_response().served(), covered);
-  protocol::merge_topics(f.plan, f.self, own.value().list_topics_response(), merged);
-  for (const auto& address : leaders(f)) {
-    if (address == f.self) continue;
-    auto a = co_await ask(f, address, request);
-    if (!a || a.value().body_case() != v1::Frame::kListTopicsResponse) continue;
-    (void)protocol::take_served(f.plan, address, a.value().list_topics_response().served(), covered);
-    protocol::merge_topics(f.plan, address, a.value().list_topics_response(), merged);
+  for (const auto& [address, frame] : got.bodies) {
+    (void)protocol::take_served(f.plan, address, frame.list_topics_response().served(), covered);
+    protocol::merge_topics(f.plan, address, frame.list_topics_response(), merged);
   }
   co_return with_coverage(merged, coverage(f, covered, true));
 }
@@ -243,12 +330,13 @@ asio::awaitable<response> list_groups(route_context& ctx, v1::Frame request) {
   auto begun = co_await begin(ctx);
   if (auto* r = std::get_if<response>(&begun)) co_return std::move(*r);
   auto& f = std::get<fan>(begun);
+  const auto addresses = leaders(f);
+  const auto got = sort_answers(f, addresses, co_await gather(f, addresses, request, k_read_deadline),
+                                v1::Frame::kListGroupsResponse, nullptr);
   std::map<std::string, v1::GroupInfo> by_name;
   std::set<partition_key> covered;
-  for (const auto& address : leaders(f)) {
-    auto a = co_await ask(f, address, request);
-    if (!a || a.value().body_case() != v1::Frame::kListGroupsResponse) continue;
-    const auto& groups = a.value().list_groups_response().groups();
+  for (const auto& [address, frame] : got.bodies) {
+    const auto& groups = frame.list_groups_response().groups();
     // A node with no group names nothing served: nothing of any group is there.
     if (groups.empty()) protocol::cover_all_of(f.plan, address, covered);
     for (const auto& g : groups) {
@@ -264,29 +352,28 @@ asio::awaitable<response> list_groups(route_context& ctx, v1::Frame request) {
   co_return with_coverage(out, coverage(f, covered, true));
 }
 
+// The group is unknown on every node that answered, and every node answered: it does not exist.
+static std::optional<response> unknown_everywhere(const parts& got, const json::object& cov) {
+  if (got.bodies.empty() && got.unknown && cov.at("complete").as_bool()) return error_answer(*got.unknown);
+  return std::nullopt;
+}
+
 asio::awaitable<response> describe_group(route_context& ctx, v1::Frame request) {
   auto begun = co_await begin(ctx);
   if (auto* r = std::get_if<response>(&begun)) co_return std::move(*r);
   auto& f = std::get<fan>(begun);
-  std::optional<v1::GroupInfo> merged;
-  std::optional<v1::Error> unknown;
+  const auto addresses = leaders(f);
   std::set<partition_key> covered;
-  for (const auto& address : leaders(f)) {
-    auto a = co_await ask(f, address, request);
-    if (!a) continue;
-    if (a.value().has_error() && a.value().error().code() == v1::UNKNOWN_GROUP) {
-      protocol::cover_all_of(f.plan, address, covered);
-      unknown = a.value().error();
-      continue;
-    }
-    if (a.value().body_case() != v1::Frame::kGroupInfo) continue;
-    (void)protocol::take_served(f.plan, address, a.value().group_info().served(), covered);
+  const auto got = sort_answers(f, addresses, co_await gather(f, addresses, request, k_read_deadline),
+                                v1::Frame::kGroupInfo, &covered);
+  std::optional<v1::GroupInfo> merged;
+  for (const auto& [address, frame] : got.bodies) {
+    (void)protocol::take_served(f.plan, address, frame.group_info().served(), covered);
     if (!merged) merged.emplace();
-    protocol::merge_group(f.plan, address, a.value().group_info(), *merged);
+    protocol::merge_group(f.plan, address, frame.group_info(), *merged);
   }
   auto cov = coverage(f, covered, true);
-  // Unknown everywhere that answered, and every node answered: the group does not exist.
-  if (!merged && unknown && cov["complete"].as_bool()) co_return error_answer(*unknown);
+  if (auto e = unknown_everywhere(got, cov)) co_return std::move(*e);
   if (!merged) merged.emplace().set_name(request.describe_group().group());
   protocol::sort_group_rows(*merged);
   co_return with_coverage(*merged, std::move(cov));
@@ -298,22 +385,14 @@ asio::awaitable<response> dlq_list(route_context& ctx, v1::Frame request) {
   auto& f = std::get<fan>(begun);
   const std::uint32_t limit = clamp_limit(request.dlq_list().limit());
   request.mutable_dlq_list()->set_limit(limit);
+  const auto addresses = leaders(f);
+  std::set<partition_key> covered;
+  const auto got = sort_answers(f, addresses, co_await gather(f, addresses, request, k_read_deadline),
+                                v1::Frame::kDlqListResponse, &covered);
   v1::DlqListResponse out;
   std::vector<v1::DeadLetter> all;
-  std::set<partition_key> covered;
-  bool any_known = false;
-  std::optional<v1::Error> unknown;
-  for (const auto& address : leaders(f)) {
-    auto a = co_await ask(f, address, request);
-    if (!a) continue;
-    if (a.value().has_error() && a.value().error().code() == v1::UNKNOWN_GROUP) {
-      protocol::cover_all_of(f.plan, address, covered);
-      unknown = a.value().error();
-      continue;
-    }
-    if (a.value().body_case() != v1::Frame::kDlqListResponse) continue;
-    any_known = true;
-    const auto& page = a.value().dlq_list_response();
+  for (const auto& [address, frame] : got.bodies) {
+    const auto& page = frame.dlq_list_response();
     (void)protocol::take_served(f.plan, address, page.served(), covered);
     for (const auto& s : page.served()) *out.add_served() = s;
     if (page.more()) out.set_more(true);
@@ -323,7 +402,7 @@ asio::awaitable<response> dlq_list(route_context& ctx, v1::Frame request) {
     }
   }
   auto cov = coverage(f, covered, true);
-  if (!any_known && unknown && cov["complete"].as_bool()) co_return error_answer(*unknown);
+  if (auto e = unknown_everywhere(got, cov)) co_return std::move(*e);
   std::sort(all.begin(), all.end(), protocol::dead_letter_less);
   if (all.size() > limit) {
     all.resize(limit);
@@ -337,30 +416,22 @@ asio::awaitable<response> dlq_redrive(route_context& ctx, v1::Frame request) {
   auto begun = co_await begin(ctx);
   if (auto* r = std::get_if<response>(&begun)) co_return std::move(*r);
   auto& f = std::get<fan>(begun);
-  v1::DlqRedriveResponse out;
-  std::set<partition_key> covered;
-  bool any_known = false;
-  std::optional<v1::Error> unknown;
   // Every leader redrives the partitions it leads, answered once their ISR holds it; a second
   // redrive (the caller asking again for what `cluster.missing` names) redrives only what is
   // still dead.
-  for (const auto& address : leaders(f)) {
-    auto a = co_await ask(f, address, request);
-    if (!a) continue;
-    if (a.value().has_error() && a.value().error().code() == v1::UNKNOWN_GROUP) {
-      protocol::cover_all_of(f.plan, address, covered);
-      unknown = a.value().error();
-      continue;
-    }
-    if (a.value().body_case() != v1::Frame::kDlqRedriveResponse) continue;
-    any_known = true;
-    const auto& r = a.value().dlq_redrive_response();
+  const auto addresses = leaders(f);
+  std::set<partition_key> covered;
+  const auto got = sort_answers(f, addresses, co_await gather(f, addresses, request, k_change_deadline),
+                                v1::Frame::kDlqRedriveResponse, &covered);
+  v1::DlqRedriveResponse out;
+  for (const auto& [address, frame] : got.bodies) {
+    const auto& r = frame.dlq_redrive_response();
     (void)protocol::take_served(f.plan, address, r.served(), covered);
     out.set_redriven(out.redriven() + r.redriven());
     for (const auto& s : r.served()) *out.add_served() = s;
   }
   auto cov = coverage(f, covered, true);
-  if (!any_known && unknown && cov["complete"].as_bool()) co_return error_answer(*unknown);
+  if (auto e = unknown_everywhere(got, cov)) co_return std::move(*e);
   co_return with_coverage(out, std::move(cov));
 }
 
@@ -370,14 +441,15 @@ asio::awaitable<response> tx_list(route_context& ctx, v1::Frame request) {
   auto& f = std::get<fan>(begun);
   const std::uint32_t limit = clamp_limit(request.tx_list().limit());
   request.mutable_tx_list()->set_limit(limit);
+  const auto addresses = leaders(f);
+  const auto got = sort_answers(f, addresses, co_await gather(f, addresses, request, k_read_deadline),
+                                v1::Frame::kTxListResponse, nullptr);
   std::map<std::string, v1::TxInfo> by_id;  // raw txid: the store's order, and de-duplicated
   std::optional<std::string> bound;          // the smallest cursor of a node that stopped early
   std::set<partition_key> covered;
   v1::TxListResponse out;
-  for (const auto& address : leaders(f)) {
-    auto a = co_await ask(f, address, request);
-    if (!a || a.value().body_case() != v1::Frame::kTxListResponse) continue;
-    const auto& page = a.value().tx_list_response();
+  for (const auto& [address, frame] : got.bodies) {
+    const auto& page = frame.tx_list_response();
     (void)protocol::take_served(f.plan, address, page.served(), covered);
     for (const auto& s : page.served()) *out.add_served() = s;
     for (const auto& t : page.txs()) by_id.emplace(t.txid(), t);
@@ -405,7 +477,8 @@ asio::awaitable<response> tx_one(route_context& ctx, v1::Frame request, v1::Fram
   auto& f = std::get<fan>(begun);
   // TxShow: the home leader's record is current (a follower's copy may lag a commit).
   // TxResolve: only the home leader may decide; another node answers NOT_LEADER naming it.
-  auto a = co_await ask(f, f.self, request);
+  const auto deadline = expected == v1::Frame::kTxInfo ? k_read_deadline : k_change_deadline;
+  auto a = co_await ask(f, f.self, request, deadline);
   if (!a) co_return error_answer(v1::INTERNAL, a.error().message);
   std::set<std::string> asked{f.self};
   std::string next;
@@ -429,7 +502,7 @@ asio::awaitable<response> tx_one(route_context& ctx, v1::Frame request, v1::Fram
     }
     if (next.empty() || asked.contains(next)) break;
     asked.insert(next);
-    auto b = co_await ask(f, next, request);
+    auto b = co_await ask(f, next, request, deadline);
     // A home leader that does not answer a TxShow: the copy read first stands.
     if (!b && expected == v1::Frame::kTxInfo && a.value().has_tx_info()) break;
     if (!b) co_return error_answer(v1::NOT_LEADER, "node " + next + " (the transaction's home leader) did not answer: " +
@@ -456,23 +529,17 @@ asio::awaitable<response> webhook_attempts(route_context& ctx, v1::Frame request
   const std::uint32_t limit = clamp_limit(req.limit());
   req.set_limit(limit);
   v1::WebhookAttemptsResponse out;
-  std::vector<v1::WebhookAttempt> all;
-  std::optional<v1::Error> unknown;
-  bool any = false;
   // Each node logs the attempts it made (docs/cluster.md "Webhooks"): every live node is asked.
-  for (const auto& n : f.meta.nodes()) {
-    auto a = co_await ask(f, n.address(), request);
-    if (!a) continue;
-    if (a.value().has_error() && a.value().error().code() == v1::UNKNOWN_GROUP) {
-      unknown = a.value().error();
-      continue;
-    }
-    if (a.value().body_case() != v1::Frame::kWebhookAttemptsResponse) continue;
-    any = true;
-    for (const auto& at : a.value().webhook_attempts_response().attempts()) all.push_back(at);
+  std::vector<std::string> addresses;
+  for (const auto& n : f.meta.nodes()) addresses.push_back(n.address());
+  const auto got = sort_answers(f, addresses, co_await gather(f, addresses, request, k_read_deadline),
+                                v1::Frame::kWebhookAttemptsResponse, nullptr);
+  std::vector<v1::WebhookAttempt> all;
+  for (const auto& [address, frame] : got.bodies) {
+    for (const auto& at : frame.webhook_attempts_response().attempts()) all.push_back(at);
   }
   auto cov = coverage(f, {}, false);
-  if (!any && unknown && cov["complete"].as_bool()) co_return error_answer(*unknown);
+  if (auto e = unknown_everywhere(got, cov)) co_return std::move(*e);
   const auto key = [](const v1::WebhookAttempt& a) {
     return std::make_tuple(a.time_ms(), a.topic(), a.partition(), a.offset(), a.attempt());
   };

@@ -20,8 +20,11 @@
 // POSTs that change state go to the right leader: a redrive to every leader (the answer says
 // which partitions were redriven), a transaction's commit/rollback to its home leader.
 //
-// Runs on the io thread (the gateway's coroutines). One connection per node asked per request,
-// closed after it (admin reads are rare).
+// Runs on the io thread (the gateway's coroutines). The nodes of a view are asked at once, under
+// one deadline for the whole view (5 s for reads, 12 s for redrives and commits, which leaders
+// answer once their ISR holds them): a node that has not answered by then is named as not
+// answering and its partitions as missing. The other nodes are asked over kept connections, one
+// pool per caller's token (caller_peers.h), not a connection per node per request.
 
 #include <boost/asio/awaitable.hpp>
 

@@ -11,6 +11,7 @@
 #include <boost/url/parse.hpp>
 #include <boost/url/parse_query.hpp>
 
+#include "http/caller_peers.h"
 #include "http/route_table.h"
 #include "net/responder.h"
 #include "service/service.h"
@@ -160,7 +161,10 @@ std::optional<access> required_access(http::verb method, std::string_view path) 
 
 std::string_view openapi_document() noexcept { return k_openapi_json; }
 
-gateway::gateway(service& svc, std::uint32_t max_frame_bytes) : svc_(svc), max_frame_bytes_(max_frame_bytes) {}
+gateway::gateway(service& svc, std::uint32_t max_frame_bytes)
+    : svc_(svc), max_frame_bytes_(max_frame_bytes), peers_(std::make_unique<caller_peers>(svc.io())) {}
+
+gateway::~gateway() = default;
 
 void gateway::register_routes(common::admin_http_server& server) {
   auto handler = [this](const common::http_request& req) { return dispatch(req); };

@@ -16,6 +16,7 @@
 // which one thread runs): not thread-safe otherwise.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,8 @@ class service;
 }  // namespace txmq::broker
 
 namespace txmq::broker::http_api {
+
+class caller_peers;
 
 // What a route requires of the caller's principal (DESIGN §7). `resource` may name path
 // parameters in braces ("topic:{topic}"); required_access() fills them in.
@@ -69,6 +72,9 @@ inline constexpr std::uint32_t k_max_wait_ms = 30'000;
 class gateway {
  public:
   gateway(service& svc, std::uint32_t max_frame_bytes);
+  ~gateway();
+  gateway(const gateway&) = delete;
+  gateway& operator=(const gateway&) = delete;
 
   // Registers the /v1 routes on `server` (replacing the reconciliation API's GET prefix
   // /v1/topics/, which it serves itself through the webhook notifier).
@@ -82,6 +88,8 @@ class gateway {
 
   [[nodiscard]] service& svc() noexcept { return svc_; }
   [[nodiscard]] std::uint32_t max_frame_bytes() const noexcept { return max_frame_bytes_; }
+  // Cluster mode: the kept connections of the cluster views, per HTTP caller (caller_peers.h).
+  [[nodiscard]] caller_peers& peers() noexcept { return *peers_; }
 
  private:
   boost::asio::awaitable<common::http_response> dispatch(const common::http_request& req);
@@ -90,6 +98,7 @@ class gateway {
   std::uint32_t max_frame_bytes_;
   // Ids of the HTTP callers' responders: high bit set, so they never equal a connection's.
   std::uint64_t next_id_ = std::uint64_t{1} << 63;
+  std::unique_ptr<caller_peers> peers_;
 };
 
 }  // namespace txmq::broker::http_api

@@ -86,6 +86,10 @@ void service::set_cluster(cluster_mode::cluster_node* node) {
                                 webhook_notifier::revision_done done) {
     node->disable_webhook(std::move(id), std::move(reason), disabled_ms, to_io(std::move(done)));
   };
+  hooks.update = [node, to_io](std::string id, std::function<std::optional<std::string>(std::string_view)> change,
+                               webhook_notifier::revision_done done) {
+    node->update_webhook(std::move(id), std::move(change), to_io(std::move(done)));
+  };
   webhooks_->set_cluster(std::move(hooks));
 }
 

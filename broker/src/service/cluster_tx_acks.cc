@@ -7,13 +7,18 @@
 // a consumer's. Partitions led here are settled in place; the others over a peer connection
 // (peer_connection.h: TLS and the cluster token; the request needs `replicate`).
 
+#include <cstdlib>
 #include <map>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "cluster_mode/cluster_node.h"
 #include "cluster_mode/peer_pool.h"
 #include "cluster_mode/replication.h"
 #include "cluster_mode/routing.h"
 #include "service/service.h"
+#include "txmq/common/log.h"
 
 namespace txmq::broker {
 
@@ -21,6 +26,32 @@ namespace {
 
 // Answered by the input leader once its ISR holds the change: longer than replication_timeout.
 constexpr std::chrono::milliseconds k_settle_timeout{15'000};
+// UNKNOWN_GROUP from an input partition's leader: it has not learned the group yet (a new leader
+// whose replicated group state is still arriving, a group that began on another node). Groups
+// are never deleted, and the delivery was made by the partition's leader for that group, so this
+// is transient: asked again every k_unknown_group_retry for up to k_unknown_group_wait, then the
+// step fails with UNKNOWN_GROUP (a Prepare or EndTx is answered with it; a COMMIT's follow-up is
+// tried again by the coordinator). Never taken as "settled": an ack taken so would be lost.
+constexpr std::chrono::milliseconds k_unknown_group_wait{5'000};
+constexpr std::chrono::milliseconds k_unknown_group_retry{200};
+
+#ifdef TXMQ_FAULT_HOOKS
+// Test builds: TXMQ_TEST_TX_ACK_UNKNOWN_GROUP=N answers the first N acks of a COMMIT's follow-up
+// UNKNOWN_GROUP without asking the input leader (as a leader that has not learned the group
+// would), for cluster_tx_ack_test.
+bool fake_unknown_group(tx_coordinator::settle_step step) {
+  static const int limit = [] {
+    const char* v = std::getenv("TXMQ_TEST_TX_ACK_UNKNOWN_GROUP");
+    return v ? std::atoi(v) : 0;
+  }();
+  static int used = 0;
+  if (step != tx_coordinator::settle_step::ack || used >= limit) return false;
+  ++used;
+  common::log::warn("TXMQ_TEST_TX_ACK_UNKNOWN_GROUP: answering a transaction's ack UNKNOWN_GROUP (", used, " of ",
+                    limit, ")");
+  return true;
+}
+#endif
 
 // The answer of a settle done in place, handed to a callback. It keeps itself alive until it
 // has answered (the groups keep only a weak pointer across the replication gate).
@@ -108,27 +139,46 @@ void service::settle_tx_acks(tx_coordinator::settle_step step, const storage::tx
   p->done = std::move(done);
   if (p->left == 0) return p->done(std::move(p->applied));
   const std::string txid(id.raw());
+  const auto give_up_at = std::chrono::steady_clock::now() + k_unknown_group_wait;
   for (auto& entry : by_leader) {
     const std::string address = entry.first.first;
+    const std::string group = entry.first.second;
     const auto idx = entry.second;
-    auto answered = [p, idx, address](result<v1::Frame> r) {
+    // Sends the entry's request (again, after UNKNOWN_GROUP: the same attempt, idempotent).
+    auto send = std::make_shared<std::function<void()>>();
+    auto answered = [this, p, idx, address, group, send, give_up_at](result<v1::Frame> r) {
       const std::string where = address.empty() ? "here" : address;
-      if (!r) {
+      if (r && r.value().has_error() && r.value().error().code() == v1::UNKNOWN_GROUP) {
+        if (std::chrono::steady_clock::now() + k_unknown_group_retry < give_up_at) {
+          auto timer = std::make_shared<boost::asio::steady_timer>(io_, k_unknown_group_retry);
+          timer->async_wait([timer, send](boost::system::error_code) { (*send)(); });
+          return;
+        }
+        if (!p->failed) {
+          p->failed = error(protocol::errc::unknown_group,
+                            "the input partition's leader (" + where + ") does not know consumer group '" + group +
+                                "' (asked for " + std::to_string(k_unknown_group_wait.count()) +
+                                " ms); the acks were not applied: " + r.value().error().message());
+        }
+      } else if (!r) {
         if (!p->failed) p->failed = r.error();
       } else if (r.value().has_delivery_results()) {
         const auto& res = r.value().delivery_results().results();
         for (std::size_t k = 0; k < idx.size(); ++k) {
           p->applied[idx[k]] = static_cast<int>(k) < res.size() && res[static_cast<int>(k)] == v1::ERROR_CODE_UNSPECIFIED;
         }
-      } else if (r.value().has_error() && r.value().error().code() != v1::UNKNOWN_GROUP) {
+      } else if (r.value().has_error()) {
         // NOT_LEADER, NOT_ENOUGH_REPLICAS, ...: asked again (the same attempt: idempotent).
         if (!p->failed) {
           p->failed = error(static_cast<protocol::errc>(r.value().error().code()),
                             "the input partition's leader (" + where + "): " + r.value().error().message());
         }
-      } else if (!r.value().has_error()) {
+      } else {
         if (!p->failed) p->failed = error(protocol::errc::internal, "unexpected answer from " + where);
-      }  // UNKNOWN_GROUP: none of them applies
+      }
+      // The entry is done: `send` and `answered` hold each other, let go of both (after this
+      // call: a local settle may be answering from inside `send`).
+      boost::asio::post(io_, [send] { *send = nullptr; });
       if (--p->left > 0) return;
       if (p->failed) return p->done(*p->failed);
       p->done(std::move(p->applied));
@@ -166,16 +216,29 @@ void service::settle_tx_acks(tx_coordinator::settle_step step, const storage::tx
       r->set_offset(acks[i].offset);
       r->set_attempt(acks[i].attempt);
     }
-    if (address.empty()) {
-      auto to = local_answer::make([answered](v1::Frame out) { answered(std::move(out)); });
-      groups_->settle(to, 1, kind, entry.first.second, *refs, ms, txid);
-      continue;
-    }
-    if (!peers_) {
-      answered(error(protocol::errc::internal, "no replication to reach " + address));
-      continue;
-    }
-    peers_->request(address, std::move(f), k_settle_timeout, answered);
+    *send = [this, f = std::move(f), address, group, kind, ms, txid, answered, step]() {
+#ifdef TXMQ_FAULT_HOOKS
+      if (fake_unknown_group(step)) {
+        v1::Frame unknown;
+        unknown.mutable_error()->set_code(v1::UNKNOWN_GROUP);
+        unknown.mutable_error()->set_message("no consumer group '" + group + "' (TXMQ_TEST_TX_ACK_UNKNOWN_GROUP)");
+        return boost::asio::post(io_, [answered, unknown] { answered(unknown); });
+      }
+#else
+      (void)step;
+#endif
+      if (address.empty()) {
+        auto to = local_answer::make([answered](v1::Frame out) { answered(std::move(out)); });
+        const auto& list = kind == consumer_groups::settle_kind::extend ? f.extend().refs()
+                           : kind == consumer_groups::settle_kind::ack  ? f.ack().refs()
+                                                                         : f.nack().refs();
+        groups_->settle(to, 1, kind, group, list, ms, txid);
+        return;
+      }
+      if (!peers_) return answered(error(protocol::errc::internal, "no replication to reach " + address));
+      peers_->request(address, f, k_settle_timeout, answered);
+    };
+    (*send)();
   }
 }
 

@@ -116,7 +116,8 @@ class tx_coordinator {
     // behalf (docs/cluster.md "Transactions"): `hold` at Prepare and again before a COMMIT is
     // written, `ack` once a COMMIT is on the home ISR, `release` once a ROLLBACK is. Answers, per
     // ack in order, whether it applied (false: that delivery is not in flight in that attempt,
-    // or another transaction holds it), or an error when some leader could not be asked.
+    // or another transaction holds it), or an error when some leader could not be asked or did
+    // not know the group (UNKNOWN_GROUP after a few seconds of asking: never taken as applied).
     std::function<void(settle_step, const storage::txid&, const std::vector<storage::ack_ref>&,
                        std::function<void(result<std::vector<bool>>)>)>
         settle_acks;

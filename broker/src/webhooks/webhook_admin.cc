@@ -378,31 +378,82 @@ void webhook_notifier::rotate(const std::shared_ptr<responder>& c, std::uint64_t
   } else if (!webhook_secret_key(secret)) {
     return c->respond_error(corr, v1::INVALID_ARGUMENT, "webhook secret must be whsec_ followed by base64");
   }
-  auto& rec = it->second->rec;
   const auto now = now_ms();
   const std::int64_t until = now + (req.grace_ms() ? std::int64_t{req.grace_ms()} : settings_.secret_grace.count());
-  v1::Webhook next = rec;
-  next.clear_secrets();
-  next.add_secrets()->set_secret(secret);
-  for (auto& old : rec.secrets()) {
-    if (old.expires_ms() != 0 && old.expires_ms() <= now) continue;
-    auto* kept = next.add_secrets();
-    kept->set_secret(old.secret());
-    kept->set_expires_ms(old.expires_ms() == 0 ? until : std::min(old.expires_ms(), until));
+  // The new secret first, then the old ones still valid, each kept until the grace ends.
+  auto rotated = [secret, now, until](const v1::Webhook& rec) {
+    v1::Webhook next = rec;
+    next.clear_secrets();
+    next.add_secrets()->set_secret(secret);
+    for (auto& old : rec.secrets()) {
+      if (old.expires_ms() != 0 && old.expires_ms() <= now) continue;
+      auto* kept = next.add_secrets();
+      kept->set_secret(old.secret());
+      kept->set_expires_ms(old.expires_ms() == 0 ? until : std::min(old.expires_ms(), until));
+    }
+    return next;
+  };
+  std::weak_ptr<responder> weak = c;
+  auto store_and_answer = [this, weak, corr](v1::Webhook next) {
+    store_.put_webhook(next, on_io<void>(io_, [weak, corr, next](result<void> r) mutable {
+      auto c = weak.lock();
+      if (!c) return;
+      if (!r) return c->respond_error(corr, wire_code(r.error()), "storing the new secret failed: " + r.error().message);
+      v1::Frame out;
+      out.set_correlation_id(corr);
+      next.clear_token();
+      *out.mutable_webhook() = std::move(next);
+      c->respond(std::move(out));
+    }));
+  };
+  if (cluster_ && cluster_->update) {
+    // Cluster mode: the rotation is applied to the record etcd holds, compared on its revision,
+    // not to this node's copy, which may predate a disable (another node's 410, DESIGN §5: a
+    // disabled subscription stays disabled until an operator acts); a blind write of the copy
+    // would enable it again on every node. The secret changes; nothing else does.
+    auto made = std::make_shared<v1::Webhook>();  // written on the cluster thread before `done` is posted
+    const std::string id = req.id();
+    return cluster_->update(
+        id,
+        [rotated, made](std::string_view current) -> std::optional<std::string> {
+          v1::Webhook rec;
+          if (!rec.ParseFromArray(current.data(), static_cast<int>(current.size()))) return std::nullopt;
+          *made = rotated(rec);
+          return made->SerializeAsString();
+        },
+        [this, weak, corr, id, made, store_and_answer](result<std::pair<bool, std::int64_t>> r) {
+          if (!r) {
+            if (auto c = weak.lock()) {
+              c->respond_error(corr, v1::STORE_UNAVAILABLE,
+                               "writing the new secret to etcd failed: " + r.error().message +
+                                   "; nothing changed, the old secret still signs (try again)");
+            }
+            return;
+          }
+          if (!r.value().first) {
+            if (auto c = weak.lock()) c->respond_error(corr, v1::UNKNOWN_GROUP, "no webhook '" + id + "' (deleted meanwhile)");
+            return;
+          }
+          own_revision_ = std::max(own_revision_, r.value().second);
+          v1::Webhook next = *made;
+          if (auto it = subs_.find(id); it != subs_.end()) {
+            auto& s = *it->second;
+            if (disabling_.contains(id) && !next.disabled()) {
+              // This node's 410 disable is on its way to etcd: kept, as sync_cluster keeps it.
+              next.set_disabled(true);
+              next.set_disabled_reason(s.rec.disabled_reason());
+              next.set_disabled_ms(s.rec.disabled_ms());
+            }
+            s.rec = next;
+          }
+          store_and_answer(std::move(next));
+        });
   }
+  auto& rec = it->second->rec;
+  v1::Webhook next = rotated(rec);
   rec = next;
   publish(next);
-  std::weak_ptr<responder> weak = c;
-  store_.put_webhook(next, on_io<void>(io_, [weak, corr, next](result<void> r) mutable {
-    auto c = weak.lock();
-    if (!c) return;
-    if (!r) return c->respond_error(corr, wire_code(r.error()), "storing the new secret failed: " + r.error().message);
-    v1::Frame out;
-    out.set_correlation_id(corr);
-    next.clear_token();
-    *out.mutable_webhook() = std::move(next);
-    c->respond(std::move(out));
-  }));
+  store_and_answer(std::move(next));
 }
 
 }  // namespace txmq::broker

@@ -97,6 +97,12 @@ class webhook_notifier {
     // A 410's disable: written to etcd compared on the key's revision and retried until etcd
     // holds it (cluster_node::disable_webhook); `done` on the io thread.
     std::function<void(std::string id, std::string reason, std::int64_t disabled_ms, revision_done done)> disable;
+    // An operator's change (rotate-secret), applied by `change` (any thread) to the record etcd
+    // holds and written compared on its revision (cluster_node::update_webhook), so that it never
+    // overwrites a disable this node has not read yet; `done` on the io thread.
+    std::function<void(std::string id, std::function<std::optional<std::string>(std::string_view)> change,
+                       revision_done done)>
+        update;
   };
   void set_cluster(cluster_hooks hooks) { cluster_ = std::move(hooks); }
   void set_visible_end(visible_end_fn fn) { visible_end_ = std::move(fn); }
