@@ -33,6 +33,7 @@
 #include "cluster_brokers.h"
 #include "etcd_process.h"
 #include "eventually.h"
+#include "fault_support.h"
 #include "txmq/consumer/consumer.h"
 #include "txmq/producer/producer.h"
 #include "txmq/protocol/message_id.h"
@@ -220,6 +221,7 @@ TEST_F(cluster_views_pause_test, a_paused_node_is_named_missing_within_the_deadl
     return out;
   };
   ASSERT_EQ(::kill(cluster_->broker(paused).pid(), SIGSTOP), 0);
+  ASSERT_TRUE(wait_stopped(cluster_->broker(paused).pid()));
   for (const char* path : {"/v1/topics", "/v1/transactions?state=prepared"}) {
     const auto t0 = std::chrono::steady_clock::now();
     auto v = get(asked, path);

@@ -16,6 +16,7 @@
 #include <map>
 #include <sstream>
 
+#include "eventually.h"
 #include "txmq/common/units.h"
 
 namespace txmq::test {
@@ -45,8 +46,26 @@ std::chrono::milliseconds fault_pause(std::chrono::milliseconds fallback, const 
   return d.value();
 }
 
+bool wait_stopped(pid_t pid, std::chrono::milliseconds deadline) {
+  const auto all_stopped = [pid] {
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::ifstream stat(t.path() / "stat");
+      std::string line;
+      if (!std::getline(stat, line)) continue;  // the thread ended meanwhile
+      const auto close = line.rfind(')');
+      if (close == std::string::npos || close + 2 >= line.size()) return false;
+      const char state = line[close + 2];
+      if (state != 'T' && state != 't') return false;
+    }
+    return true;  // every thread stopped, or the process is gone (nothing to wait for)
+  };
+  return eventually(all_stopped, deadline);
+}
+
 frozen::frozen(std::vector<pid_t> pids) : pids_(std::move(pids)) {
   for (pid_t p : pids_) ::kill(p, SIGSTOP);
+  for (pid_t p : pids_) wait_stopped(p);
 }
 
 frozen::~frozen() { thaw(); }

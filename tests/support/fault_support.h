@@ -31,7 +31,13 @@ fault_counts count_outcome(const std::set<std::string>& sent, const std::set<std
 // duration such as "10s", "3s"), else `fallback`.
 std::chrono::milliseconds fault_pause(std::chrono::milliseconds fallback, const char* env = "TXMQ_FAULT_PAUSE");
 
-// SIGSTOPs every pid now and SIGCONTs them in thaw() or the destructor, whichever comes first.
+// Waits until every thread of `pid` is stopped (state T in /proc/PID/task/*/stat), or is gone;
+// false at the deadline. kill(SIGSTOP) returns before a thread running on another CPU has
+// stopped: one answered a request sent right after the kill in a loaded run.
+bool wait_stopped(pid_t pid, std::chrono::milliseconds deadline = std::chrono::seconds(5));
+
+// SIGSTOPs every pid now (returning once they are stopped) and SIGCONTs them in thaw() or the
+// destructor, whichever comes first.
 class frozen {
  public:
   explicit frozen(std::vector<pid_t> pids);
