@@ -98,11 +98,11 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   // is bounded whatever the number of column families and however much is stored.
   db_options.write_buffer_manager =
       std::make_shared<rocksdb::WriteBufferManager>(options_.memtable_budget_bytes, cache_);
-  // A family written rarely (the default one, groups in a publish-only run) keeps the oldest
-  // WAL alive until its memtable flushes, and RocksDB's own limit is four times every family's
-  // buffers together (720 MB here). A 60 s transaction run left 45 WAL files (512 MB) that a
-  // restart after SIGKILL replayed for 14.9 s. Past twice the memtable budget, the families
-  // holding the oldest WAL flush instead (small files), which bounds recovery and disk.
+  // RocksDB deletes a WAL only once every family with data in it has flushed, and its own limit
+  // on the WALs kept is four times every family's buffers together (720 MB with the defaults).
+  // A 60 s transaction run left 45 WAL files (512 MB) that a restart after SIGKILL replayed for
+  // 14.9 s. Past twice the memtable budget, the families holding the oldest WAL flush instead,
+  // which bounds recovery time and disk.
   db_options.max_total_wal_size = 2 * options_.memtable_budget_bytes;
   db_options.bytes_per_sync = 1 << 20;
   db_options.keep_log_file_num = 5;
