@@ -28,7 +28,11 @@ cleanup() {
 trap cleanup EXIT
 
 "$ROOT/scripts/cluster.sh" up >/dev/null
-until "$TXMQ" topic create stall --partitions 1 --replicas 3 >/dev/null 2>&1; do sleep 0.5; done
+deadline=$((SECONDS + 60))
+until "$TXMQ" topic create stall --partitions 1 --replicas 3 >/dev/null 2>&1; do
+  ((SECONDS < deadline)) || { echo "topic stall not created in 60 s (is the cluster up?)" >&2; exit 1; }
+  sleep 0.5
+done
 
 # field FIELD of partition 0 in `txmq --json cluster status`
 partition() {
