@@ -11,7 +11,9 @@
 //    names it leader and its ISR is whole;
 //  - a partition whose dead letters are larger than max_frame_bytes: a restarted follower takes
 //    the group snapshot in pages, installs it whole, rejoins the ISR, and leads with every dead
-//    letter after the other two nodes are SIGKILLed.
+//    letter after the other two nodes are SIGKILLed;
+//  - the group snapshot a restarted follower asks for is read off the leader's io thread: the
+//    leader keeps answering while a (deliberately slowed) read runs.
 
 #include <gtest/gtest.h>
 
@@ -248,6 +250,84 @@ TEST_F(cluster_retention_test, a_group_snapshot_larger_than_a_frame_is_paged_and
     if (line.find("page(s)") != std::string::npos) pages_line = line;
   }
   std::cout << "snapshot: " << pages_line << "\n";
+}
+
+
+// The group snapshot a follower asks its leader for (at every restart, and from every new
+// leader after a failover) holds the partition's whole group state; the leader reads it off
+// its io thread. TXMQ_TEST_GROUP_SNAPSHOT_DELAY_MS=3000 (a test build's knob) makes each read
+// 3 s longer, as a very large state would (100,000 dead letters kept the io thread busy for up
+// to a second after a failover, docs/BENCHMARKS.md): meanwhile the leader answers Metadata
+// within a fraction of that. Read on the io thread, as before, a Metadata waited the 3 s.
+TEST_F(cluster_retention_test, a_group_snapshot_is_read_off_the_leaders_io_thread) {
+  auto& c = *cluster_;
+  ::setenv("TXMQ_TEST_GROUP_SNAPSHOT_DELAY_MS", "3000", 1);
+  c.start({"--node-lease-ttl", "3s", "--replica-lag-max", "4s", "--replication-timeout", "10s"});
+  ::unsetenv("TXMQ_TEST_GROUP_SNAPSHOT_DELAY_MS");
+  std::string why;
+  ASSERT_TRUE(c.create_topic("jobs", 1, 3, why)) << why;
+  const auto v0 = c.view("jobs");
+  ASSERT_TRUE(v0);
+  const int leader = static_cast<int>(v0->leader);
+  auto lc = connect_to(c.broker(leader).address());
+  ASSERT_TRUE(lc);
+  // Some group state: ten messages, delivered to a group and not acked.
+  v1::Frame p;
+  p.mutable_produce()->set_topic("jobs");
+  for (int i = 0; i < 10; ++i) {
+    auto* m = p.mutable_produce()->add_messages();
+    m->set_id(std::string(protocol::uuid::make_v7().raw()));
+    m->set_body("job " + std::to_string(i));
+  }
+  ASSERT_TRUE(eventually([&] {
+    auto r = lc->request(v1::Frame(p), 15s);
+    return r && r.value().has_produce_response();
+  }, 20s)) << c.logs();
+  v1::Frame f;
+  f.mutable_fetch()->set_group("workers");
+  f.mutable_fetch()->add_topics("jobs");
+  f.mutable_fetch()->set_max_messages(10);
+  f.mutable_fetch()->set_max_wait_ms(1000);
+  auto got = lc->request(std::move(f), 15s);
+  ASSERT_TRUE(got && got.value().has_fetch_response()) << c.logs();
+
+  const auto reads = [&] {
+    const std::string log = c.broker(leader).log();
+    std::size_t n = 0;
+    for (auto at = log.find("TXMQ_TEST_GROUP_SNAPSHOT_DELAY_MS: reading"); at != std::string::npos;
+         at = log.find("TXMQ_TEST_GROUP_SNAPSHOT_DELAY_MS: reading", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  const int follower = leader % 3 + 1;
+  ASSERT_EQ(c.broker(follower).stop(), 0);
+  ASSERT_TRUE(eventually([&] {
+    auto v = c.view("jobs");
+    return v && v->isr.size() == 2;
+  }, 20s)) << c.logs();
+  const std::size_t reads_before = reads();
+  c.broker(follower).start();
+  // Metadata to the leader, one after another, from the follower's start until it is back in
+  // the ISR and 4 s have passed since the leader began reading its snapshot (the 3 s delay).
+  milliseconds slowest{0};
+  std::optional<steady_clock::time_point> read_seen;
+  const auto deadline = steady_clock::now() + 60s;
+  for (;;) {
+    ASSERT_LT(steady_clock::now(), deadline) << "the follower did not rejoin with a snapshot in 60 s\n" << c.logs();
+    v1::Frame m;
+    m.mutable_metadata();
+    const auto t0 = steady_clock::now();
+    auto r = lc->request(std::move(m), 15s);
+    const auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0);
+    ASSERT_TRUE(r && r.value().has_metadata_response()) << (r ? r.value().ShortDebugString() : r.error().to_string());
+    slowest = std::max(slowest, took);
+    if (!read_seen && reads() > reads_before) read_seen = steady_clock::now();
+    auto v = c.view("jobs");
+    if (read_seen && steady_clock::now() - *read_seen > 4s && v && v->isr.size() == 3) break;
+  }
+  std::cout << "slowest Metadata answer while the snapshot was read: " << slowest.count() << " ms\n";
+  EXPECT_LT(slowest, 1500ms) << "the leader's io thread waited for the group snapshot read\n" << c.logs();
 }
 
 }  // namespace

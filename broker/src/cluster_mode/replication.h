@@ -45,6 +45,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "admin_reads.h"
 #include "cluster_mode/peer_connection.h"
 #include "net/responder.h"
 #include "txmq/cluster/control_plane.h"
@@ -231,6 +232,9 @@ class replication {
     struct snapshot_pages {
       std::uint64_t id = 0;
       std::shared_ptr<const v1::GroupSnapshot> snapshot;
+      // Read off the io thread for a first page (start_group_snapshot), taken by the answer
+      // that the read's completion makes.
+      std::shared_ptr<const v1::GroupSnapshot> taken;
     };
     std::map<cluster::node_id, snapshot_pages> snapshots;
     std::size_t next_answer = 0;  // the slot replaced next (the oldest)
@@ -303,6 +307,11 @@ class replication {
   // Follower: one partition's part of a session answer (topic creation, log restart, appends,
   // group changes).
   boost::asio::awaitable<void> take_answer(const key& k, follower_task& t, v1::ReplicaFetchResponse& ans);
+  // Leader: a follower's first group snapshot page. The snapshot is read on snapshot_reads_
+  // (a partition's whole group state: 100,000 dead letters kept the io thread busy for up to a
+  // second after a failover, when every follower asks the new leader for one), then answered
+  // on the io thread if this node still leads the partition under the same epoch.
+  void start_group_snapshot(const std::shared_ptr<responder>& c, std::uint64_t corr, const v1::ReplicaFetchRequest& req);
   // replication_drain.cc: hands over what is ready (or everything at the deadline); finishes.
   void drain_step();
   void hand_over(const key& k);
@@ -326,6 +335,9 @@ class replication {
   // The (partition, epoch) pairs this process started leading: an epoch the log holds but
   // that is not here was led before a restart (lead_tick takes a new one).
   std::set<std::pair<key, std::int64_t>> led_here_;
+  // Group snapshots read off the io thread (one worker; declared last, so it is stopped and
+  // joined before the members its completions use go away).
+  admin_reads snapshot_reads_{io_};
 };
 
 }  // namespace txmq::broker::cluster_mode

@@ -545,6 +545,7 @@ asio::awaitable<bool> replication::apply_group_part(const key& k, const v1::Repl
 void replication::stop() {
   if (!*alive_) return;
   *alive_ = false;
+  snapshot_reads_.stop();  // waits for a snapshot being read; drops those queued
   for (auto& [k, t] : following_) t->stop = true;
   for (auto& [leader, session] : sessions_) {
     if (session->link) session->link->close();

@@ -4,6 +4,9 @@
 // the partition's group change sequence past it.
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 
 #include "cluster_mode/cluster_node.h"
 #include "cluster_mode/replication.h"
@@ -97,6 +100,54 @@ void replication::add_group_part(const v1::ReplicaFetchRequest& req, v1::Replica
   }
 }
 
+namespace {
+#ifdef TXMQ_FAULT_HOOKS
+// Test builds: TXMQ_TEST_GROUP_SNAPSHOT_DELAY_MS=N makes every group snapshot read take N ms
+// longer (as a partition with a very large group state would), for cluster_retention_test.
+void slow_snapshot_read_for_test() {
+  static const long delay_ms = [] {
+    const char* v = std::getenv("TXMQ_TEST_GROUP_SNAPSHOT_DELAY_MS");
+    return v ? std::atol(v) : 0L;
+  }();
+  if (delay_ms <= 0) return;
+  common::log::warn("TXMQ_TEST_GROUP_SNAPSHOT_DELAY_MS: reading a group snapshot ", delay_ms, " ms longer");
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+}
+#endif
+}  // namespace
+
+void replication::start_group_snapshot(const std::shared_ptr<responder>& c, std::uint64_t corr,
+                                       const v1::ReplicaFetchRequest& req) {
+  const key k{req.topic(), static_cast<std::int32_t>(req.partition())};
+  const auto* e = entry_of(k);
+  if (!leading_.contains(k) || !e) return answer_fetch(c, corr, req);  // answers NOT_LEADER
+  const std::int64_t epoch = e->state.leader_epoch;
+  snapshot_reads_.run<v1::GroupSnapshot>(
+      [&store = store_, topic = req.topic(), partition = req.partition()] {
+#ifdef TXMQ_FAULT_HOOKS
+        slow_snapshot_read_for_test();
+#endif
+        return store.group_snapshot(topic, partition);
+      },
+      [this, alive = alive_, c, corr, req, k, epoch](result<v1::GroupSnapshot> snap) {
+        if (!*alive) return;
+        const auto* now = entry_of(k);
+        auto lp = leading_.find(k);
+        if (lp == leading_.end() || !now || now->state.leader_epoch != epoch) {
+          // Led no longer, or led again under another epoch since the read: its change
+          // sequence may have been replaced meanwhile, so the follower starts over.
+          return answer_fetch(c, corr, req);
+        }
+        if (!snap) {
+          common::log::warn("partition ", k.first, "/", k.second, ": group snapshot failed: ", snap.error().message);
+          lp->second.snapshots[req.node_id()].taken.reset();
+        } else {
+          lp->second.snapshots[req.node_id()].taken = std::make_shared<const v1::GroupSnapshot>(std::move(snap).value());
+        }
+        answer_fetch(c, corr, req);
+      });
+}
+
 void replication::add_snapshot_page(const v1::ReplicaFetchRequest& req, v1::ReplicaFetchResponse& resp) {
   auto lp = leading_.find({req.topic(), static_cast<std::int32_t>(req.partition())});
   if (lp == leading_.end()) {
@@ -105,14 +156,14 @@ void replication::add_snapshot_page(const v1::ReplicaFetchRequest& req, v1::Repl
   }
   auto& pages = lp->second.snapshots[req.node_id()];
   if (req.group_snapshot_from() == 0) {
-    auto snap = store_.group_snapshot(req.topic(), req.partition());
-    if (!snap) {
-      common::log::warn("partition ", req.topic(), "/", req.partition(), ": group snapshot failed: ", snap.error().message);
+    if (!pages.taken) {
+      // A first page always comes through start_group_snapshot, which read it: a follower
+      // asking again meanwhile finds it gone and starts over.
       resp.set_group_snapshot_needed(true);
       return;
     }
     pages.id = next_snapshot_id_++;
-    pages.snapshot = std::make_shared<const v1::GroupSnapshot>(std::move(snap).value());
+    pages.snapshot = std::move(pages.taken);
   } else if (!pages.snapshot || req.group_snapshot_id() != pages.id) {
     // Not the snapshot this node pages (a new leadership, or another follower task): from 0.
     resp.set_group_snapshot_needed(true);

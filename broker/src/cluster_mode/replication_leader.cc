@@ -285,7 +285,10 @@ void replication::replica_fetch(const std::shared_ptr<responder>& c, std::uint64
   if (req.partition_fetches_size() > 0) return session_fetch_request(c, corr, req);
   const key k{req.topic(), static_cast<std::int32_t>(req.partition())};
   if (auto refused = check_fetch(req)) return c->respond_error(corr, refused->first, refused->second);
-  if (req.group_snapshot()) return answer_fetch(c, corr, req);
+  if (req.group_snapshot()) {
+    if (req.group_snapshot_from() == 0) return start_group_snapshot(c, corr, req);
+    return answer_fetch(c, corr, req);
+  }
   if (!req.epoch_query() && take_report(k, req)) {
     leading_.at(k).parked.push_back({c, corr, req, clock::now() + settings_.fetch_wait, nullptr});
     return;
