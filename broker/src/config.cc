@@ -122,6 +122,8 @@ const setting k_settings[] = {
      "how often messages past their retention are removed"},
     {"min_free_disk_bytes", kind::size, &broker_config::min_free_disk_bytes,
      "below this much free disk, produce and Prepare answer STORE_FULL (0 = no minimum)"},
+    {"verify_store_on_start", kind::boolean, &broker_config::verify_store_on_start,
+     "read the whole store once at start, checking every block's checksum, before serving"},
     {"webhook_schedule", kind::duration_list, &broker_config::webhook_schedule,
      "default delays before webhook attempts 2, 3, ... (max attempts = 1 + their number)"},
     {"webhook_timeout", kind::duration, &broker_config::webhook_timeout,

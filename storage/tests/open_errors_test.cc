@@ -136,6 +136,43 @@ TEST_F(open_errors_test, flipped_bytes_in_a_table_file_are_found_at_open) {
   expect_refused(storage::errc::corruption);
 }
 
+// Without the pass at open (the broker's verify_store_on_start = false) the same damage is
+// found by the first read that reaches the block: an error, never a message made of it.
+TEST_F(open_errors_test, flipped_bytes_without_the_open_pass_fail_the_read_that_reaches_them) {
+  make_store(400);
+  auto ssts = files_ending(".sst");
+  ASSERT_FALSE(ssts.empty());
+  auto target = *std::max_element(ssts.begin(), ssts.end(),
+                                  [](auto& a, auto& b) { return fs::file_size(a) < fs::file_size(b); });
+  {
+    std::fstream f(target, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(target) / 4));
+    f.write("\xde\xad\xbe\xef\xde\xad\xbe\xef", 8);
+  }
+  storage::store_options o;
+  o.dir = dir_;
+  o.verify_checksums_on_open = false;
+  auto s = storage::open_store(o);
+  ASSERT_TRUE(s) << s.error().message;
+  bool failed = false;
+  std::uint64_t from = 0;
+  for (int pass = 0; pass < 1000 && !failed; ++pass) {
+    storage::read_request req;
+    req.topic = "t";
+    req.from_offset = from;
+    auto r = s.value()->read(req);
+    if (!r) {
+      failed = true;
+      EXPECT_EQ(r.error(), storage::errc::corruption) << r.error().message;
+      break;
+    }
+    if (r.value().messages.empty()) break;
+    from = r.value().next_offset;
+  }
+  EXPECT_TRUE(failed) << "all 400 messages were read back from a damaged table file";
+  s.value()->close();
+}
+
 TEST_F(open_errors_test, missing_manifest_is_refused) {
   make_store(10);
   for (auto& e : fs::directory_iterator(dir_)) {

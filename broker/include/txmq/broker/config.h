@@ -96,6 +96,11 @@ struct broker_config {
   // Below this much free space on the data directory's disk, Produce and Prepare answer
   // STORE_FULL (acks, EndTx, group updates and retention still run); 0 = no minimum.
   std::uint64_t min_free_disk_bytes = 256 * 1024 * 1024;
+  // Read every block of the store once at start, checking its checksum, before serving: rot in
+  // data at rest refuses the start instead of failing a later read. Costs one read of the whole
+  // store per start (docs/configuration.md gives the measured rate); reads check their blocks
+  // either way.
+  bool verify_store_on_start = true;
 
   // --- webhooks: defaults of new subscriptions and notifier limits
   std::vector<duration> webhook_schedule = {
