@@ -17,12 +17,14 @@
 
 #include "broker_process.h"
 #include "cli_runner.h"
+#include "raw_client.h"
 
 namespace txmq::test {
 namespace {
 
 namespace fs = std::filesystem;
 const fs::path k_fixture = TXMQ_FORMAT_V1_FIXTURE;
+const fs::path k_tx_fixture = TXMQ_FORMAT_V1_TX_FIXTURE;
 
 std::string str(const json::object& o, const char* key) { return std::string(o.at(key).as_string()); }
 std::uint64_t num(const json::object& o, const char* key) { return o.at(key).to_number<std::uint64_t>(); }
@@ -119,7 +121,7 @@ TEST(upgrade_test, a_newer_format_is_refused_at_start_naming_both_versions) {
   broker_process b({"--min-free-disk-bytes", "0"});
   copy_fixture_to(b);
   {
-    // What a future build would have written: format version 2.
+    // What a future build would have written: format version 3.
     std::vector<std::string> names;
     ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), b.data_dir().string(), &names).ok());
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
@@ -128,15 +130,101 @@ TEST(upgrade_test, a_newer_format_is_refused_at_start_naming_both_versions) {
     rocksdb::DB* raw = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), b.data_dir().string(), cfs, &handles, &raw).ok());
     std::unique_ptr<rocksdb::DB> db(raw);
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "v", "2").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "v", "3").ok());
     for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
   }
   EXPECT_THROW(b.start(std::chrono::seconds(20)), std::runtime_error);
   const std::string log = b.log();
   EXPECT_NE(log.find("cannot start"), std::string::npos) << log;
-  EXPECT_NE(log.find("has format version 2, written by a newer txmq; this txmq reads format versions 1 to 1"),
+  EXPECT_NE(log.find("has format version 3, written by a newer txmq; this txmq reads format versions 1 to 2"),
             std::string::npos)
       << log;
+}
+
+// The format-v1-tx fixture's txids by what they were when it was written: "prepared",
+// "abandoned", "resolved" (the first lines of its expected.txt).
+std::map<std::string, std::set<std::string>> tx_fixture() {
+  std::ifstream in(k_tx_fixture / "expected.txt");
+  std::map<std::string, std::set<std::string>> out;
+  std::string what, txid;
+  while (in >> what >> txid && (what == "prepared" || what == "abandoned" || what == "resolved")) out[what].insert(txid);
+  return out;
+}
+
+std::set<std::string> listed(const broker_process& b, std::vector<std::string> state) {
+  std::vector<std::string> args{"--json", "tx", "list"};
+  args.insert(args.end(), state.begin(), state.end());
+  auto r = txmq(b, args);
+  EXPECT_EQ(r.status, 0) << r;
+  std::set<std::string> out;
+  for (auto& o : r.objects()) out.insert(str(o, "txid"));
+  return out;
+}
+
+// The value of a metric without labels, from GET /metrics.
+double gauge(const broker_process& b, const std::string& name) {
+  const std::string text = http_get(b.http_port(), "/metrics");
+  const auto at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
+std::string stored_format_version(const fs::path& dir) {
+  std::vector<std::string> names;
+  EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.string(), &names).ok());
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  for (auto& n : names) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  auto s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), dir.string(), cfs, &handles, &raw);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return "(cannot open)";
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::string v;
+  EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), handles[0], "v", &v).ok());
+  for (auto* h : handles) EXPECT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  return v;
+}
+
+// Format 2 keeps an index of unresolved transactions (storage/README.md "Format version"): a
+// format-1 store gets it built at its first open, and the gauges and listings, which read only
+// the index since, answer what the format-1 broker answered from every record.
+TEST(upgrade_test, a_format_v1_stores_unresolved_transactions_are_indexed_at_the_first_open) {
+  auto txs = tx_fixture();
+  ASSERT_EQ(txs["prepared"].size(), 2u);
+  ASSERT_EQ(txs["abandoned"].size(), 2u);
+  ASSERT_EQ(txs["resolved"].size(), 3u);
+  // The fixture does not age: its resolved outcomes stay (dedupe window) and its prepared
+  // transactions stay prepared (their checks, due since, find no producer: undecided, and many
+  // are allowed before an abandon).
+  broker_process b({"--min-free-disk-bytes", "0", "--dedupe-window", "87600h", "--tx-max-checks", "1000"});
+  fs::copy(k_tx_fixture / "data", b.data_dir(), fs::copy_options::recursive);
+  EXPECT_EQ(stored_format_version(b.data_dir()), "1");
+  b.start();
+  auto unresolved = txs["prepared"];
+  unresolved.insert(txs["abandoned"].begin(), txs["abandoned"].end());
+  EXPECT_EQ(listed(b, {"--state", "prepared"}), txs["prepared"]);
+  EXPECT_EQ(listed(b, {"--state", "abandoned"}), txs["abandoned"]);
+  EXPECT_EQ(listed(b, {}), unresolved);
+  EXPECT_EQ(listed(b, {"--state", "all"}).size(), 7u);
+  EXPECT_EQ(gauge(b, "txmq_tx_prepared"), 2);
+  EXPECT_EQ(gauge(b, "txmq_tx_abandoned_pending"), 2);
+
+  // An operator's decision on an abandoned one takes it out of the index, across a restart.
+  const std::string decided = *txs["abandoned"].begin();
+  ASSERT_EQ(txmq(b, {"tx", "rollback", decided}).status, 0);
+  auto left = txs["abandoned"];
+  left.erase(decided);
+  EXPECT_EQ(listed(b, {"--state", "abandoned"}), left);
+  EXPECT_EQ(gauge(b, "txmq_tx_abandoned_pending"), 1);
+  EXPECT_EQ(b.stop(), 0);
+  EXPECT_EQ(stored_format_version(b.data_dir()), "2");
+  b.start();
+  EXPECT_EQ(gauge(b, "txmq_tx_prepared"), 2);
+  EXPECT_EQ(gauge(b, "txmq_tx_abandoned_pending"), 1);
+  EXPECT_EQ(listed(b, {"--state", "prepared"}), txs["prepared"]);
+  EXPECT_EQ(listed(b, {"--state", "abandoned"}), left);
+  EXPECT_EQ(b.stop(), 0);
 }
 
 }  // namespace

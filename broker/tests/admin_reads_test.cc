@@ -75,6 +75,7 @@ class gated_store final : public storage::store {
     gate();
     return inner_->list_txs(s, limit, after);
   }
+  result<storage::tx_counts> count_unresolved_txs() const override { return inner_->count_unresolved_txs(); }
   void ensure_group(storage::group_info i, storage::group_start s, storage::completion<storage::group_state> d) override {
     inner_->ensure_group(std::move(i), s, std::move(d));
   }

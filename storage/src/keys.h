@@ -12,7 +12,11 @@
 // CF log:      topic_id:4 partition:4 base:8     → batch header + txmq.v1.MessageBatch
 // CF dedupe:   message_id:16                     → dedupe_entry
 // CF tx:       txid:16                           → TxRecord
-// CF index:    't' time:8 txid:16                → (empty)            next check of a PREPARED tx
+// CF index:    't' time:8 txid:16                → (empty)            next check of a PREPARED tx: exactly
+//                                                  one per PREPARED tx, none for any other state; a tx
+//                                                  with no check scheduled (next_check_ms 0) at time
+//                                                  2^64-1, never due (format 2)
+//              'a' txid:16                       → (empty)            an ABANDONED tx (format 2)
 //              'd' time:8 group_key tid:4 p:4 o:8 → delivery_value    due retry / deadline
 // CF groups:   'c' group_key tid:4 p:4           → cursor (floor:8, next:8)
 //              'd' group_key tid:4 p:4 o:8       → delivery_value
@@ -128,12 +132,19 @@ inline std::string group_seq_key(std::uint32_t tid, std::uint32_t p) {
   return k;
 }
 
-inline std::string tx_due_key(std::int64_t ms, std::string_view txid_raw) {
+// The due entry of a PREPARED transaction that has no check scheduled (next_check_ms 0): after
+// every time a scan for due checks can ask for, so the due index still lists every PREPARED
+// transaction exactly once (counts and listings read it instead of every record).
+inline constexpr std::uint64_t k_never_due = UINT64_MAX;
+
+inline std::string tx_due_entry(std::int64_t next_check_ms, std::string_view txid_raw) {
   std::string k(1, 't');
-  put_u64(k, time_key(ms));
+  put_u64(k, next_check_ms == 0 ? k_never_due : time_key(next_check_ms));
   k.append(txid_raw);
   return k;
 }
+
+inline std::string tx_abandoned_key(std::string_view txid_raw) { return 'a' + std::string(txid_raw); }
 
 inline std::string delivery_due_key(std::int64_t ms, std::string_view group, std::uint32_t tid, std::uint32_t p,
                                     std::uint64_t offset) {

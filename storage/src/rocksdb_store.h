@@ -49,6 +49,16 @@ constexpr std::uint32_t k_max_partitions = 1024;
 
 enum cf_index : std::size_t { cf_default, cf_log, cf_dedupe, cf_tx, cf_index_, cf_groups, cf_count };
 
+// A transaction record's entry in the index of unresolved transactions (keys.h): its due entry
+// when PREPARED, its 'a' entry when ABANDONED, none once resolved.
+inline std::optional<std::string> tx_index_entry(const records::TxRecord& rec) {
+  switch (static_cast<tx_state>(rec.state())) {
+    case tx_state::prepared: return tx_due_entry(rec.next_check_ms(), rec.txid());
+    case tx_state::abandoned: return tx_abandoned_key(rec.txid());
+    default: return std::nullopt;
+  }
+}
+
 inline std::error_code to_error(const rocksdb::Status& s) {
   if (s.IsCorruption()) return errc::corruption;
   if (s.IsShutdownInProgress()) return errc::closed;
@@ -308,6 +318,7 @@ class rocksdb_store final : public store {
   result<std::vector<tx_record>> due_checks(std::int64_t until_ms, std::size_t limit, std::int64_t from_ms) const override;
   result<std::vector<tx_record>> list_txs(std::optional<tx_state> state, std::size_t limit,
                                           std::optional<txid> after) const override;
+  result<tx_counts> count_unresolved_txs() const override;
   void ensure_group(group_info info, group_start start, completion<group_state> done) override;
   void update_group(group_update update, completion<group_update_result> done) override;
   result<group_state> load_group_record(std::string_view name) const;
@@ -389,6 +400,14 @@ class rocksdb_store final : public store {
   std::optional<group_change_ref> tx_home_end(group_ctx& ctx, const records::TxRecord& rec);
   // A follower's side: the leader's record of a transaction stored as it is (due index moved).
   result<void> apply_tx_change(group_ctx& ctx, const std::string& value);
+  // The index of unresolved transactions (keys.h, CF index): a record's change from a record
+  // whose entry was `from` to one whose entry is `to` (tx_index_entry), in the same batch as the
+  // record's write, so a crash never separates them.
+  void move_tx_index(group_ctx& ctx, const std::optional<std::string>& from, const std::optional<std::string>& to);
+  // Format 1 → 2 (rocksdb_store_open.cc): the index built from every record, once.
+  result<void> build_tx_index();
+  // Listings of the index (rocksdb_store_tx.cc).
+  result<std::vector<tx_record>> list_indexed_txs(tx_state state, std::size_t limit, std::optional<txid> after) const;
   // Snapshots: the home partition's transactions read at `snap`, and a follower's replaced.
   result<void> snapshot_txs(std::string_view topic, std::uint32_t partition, const rocksdb::Snapshot* snap,
                             v1::GroupSnapshot& out) const;

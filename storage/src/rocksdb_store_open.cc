@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include <charconv>
+#include <set>
 
 #include "info_log.h"
 #include "open_store_on_env.h"
@@ -19,8 +20,12 @@ namespace detail {
 
 // The layout of keys and values (keys.h, records.proto) this build writes, and the oldest one it
 // reads. A change that an older build would misread raises k_format_version; reading an older
-// layout means converting it here at open (none yet: 1 is the first).
-constexpr int k_format_version = 1;
+// layout means converting it here at open.
+//   2: the index of unresolved transactions (keys.h, CF index): 'a' entries for ABANDONED ones,
+//      and a due entry for every PREPARED one, also those with no check scheduled. A format-1
+//      store gets it built at its first open (build_tx_index). An older build must not run on
+//      a format-2 store: it would resolve abandoned transactions and leave their entries.
+constexpr int k_format_version = 2;
 constexpr int k_oldest_readable_format = 1;
 const char* const k_cf_names[cf_count] = {"default", "log", "dedupe", "tx", "index", "groups"};
 
@@ -58,7 +63,7 @@ class expiry_filter final : public rocksdb::CompactionFilter {
 
 // A stored format version this build can read, or the error naming both versions.
 namespace {
-result<void> check_format_version(const fs::path& path, std::string_view stored) {
+result<int> check_format_version(const fs::path& path, std::string_view stored) {
   int version = 0;
   const auto [end, ec] = std::from_chars(stored.data(), stored.data() + stored.size(), version);
   if (ec != std::errc() || end != stored.data() + stored.size() || version < 1) {
@@ -78,7 +83,7 @@ result<void> check_format_version(const fs::path& path, std::string_view stored)
                                                std::to_string(version) + ", older than " + reads +
                                                ". Open it with a txmq release that reads both first");
   }
-  return outcome::success();
+  return version;
 }
 }  // namespace
 
@@ -240,7 +245,10 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   } else if (!s.ok()) {
     return fail(to_error(s), "cannot read the txmq store at " + path.string() + ": " + s.ToString());
   } else {
-    TXMQ_TRY(check_format_version(path, version));
+    TXMQ_TRY(auto stored, check_format_version(path, version));
+    if (stored < 2) {
+      TXMQ_TRY(build_tx_index());
+    }
   }
 
   // Topics and partition state.
@@ -326,6 +334,41 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     pthread_setname_np(pthread_self(), "txmq-writer");
     writer_loop();
   });
+  return outcome::success();
+}
+
+// Format 1 → 2: every record read once; the index entries it should have are written, any
+// other 't' or 'a' entry deleted (a due entry left behind by a format-1 path, such as a check
+// recorded with no next time), and the version raised, in one synced batch: a crash before it
+// leaves format 1, built again at the next open.
+result<void> rocksdb_store::build_tx_index() {
+  std::set<std::string> want;
+  TXMQ_TRY(scan(cf_tx, "", "", [&](std::string_view k, std::string_view v) -> result<bool> {
+    records::TxRecord rec;
+    if (!rec.ParseFromArray(v.data(), static_cast<int>(v.size())) || k.size() != k_txid_bytes) {
+      return error(errc::corruption, "the txmq store at " + path_.string() + " holds an unreadable transaction record");
+    }
+    rec.set_txid(std::string(k));
+    if (auto entry = tx_index_entry(rec)) want.insert(std::move(*entry));
+    return true;
+  }));
+  rocksdb::WriteBatch batch;
+  for (const char* range : {"ab", "tu"}) {
+    TXMQ_TRY(scan(cf_index_, std::string(1, range[0]), std::string(1, range[1]),
+                  [&](std::string_view k, std::string_view) -> result<bool> {
+                    if (!want.erase(std::string(k))) batch.Delete(handles_[cf_index_], rocksdb::Slice(k.data(), k.size()));
+                    return true;
+                  }));
+  }
+  for (auto& k : want) batch.Put(handles_[cf_index_], k, "");
+  batch.Put(handles_[cf_default], "v", std::to_string(k_format_version));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  auto s = db_->Write(wo, &batch);
+  if (!s.ok()) {
+    return error(to_error(s), "cannot upgrade the txmq store at " + path_.string() + " to format version " +
+                                  std::to_string(k_format_version) + ": " + s.ToString());
+  }
   return outcome::success();
 }
 

@@ -135,7 +135,7 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
     std::string value = rec.SerializeAsString();
     const std::size_t value_bytes = value.size();
     ctx.put(cf_tx, key, value);
-    if (req.first_check_ms != 0) ctx.put(cf_index_, tx_due_key(req.first_check_ms, key), "");
+    move_tx_index(ctx, std::nullopt, tx_index_entry(rec));
     if (prepared_bytes_ + value_bytes <= k_prepared_cache_bytes) {
       auto [it, inserted] = prepared_.try_emplace(req.id);
       if (!inserted) prepared_bytes_ -= it->second.bytes;
@@ -193,9 +193,7 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
         return error(errc::invalid_argument, "transaction home partition " + rec.home_topic() + "/" +
                                                  std::to_string(rec.home_partition()) + " is not led here");
       }
-      if (state == tx_state::prepared && rec.next_check_ms() != 0) {
-        ctx.del(cf_index_, tx_due_key(rec.next_check_ms(), key));
-      }
+      move_tx_index(ctx, tx_index_entry(rec), std::nullopt);
       settle(rec, wanted, req.by, ctx.now_ms, wanted == tx_state::committed);
       ctx.put(cf_tx, key, rec.SerializeAsString());
       out.change = log_tx_change(ctx, rec);
@@ -212,9 +210,8 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
         topics.push_back(std::move(t));
       }
     }
-    if (state == tx_state::prepared && rec.next_check_ms() != 0) {
-      ctx.del(cf_index_, tx_due_key(rec.next_check_ms(), key));
-    }
+    // PREPARED or ABANDONED (an operator's decision): its index entry goes with the outcome.
+    move_tx_index(ctx, tx_index_entry(rec), std::nullopt);
     if (wanted == tx_state::committed) {
       for (int i = 0; i < rec.messages_size(); ++i) {
         auto* m = rec.mutable_messages(i);
@@ -268,15 +265,15 @@ void rocksdb_store::record_checks(std::vector<check_update> updates, completion<
         auto h = writer_topic(ctx, rec.home_topic());
         if (!h || rec.home_partition() >= h->record.partitions() || !group_owned(*h, rec.home_partition())) continue;
       }
-      if (rec.next_check_ms() != 0) ctx.del(cf_index_, tx_due_key(rec.next_check_ms(), key));
+      const auto was = tx_index_entry(rec);
       rec.set_check_count(u.check_count);
       if (u.abandon) {
         rec.set_state(static_cast<std::uint32_t>(tx_state::abandoned));
         rec.set_next_check_ms(0);
       } else {
         rec.set_next_check_ms(u.next_check_ms);
-        ctx.put(cf_index_, tx_due_key(u.next_check_ms, key), "");
       }
+      move_tx_index(ctx, was, tx_index_entry(rec));
       ctx.put(cf_tx, key, rec.SerializeAsString());
       // Check counts travel with the record (not waited for: a lost count costs one check).
       (void)log_tx_change(ctx, rec);
@@ -317,8 +314,16 @@ result<std::vector<tx_record>> rocksdb_store::due_checks(std::int64_t until_ms, 
   return out;
 }
 
+void rocksdb_store::move_tx_index(group_ctx& ctx, const std::optional<std::string>& from,
+                                  const std::optional<std::string>& to) {
+  if (from == to) return;
+  if (from) ctx.del(cf_index_, *from);
+  if (to) ctx.put(cf_index_, *to, "");
+}
+
 result<std::vector<tx_record>> rocksdb_store::list_txs(std::optional<tx_state> state, std::size_t limit,
                                                       std::optional<txid> after) const {
+  if (state == tx_state::prepared || state == tx_state::abandoned) return list_indexed_txs(*state, limit, after);
   std::vector<tx_record> out;
   std::string from = after ? prefix_end(std::string(after->raw())) : std::string();
   // prefix_end of a 16-byte id is the next id, which is what "after" means.
@@ -332,6 +337,85 @@ result<std::vector<tx_record>> rocksdb_store::list_txs(std::optional<tx_state> s
       },
       snapshot.get());
   if (!r) return r.error();
+  return out;
+}
+
+result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(tx_state state, std::size_t limit,
+                                                               std::optional<txid> after) const {
+  std::vector<tx_record> out;
+  if (limit == 0) return out;
+  // Index and records at one snapshot: both change in one batch, so every entry names a record
+  // in its state. A record that is not (a store damaged by hand) is skipped, not listed.
+  const auto snapshot = durable_tx_snapshot();
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot.get();
+  auto read = [&](std::string_view key) -> result<bool> {
+    std::string value;
+    auto s = db_->Get(ro, handles_[cf_tx], rocksdb::Slice(key.data(), key.size()), &value);
+    if (s.IsNotFound()) return false;
+    if (!s.ok()) return status_error(s, "reading a transaction record");
+    TXMQ_TRY(auto rec, to_tx_record(value));
+    if (rec.state != state) return false;
+    out.push_back(std::move(rec));
+    return true;
+  };
+  const std::string after_raw = after ? std::string(after->raw()) : std::string();
+  if (state == tx_state::abandoned) {
+    // 'a' + txid: already in txid order.
+    const std::string from = after ? prefix_end(tx_abandoned_key(after_raw)) : std::string(1, 'a');
+    TXMQ_TRY(scan(
+        cf_index_, from, std::string(1, 'b'),
+        [&](std::string_view k, std::string_view) -> result<bool> {
+          if (k.size() != 1 + k_txid_bytes) return error(errc::corruption, "an abandoned-transaction index key is not 17 bytes");
+          TXMQ_TRY(read(k.substr(1)));
+          return out.size() < limit;
+        },
+        snapshot.get()));
+    return out;
+  }
+  // PREPARED: the due index is in time order; the page is the `limit` smallest txids after
+  // `after` among all its keys (a bounded max-heap), then those records in txid order.
+  std::vector<std::string> ids;
+  TXMQ_TRY(scan(
+      cf_index_, std::string(1, 't'), std::string(1, 'u'),
+      [&](std::string_view k, std::string_view) -> result<bool> {
+        if (k.size() != 1 + 8 + k_txid_bytes) return error(errc::corruption, "a due-check index key is not 25 bytes");
+        const std::string_view id = k.substr(9);
+        if (after && id <= after_raw) return true;
+        if (ids.size() == limit && id >= ids.front()) return true;
+        ids.emplace_back(id);
+        std::push_heap(ids.begin(), ids.end());
+        if (ids.size() > limit) {
+          std::pop_heap(ids.begin(), ids.end());
+          ids.pop_back();
+        }
+        return true;
+      },
+      snapshot.get()));
+  std::sort_heap(ids.begin(), ids.end());
+  for (auto& id : ids) {
+    TXMQ_TRY(read(id));
+  }
+  return out;
+}
+
+result<tx_counts> rocksdb_store::count_unresolved_txs() const {
+  tx_counts out;
+  const auto snapshot = durable_tx_snapshot();
+  TXMQ_TRY(scan(
+      cf_index_, std::string(1, 'a'), std::string(1, 'b'),
+      [&](std::string_view, std::string_view) -> result<bool> {
+        ++out.abandoned;
+        return true;
+      },
+      snapshot.get()));
+  TXMQ_TRY(scan(
+      cf_index_, std::string(1, 't'), std::string(1, 'u'),
+      [&](std::string_view, std::string_view) -> result<bool> {
+        ++out.prepared;
+        return true;
+      },
+      snapshot.get()));
   return out;
 }
 

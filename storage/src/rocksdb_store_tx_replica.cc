@@ -41,15 +41,15 @@ result<void> rocksdb_store::apply_tx_change(group_ctx& ctx, const std::string& v
   if (!id) return error(errc::corruption, "a replicated transaction record has no txid");
   forget_prepared(id.value());
   const std::string key(rec.txid());
+  // The follower keeps the index as the leader does, so that it starts (gauges) and lists, and
+  // leads after a failover, from the index alone.
+  std::optional<std::string> was;
   if (auto existing = wget(ctx, cf_tx, key)) {
     records::TxRecord old;
-    if (old.ParseFromString(*existing) && old.next_check_ms() != 0) {
-      ctx.del(cf_index_, tx_due_key(old.next_check_ms(), key));
-    }
+    if (!old.ParseFromString(*existing)) return error(errc::corruption, "a stored transaction record does not parse");
+    was = tx_index_entry(old);
   }
-  if (static_cast<tx_state>(rec.state()) == tx_state::prepared && rec.next_check_ms() != 0) {
-    ctx.put(cf_index_, tx_due_key(rec.next_check_ms(), key), "");
-  }
+  move_tx_index(ctx, was, tx_index_entry(rec));
   ctx.put(cf_tx, key, value);
   return outcome::success();
 }
@@ -70,24 +70,23 @@ result<void> rocksdb_store::install_txs(group_ctx& ctx, const std::string& topic
                                         const v1::GroupSnapshot& snap) {
   // The follower's own records of the partition go first (one may hold an outcome its new
   // leader never wrote), then the leader's are written.
-  std::vector<std::pair<std::string, std::int64_t>> mine;
+  std::vector<std::pair<std::string, std::optional<std::string>>> mine;  // key, index entry
   TXMQ_TRY(scan(cf_tx, "", "", [&](std::string_view k, std::string_view v) -> result<bool> {
     records::TxRecord rec;
     if (!rec.ParseFromArray(v.data(), static_cast<int>(v.size()))) return make_error_code(errc::corruption);
-    if (rec.home_topic() == topic && rec.home_partition() == partition) mine.emplace_back(k, rec.next_check_ms());
+    if (rec.home_topic() == topic && rec.home_partition() == partition) mine.emplace_back(k, tx_index_entry(rec));
     return true;
   }));
-  for (auto& [key, due] : mine) {
+  for (auto& [key, entry] : mine) {
     if (auto id = protocol::uuid::from_bytes(key)) forget_prepared(id.value());
-    if (due != 0) ctx.del(cf_index_, tx_due_key(due, key));
+    move_tx_index(ctx, entry, std::nullopt);
     ctx.del(cf_tx, key);
   }
   for (auto& v : snap.txs()) {
     records::TxRecord rec;
     if (!rec.ParseFromString(v)) return error(errc::corruption, "a snapshot's transaction record does not parse");
-    if (static_cast<tx_state>(rec.state()) == tx_state::prepared && rec.next_check_ms() != 0) {
-      ctx.put(cf_index_, tx_due_key(rec.next_check_ms(), rec.txid()), "");
-    }
+    // A record both deleted above and written here: the group keeps each key's last write.
+    move_tx_index(ctx, std::nullopt, tx_index_entry(rec));
     ctx.put(cf_tx, rec.txid(), v);
   }
   return outcome::success();

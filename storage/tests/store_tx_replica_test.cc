@@ -194,5 +194,68 @@ TEST_F(tx_replica_test, a_followed_partition_takes_no_prepare_and_a_single_nodes
   EXPECT_EQ(changes(*store_).end, before);
 }
 
+// The index of unresolved transactions (PREPARED: due entries; ABANDONED: 'a' entries) is kept
+// by a follower from the replicated records and from a snapshot, so a follower that becomes
+// the leader starts its gauges and lists from it, and agrees with a scan of every record.
+TEST_F(tx_replica_test, a_follower_keeps_the_unresolved_index_through_changes_and_snapshots) {
+  auto ids = [](store& s, tx_state st) {
+    std::vector<txid> out;
+    for (auto& t : value_of(s.list_txs(st, 1000), "list_txs")) out.push_back(t.id);
+    return out;
+  };
+  auto scanned = [](store& s, tx_state st) {
+    std::vector<txid> out;
+    for (auto& t : value_of(s.list_txs(std::nullopt, 1000), "list_txs")) {
+      if (t.state == st) out.push_back(t.id);
+    }
+    return out;
+  };
+  auto agree = [&](store& s, std::size_t prepared, std::size_t abandoned) {
+    auto n = value_of(s.count_unresolved_txs(), "count_unresolved_txs");
+    EXPECT_EQ(n.prepared, prepared);
+    EXPECT_EQ(n.abandoned, abandoned);
+    EXPECT_EQ(ids(s, tx_state::prepared), scanned(s, tx_state::prepared));
+    EXPECT_EQ(ids(s, tx_state::abandoned), scanned(s, tx_state::abandoned));
+    EXPECT_EQ(scanned(s, tx_state::prepared).size(), prepared);
+    EXPECT_EQ(scanned(s, tx_state::abandoned).size(), abandoned);
+  };
+  const txid abandoned = protocol::uuid::make_v7();
+  const txid prepared = protocol::uuid::make_v7();
+  const txid committed = protocol::uuid::make_v7();
+  for (auto& id : {abandoned, prepared, committed}) value_of(try_prepare(home_prepare(id, now() + 6'000)), "prepare");
+  record_checks({{abandoned, 15, 0, true}});
+  resolve(committed, tx_outcome::commit);
+  replicate();
+  agree(*store_, 1, 1);
+  agree(*follower_, 1, 1);
+  EXPECT_EQ(ids(*follower_, tx_state::abandoned), std::vector<txid>{abandoned});
+
+  // An operator's decision on the abandoned one leaves the follower's index too.
+  EXPECT_EQ(resolve(abandoned, tx_outcome::rollback, resolver::operator_).status, resolve_status::applied);
+  replicate();
+  agree(*follower_, 1, 0);
+
+  // The follower led for a while (cut off) and abandoned a transaction of its own there; the
+  // leader abandoned another meanwhile. The snapshot replaces the follower's entries with the
+  // leader's.
+  const txid junk = protocol::uuid::make_v7();
+  value_of(call_sync<std::uint64_t>([&](auto done) { follower_->begin_epoch("t", 0, 2, done); }), "follower epoch");
+  std::swap(store_, follower_);
+  value_of(try_prepare(home_prepare(junk, now() + 1'000)), "junk prepare");
+  record_checks({{junk, 15, 0, true}});
+  record_checks({{prepared, 3, 0, true}});
+  agree(*store_, 0, 2);
+  std::swap(store_, follower_);
+  const txid later = protocol::uuid::make_v7();
+  value_of(try_prepare(home_prepare(later, now() + 6'000)), "prepare later");
+  record_checks({{later, 15, 0, true}});
+  auto snap = value_of(store_->group_snapshot("t", 0), "snapshot");
+  value_of(call_sync<std::uint64_t>([&](auto done) { follower_->install_group_snapshot("t", 0, snap, done); }),
+           "install");
+  agree(*follower_, 1, 1);
+  EXPECT_EQ(ids(*follower_, tx_state::prepared), std::vector<txid>{prepared});
+  EXPECT_EQ(ids(*follower_, tx_state::abandoned), std::vector<txid>{later});
+}
+
 }  // namespace
 }  // namespace txmq::storage::test

@@ -3,6 +3,7 @@
 #include "tx/tx_coordinator.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "request_checks.h"
 #include "tx/tx_names.h"
@@ -18,6 +19,23 @@ namespace {
 constexpr std::uint32_t k_default_list = 100;
 // TxList reads at most this many records per request; the answer says where to continue.
 constexpr std::size_t k_list_scan_budget = 100'000;
+
+// PREPARED and ABANDONED together in txid order (TxList without a state), each read through
+// the store's index of unresolved transactions instead of every record: the `limit` smallest
+// txids after `after` of both lists (a shorter answer means both ended).
+result<std::vector<storage::tx_record>> unresolved_page(const storage::store& store, std::size_t limit,
+                                                        std::optional<storage::txid> after) {
+  TXMQ_TRY(auto prepared, store.list_txs(tx_state::prepared, limit, after));
+  TXMQ_TRY(auto abandoned, store.list_txs(tx_state::abandoned, limit, after));
+  std::vector<storage::tx_record> out;
+  out.reserve(prepared.size() + abandoned.size());
+  std::merge(std::make_move_iterator(prepared.begin()), std::make_move_iterator(prepared.end()),
+             std::make_move_iterator(abandoned.begin()), std::make_move_iterator(abandoned.end()),
+             std::back_inserter(out),
+             [](const storage::tx_record& x, const storage::tx_record& y) { return x.id.raw() < y.id.raw(); });
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
 
 }  // namespace
 
@@ -100,7 +118,7 @@ void tx_coordinator::list(const std::shared_ptr<responder>& c, std::uint64_t cor
         constexpr std::size_t page_size = 1000;
         for (;;) {
           if (reads.stopping()) return error(protocol::errc::shutting_down, "the broker is shutting down");
-          auto page = store.list_txs(state, page_size, after);
+          auto page = unresolved_only ? unresolved_page(store, page_size, after) : store.list_txs(state, page_size, after);
           if (!page) return error(page.error().code, "listing transactions failed: " + page.error().message);
           for (auto& rec : page.value()) {
             ++scanned;

@@ -45,7 +45,8 @@ void tx_coordinator::renew_holds() {
   auto led_here = [this](const storage::tx_record& rec) {
     return !rec.home_topic.empty() && !cluster_.owner(rec.home_topic, rec.home_partition);
   };
-  // PREPARED ones (a page at a time; they are few next to resolved ones).
+  // PREPARED ones, a page at a time from the store's index of unresolved transactions (no
+  // resolved record is read).
   std::optional<storage::txid> after;
   for (;;) {
     auto page = store_.list_txs(tx_state::prepared, 1000, after);

@@ -237,6 +237,11 @@ struct tx_record {
   bool copied = false;
 };
 
+struct tx_counts {
+  std::uint64_t prepared = 0;
+  std::uint64_t abandoned = 0;
+};
+
 struct prepare_request {
   txid id;
   std::string producer_group;
@@ -488,9 +493,16 @@ class store {
   // since the last compaction.
   [[nodiscard]] virtual result<std::vector<tx_record>> due_checks(std::int64_t until_ms, std::size_t limit,
                                                                   std::int64_t from_ms = 0) const = 0;
-  // Transactions in a state (all states when nullopt), in txid order after `after`.
+  // Transactions in a state (all states when nullopt), in txid order after `after`. PREPARED
+  // and ABANDONED are read through the index of unresolved transactions (keys.h), so they cost
+  // what is unresolved, never the resolved records kept for dedupe_window: ABANDONED a page of
+  // its own index, PREPARED every due-index key (16+9 bytes each, no record parsed) and then the
+  // records of the page. The other states and nullopt read every record from `after` on.
   [[nodiscard]] virtual result<std::vector<tx_record>> list_txs(std::optional<tx_state> state, std::size_t limit,
                                                               std::optional<txid> after = std::nullopt) const = 0;
+  // How many transactions are PREPARED and ABANDONED, as list_txs would list them (as of the last
+  // durable write), counted from the index of unresolved transactions: no record is read.
+  [[nodiscard]] virtual result<tx_counts> count_unresolved_txs() const = 0;
 
   // Consumer groups. ensure_group creates the group or adds topics to it; cursors of new
   // topics start at the earliest retained or the latest offset. Answers the group's state.
