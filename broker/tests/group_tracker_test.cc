@@ -83,8 +83,8 @@ class group_tracker_test : public ::testing::Test {
   }
 
   // The same group state fetched the old way: each message parsed, then encoded in a Frame.
-  v1::Frame parsed_answer(group_tracker& t, std::uint64_t corr, std::size_t max = 10) {
-    auto r = t.fetch(1, {"t"}, max, 1u << 20, 0ms, now_);
+  v1::Frame parsed_answer(group_tracker& t, const std::string& topic, std::uint64_t corr, std::size_t max) {
+    auto r = t.fetch(1, {topic}, max, 1u << 20, 0ms, now_);
     EXPECT_TRUE(r);
     v1::Frame f;
     f.set_correlation_id(corr);
@@ -154,7 +154,7 @@ TEST_F(group_tracker_test, a_raw_fetch_answers_what_parsing_each_message_would) 
     encode_fetch_response(1000 + round, raw.value(), bytes);
     v1::Frame got;
     ASSERT_TRUE(got.ParseFromString(bytes));
-    const v1::Frame want = parsed_answer(*groups[1], 1000 + round, 7);
+    const v1::Frame want = parsed_answer(*groups[1], "t2", 1000 + round, 7);
     EXPECT_EQ(got.DebugString(), want.DebugString()) << "round " << round;
     // Partition 0 and offset 0 are written explicitly (2 bytes each), the parsed answer omits them.
     EXPECT_LE(bytes.size(), want.ByteSizeLong() + 4 * raw.value().messages.size());

@@ -240,6 +240,8 @@ result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, c
                                                          std::chrono::milliseconds ack_deadline, std::int64_t now_ms,
                                                          bool raw) {
   fetch_result out;
+  // Grown by moving each delivery (a Message inside) otherwise: 4.7 % of a consume profile.
+  out.messages.reserve(std::min<std::size_t>(max, 1024));
   std::size_t bytes = 0;
   auto fits_bytes = [&](std::size_t size) {
     if (!out.messages.empty() && bytes + size > max_bytes) return false;
@@ -294,6 +296,11 @@ result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, c
       auto& d = deliver_entry(pidx, offset, e, member, ack_deadline, now_ms, out);
       d.buffer = *retry_buffer;
       d.begin = buf.size();
+      // The read set these; the answer appends them (encode_fetch_response): not twice.
+      msg->clear_topic();
+      msg->clear_partition();
+      msg->clear_offset();
+      msg->clear_attempt();
       msg->AppendToString(&buf);
       d.size = buf.size() - d.begin;
       d.publish_time_ms = msg->publish_time_ms();
