@@ -240,7 +240,8 @@ result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, c
                                                          std::chrono::milliseconds ack_deadline, std::int64_t now_ms,
                                                          bool raw) {
   fetch_result out;
-  // Grown by moving each delivery (a Message inside) otherwise: 4.7 % of a consume profile.
+  // Grown otherwise by moving every delivery (a Message inside) at each doubling: 10.6 % of a
+  // consume profile (issue #15, docs/BENCHMARKS.md "Eighth round").
   out.messages.reserve(std::min<std::size_t>(max, 1024));
   std::size_t bytes = 0;
   auto fits_bytes = [&](std::size_t size) {
