@@ -59,14 +59,42 @@ class group_tracker_test : public ::testing::Test {
     ASSERT_TRUE(storage::call_sync<storage::group_update_result>([&](auto d) { store_->update_group(u, d); }));
   }
 
+  // A raw fetch, as the broker's Fetch handler makes it: its answer encoded from the stored
+  // bytes (encode_fetch_response) and parsed back, so every rule below is checked on what a
+  // client receives.
   std::vector<std::uint64_t> fetch_offsets(group_tracker& t, std::size_t max = 10) {
-    auto r = t.fetch(1, {"t"}, max, 1u << 20, 0ms, now_);
+    auto r = t.fetch(1, {"t"}, max, 1u << 20, 0ms, now_, true);
     EXPECT_TRUE(r);
     persist(r.value().update);
+    std::string bytes;
+    encode_fetch_response(7, r.value(), bytes);
+    v1::Frame answer;
+    EXPECT_TRUE(answer.ParseFromString(bytes));
+    EXPECT_EQ(answer.correlation_id(), 7u);
+    EXPECT_TRUE(answer.has_fetch_response());
+    EXPECT_EQ(answer.fetch_response().deliveries_size(), static_cast<int>(r.value().messages.size()));
     std::vector<std::uint64_t> out;
-    for (auto& d : r.value().messages) out.push_back(d.message.offset());
-    last_ = r.value().messages;
+    last_.clear();
+    for (auto& d : answer.fetch_response().deliveries()) {
+      out.push_back(d.message().offset());
+      last_.push_back({d.message(), d.deadline_ms()});
+    }
     return out;
+  }
+
+  // The same group state fetched the old way: each message parsed, then encoded in a Frame.
+  v1::Frame parsed_answer(group_tracker& t, const std::string& topic, std::uint64_t corr, std::size_t max) {
+    auto r = t.fetch(1, {topic}, max, 1u << 20, 0ms, now_);
+    EXPECT_TRUE(r);
+    v1::Frame f;
+    f.set_correlation_id(corr);
+    auto* resp = f.mutable_fetch_response();
+    for (auto& d : r.value().messages) {
+      auto* del = resp->add_deliveries();
+      *del->mutable_message() = std::move(d.message);
+      del->set_deadline_ms(d.deadline_ms);
+    }
+    return f;
   }
 
   delivery_ref ref(std::uint64_t offset) { return {"t", 0, offset, 0}; }
@@ -88,6 +116,61 @@ TEST_F(group_tracker_test, delivers_in_offset_order_with_attempt_and_deadline) {
     EXPECT_EQ(d.message.topic(), "t");
   }
   EXPECT_TRUE(fetch_offsets(*t).empty()) << "in-flight messages are not handed out twice";
+}
+
+TEST_F(group_tracker_test, a_raw_fetch_answers_what_parsing_each_message_would) {
+  // Keys, headers, delays, redeliveries and a partition above 0, in two groups over the same
+  // log: one fetched raw (stored bytes plus the delivery's fields), one parsed and re-encoded.
+  storage::topic_config tc;
+  tc.name = "t2";
+  tc.partitions = 3;
+  ASSERT_TRUE(storage::call_sync<storage::topic_info>([&](auto d) { store_->create_topic(tc, d); }));
+  storage::append_request req;
+  req.topic = "t2";
+  for (int i = 0; i < 40; ++i) {
+    v1::Message m;
+    m.set_id(std::string(protocol::uuid::make_v7().raw()));
+    if (i % 3) m.set_key("k" + std::to_string(i % 5));
+    if (i % 4 == 0) (*m.mutable_headers())["h"] = "v" + std::to_string(i);
+    m.set_body(std::string(static_cast<std::size_t>(i * 7), 'x'));
+    if (i == 5) m.set_deliver_at_ms(now_ + 50);
+    req.messages.push_back(std::move(m));
+  }
+  ASSERT_TRUE(storage::call_sync<storage::append_result>([&](auto d) { store_->append(req, d); }));
+  std::vector<std::unique_ptr<group_tracker>> groups;
+  for (std::string name : {"raw", "parsed"}) {
+    storage::group_info info{name, {"t2"}, 0};
+    auto st = storage::call_sync<storage::group_state>(
+        [&](auto d) { store_->ensure_group(info, storage::group_start::earliest, d); });
+    ASSERT_TRUE(st);
+    groups.push_back(std::make_unique<group_tracker>(name, settings_, *store_, &visible_));
+    ASSERT_TRUE(groups.back()->load(st.value(), now_));
+  }
+  int compared = 0;
+  for (int round = 0; round < 6; ++round) {
+    auto raw = groups[0]->fetch(1, {"t2"}, 7, 1u << 20, 0ms, now_, true);
+    ASSERT_TRUE(raw);
+    std::string bytes;
+    encode_fetch_response(1000 + round, raw.value(), bytes);
+    v1::Frame got;
+    ASSERT_TRUE(got.ParseFromString(bytes));
+    const v1::Frame want = parsed_answer(*groups[1], "t2", 1000 + round, 7);
+    EXPECT_EQ(got.DebugString(), want.DebugString()) << "round " << round;
+    // Partition 0 and offset 0 are written explicitly (2 bytes each), the parsed answer omits them.
+    EXPECT_LE(bytes.size(), want.ByteSizeLong() + 4 * raw.value().messages.size());
+    compared += got.fetch_response().deliveries_size();
+    // Half of each answer is acked, the rest expires: the next rounds redeliver (attempt 2).
+    std::vector<delivery_ref> acks;
+    for (int i = 0; i < got.fetch_response().deliveries_size(); i += 2) {
+      const auto& m = got.fetch_response().deliveries(i).message();
+      acks.push_back({m.topic(), m.partition(), m.offset(), 0});
+    }
+    EXPECT_EQ(groups[0]->ack(acks, now_).results, groups[1]->ack(acks, now_).results);
+    now_ += 1101;  // deadlines and the delay passed; retries due after 100 ms
+    for (auto& g : groups) (void)g->expire(now_);
+    now_ += 100;
+  }
+  EXPECT_GT(compared, 20);
 }
 
 TEST_F(group_tracker_test, a_key_is_never_in_flight_twice) {

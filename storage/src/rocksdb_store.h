@@ -201,6 +201,10 @@ struct group_ctx {
   const std::vector<rocksdb::ColumnFamilyHandle*>& handles;
   rocksdb::WriteBatch batch;
   std::unordered_map<std::string, std::optional<std::string>> overlay[cf_count];
+  // A delivery key of the groups family that apply_ack's walk of the ack floor found absent
+  // (not in the overlay, not in the store): the next in-order ack looks that same key up, and
+  // is answered here instead of by a second RocksDB read (issue #15, consume with acks).
+  std::string absent_delivery;
   // Per sorted_at_end() family, its keys written in this group: pointers into overlay[cf],
   // whose elements never move (nothing is erased from it during a group).
   std::vector<const std::pair<const std::string, std::optional<std::string>>*> deferred[cf_count];

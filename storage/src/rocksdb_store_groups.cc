@@ -38,7 +38,9 @@ void rocksdb_store::apply_ack(group_ctx& ctx, std::string_view group, std::uint3
                               std::map<std::pair<std::uint32_t, std::uint32_t>, cursor_value>& cursors) {
   auto& c = cursor_for(ctx, group, tid, p, cursors);
   const std::string dkey = message_key('d', group, tid, p, offset);
-  auto existing = wget(ctx, cf_groups, dkey);
+  // Written since it was found absent: the overlay has it, and wget reads the overlay first.
+  const bool known_absent = dkey == ctx.absent_delivery && !ctx.overlay[cf_groups].contains(dkey);
+  auto existing = known_absent ? std::nullopt : wget(ctx, cf_groups, dkey);
   if (!existing && offset < c.ack_floor && !dead) return;  // already done
   if (dead) {
     records::DeadLetterRecord rec;
@@ -76,6 +78,7 @@ void rocksdb_store::apply_ack(group_ctx& ctx, std::string_view group, std::uint3
   while (c.ack_floor < c.next_offset) {
     const std::string k = message_key('d', group, tid, p, c.ack_floor);
     auto rec = wget(ctx, cf_groups, k);
+    if (!rec && !ctx.poisoned) ctx.absent_delivery = k;
     delivery_value dv;
     if (!rec || !decode(*rec, dv) || (dv.status != 3 && dv.status != 4)) break;
     ctx.del(cf_groups, k);

@@ -115,6 +115,84 @@ void rocksdb_store::append(append_request request, completion<append_result> don
   }, std::move(request.on_written));
 }
 
+namespace {
+
+// Protobuf's wire format, only as far as reading a MessageBatch's messages without parsing them
+// needs (read_request::raw). False on a truncated or malformed encoding.
+bool read_varint(std::string_view& in, std::uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (in.empty()) return false;
+    const auto b = static_cast<std::uint8_t>(in.front());
+    in.remove_prefix(1);
+    v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+// One field: its number, and its bytes (wire type 2) or value (the others).
+bool read_field(std::string_view& in, std::uint32_t& field, std::string_view& bytes, std::uint64_t& value) {
+  std::uint64_t tag = 0;
+  if (!read_varint(in, tag)) return false;
+  field = static_cast<std::uint32_t>(tag >> 3);
+  switch (tag & 7) {
+    case 0:
+      return read_varint(in, value);
+    case 1:
+      if (in.size() < 8) return false;
+      in.remove_prefix(8);
+      return true;
+    case 2: {
+      std::uint64_t len = 0;
+      if (!read_varint(in, len) || len > in.size()) return false;
+      bytes = in.substr(0, len);
+      in.remove_prefix(len);
+      return true;
+    }
+    case 5:
+      if (in.size() < 4) return false;
+      in.remove_prefix(4);
+      return true;
+    default:
+      return false;  // groups: never written by txmq
+  }
+}
+
+// What delivery needs of an encoded txmq.v1.Message (field numbers of message.proto); `base`
+// is where `m` starts in the buffer the offsets count from. A later field overrides an earlier
+// one, as protobuf's parser does.
+bool summarize(std::string_view m, std::size_t base, raw_message& out) {
+  const char* start = m.data();
+  while (!m.empty()) {
+    std::uint32_t field = 0;
+    std::string_view bytes;
+    std::uint64_t value = 0;
+    if (!read_field(m, field, bytes, value)) return false;
+    switch (field) {
+      case 3:  // key
+        out.has_key = true;
+        out.key_begin = base + static_cast<std::size_t>(bytes.data() - start);
+        out.key_size = bytes.size();
+        break;
+      case 5:  // body
+        out.body_bytes = bytes.size();
+        break;
+      case 6:  // publish_time_ms
+        out.publish_time_ms = static_cast<std::int64_t>(value);
+        break;
+      case 7:  // deliver_at_ms
+        out.deliver_at_ms = static_cast<std::int64_t>(value);
+        break;
+      default:
+        break;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 result<read_result> rocksdb_store::read(const read_request& req) const {
   auto t = find_topic(req.topic);
   if (!t) return errc::unknown_topic;
@@ -141,7 +219,39 @@ result<read_result> rocksdb_store::read(const read_request& req) const {
   if (!it->Valid() || !it->key().starts_with(prefix)) it->Seek(log_key(tid, req.partition, from));
 
   std::size_t bytes = 0;
-  for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
+  for (; req.raw && it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    // The batch's messages are copied as they are stored, each beside what delivery needs of it.
+    const std::uint64_t base = get_u64(it->key().data() + 8);
+    std::string_view value(it->value().data(), it->value().size());
+    batch_header h;
+    if (!decode(value, h)) return errc::corruption;
+    std::string_view in = value.substr(batch_header_bytes);
+    std::uint64_t i = 0;
+    while (!in.empty()) {
+      std::uint32_t field = 0;
+      std::string_view m;
+      std::uint64_t ignored = 0;
+      if (!read_field(in, field, m, ignored)) return errc::corruption;
+      if (field != 2) continue;  // MessageBatch.messages
+      const std::uint64_t offset = base + i++;
+      if (offset < from) continue;
+      if (offset >= end) break;
+      raw_message r;
+      r.offset = offset;
+      r.begin = out.raw_bytes.size();
+      r.size = m.size();
+      if (!summarize(m, r.begin, r)) return errc::corruption;
+      const std::size_t size = r.body_bytes + r.key_size;
+      if (!out.raw.empty() && (out.raw.size() >= req.max_messages || bytes + size > req.max_bytes)) return out;
+      out.raw_bytes.append(m);
+      bytes += size;
+      out.raw.push_back(r);
+      out.next_offset = offset + 1;
+    }
+    if (in.empty() && i != h.count) return errc::corruption;
+    if (out.raw.size() >= req.max_messages) break;
+  }
+  for (; !req.raw && it->Valid() && it->key().starts_with(prefix); it->Next()) {
     const std::uint64_t base = get_u64(it->key().data() + 8);
     std::string_view value(it->value().data(), it->value().size());
     batch_header h;

@@ -171,6 +171,13 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
       const auto window_s = std::chrono::duration_cast<std::chrono::seconds>(options_.dedupe_window).count();
       cf.periodic_compaction_seconds = static_cast<std::uint64_t>(std::max<std::int64_t>(window_s, 3600));
     }
+    if (i == cf_groups) {
+      // An ack looks up the delivery record of its message and of the next offset (does the
+      // ack floor move on?); a first delivery writes no record, so nearly every lookup misses:
+      // a memtable bloom filter answers those without walking the skip list, as for dedupe.
+      cf.memtable_prefix_bloom_size_ratio = 0.05;
+      cf.memtable_whole_key_filtering = true;
+    }
     if (i == cf_dedupe) {
       cf.compaction_filter = filters_[0].get();
       // Nearly every lookup is for a new id: a memtable bloom filter answers those misses

@@ -249,9 +249,9 @@ class txmq_consumer final : public consumer {
         static_cast<std::uint32_t>(std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(max_wait).count())));
     f.mutable_fetch()->set_ack_deadline_ms(600'000);
     n.fetching = true;
-    n.conn->request(std::move(f), [&n](const v1::Frame& r) {
+    n.conn->request(std::move(f), [&n](v1::Frame& r) {
       n.fetching = false;
-      n.ready = r;
+      n.ready = std::move(r);
     });
   }
 

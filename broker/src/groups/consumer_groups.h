@@ -152,6 +152,7 @@ class consumer_groups {
   visible_end_fn visible_end_;  // every tracker holds its address
   replication_gate gate_;
   std::function<owned_partitions()> ownership_;
+  std::string fetch_scratch_;  // Fetch answers are encoded here (try_fetch)
 };
 
 }  // namespace txmq::broker

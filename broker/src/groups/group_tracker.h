@@ -52,8 +52,20 @@ struct delivery_settings {
 };
 
 struct delivered {
-  v1::Message message;  // topic, partition, offset, attempt set
+  v1::Message message;  // topic, partition, offset, attempt set (not in a raw fetch)
   std::int64_t deadline_ms = 0;
+  // A raw fetch (group_tracker::fetch with raw = true) leaves `message` empty and names the
+  // message as the log stores it instead (storage::raw_message): its encoding is
+  // fetch_result::buffers[buffer][begin, begin + size), topic, partition, offset and attempt
+  // still to be appended (encode_fetch_response).
+  const std::string* topic = nullptr;  // the tracker's; valid until its next call
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  std::uint32_t attempt = 0;
+  std::size_t buffer = 0, begin = 0, size = 0;
+  std::int64_t publish_time_ms = 0;
+  std::int64_t deliver_at_ms = 0;
+  std::size_t body_bytes = 0;
 };
 
 // Names one delivered message; attempt 0 means whichever delivery of it is in flight.
@@ -120,13 +132,17 @@ class group_tracker {
   struct fetch_result {
     std::vector<delivered> messages;
     storage::group_update update;
+    std::vector<std::string> buffers;  // a raw fetch's encodings (delivered::buffer)
   };
   // The messages handed out take at most max_bytes encoded as deliveries of a FetchResponse
   // (encoded_delivery_bytes; at least one message if any is deliverable), so the answer fits in
   // one frame; the rest stay for the next fetch.
+  // `raw`: the messages stay encoded as stored (delivered's raw fields), so that a Fetch answer
+  // copies their bytes instead of parsing and re-encoding each (issue #15).
   [[nodiscard]] result<fetch_result> fetch(std::uint64_t member, const std::vector<std::string>& topics,
                                            std::size_t max, std::size_t max_bytes,
-                                           std::chrono::milliseconds ack_deadline, std::int64_t now_ms);
+                                           std::chrono::milliseconds ack_deadline, std::int64_t now_ms,
+                                           bool raw = false);
 
   struct refs_result {
     std::vector<protocol::errc> results;  // per ref: errc{} (0) when applied, unknown_delivery
@@ -222,6 +238,10 @@ class group_tracker {
   [[nodiscard]] const std::string* holder(std::size_t pidx, std::uint64_t offset) const;
   void deliver(std::size_t pidx, std::uint64_t offset, entry& e, v1::Message msg, std::uint64_t member,
                std::chrono::milliseconds ack_deadline, std::int64_t now_ms, fetch_result& out);
+  // The bookkeeping of a delivery (in flight under its deadline, its record when redelivered),
+  // without the message: the raw fetch's.
+  delivered& deliver_entry(std::size_t pidx, std::uint64_t offset, entry& e, std::uint64_t member,
+                           std::chrono::milliseconds ack_deadline, std::int64_t now_ms, fetch_result& out);
   void set_timeline(std::size_t pidx, std::uint64_t offset, entry& e, std::optional<std::int64_t> when);
   // The message at (partition, offset) is done (acked or dead): forget it, unblock its key,
   // advance the floor.
@@ -251,5 +271,13 @@ class group_tracker {
   // Deliveries held by a transaction (extend with a tx), by (partition index, offset) → txid.
   std::map<std::pair<std::size_t, std::uint64_t>, std::string> holds_;
 };
+
+// Frame{correlation_id, fetch_response{deliveries}} of a raw fetch (group_tracker::fetch with
+// raw = true), encoded into `out` (cleared first): each message's stored bytes, then topic,
+// partition, offset and attempt, which override whatever the stored bytes hold of them (a
+// later singular field wins in protobuf's encoding), then the deadline. It parses to the Frame
+// that a fetch without raw, its messages moved into deliveries, encodes to; without parsing
+// each message, building it, or copying its body twice (issue #15: serialize once).
+void encode_fetch_response(std::uint64_t correlation_id, const group_tracker::fetch_result& r, std::string& out);
 
 }  // namespace txmq::broker

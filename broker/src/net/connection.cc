@@ -438,6 +438,33 @@ void connection::respond_with(const v1::Frame& frame) {
   enqueue(frame);
 }
 
+void connection::respond_encoded(std::uint64_t correlation_id, std::string_view frame) {
+  release_request(correlation_id);
+  if (in_flight_ > 0 && --in_flight_ == 0 && deadline_kind_ == deadline_kind::idle) {
+    set_deadline(deadline_kind::idle, limits_.idle_timeout);
+  }
+  if (closed_) return;
+  if (frame.empty() || frame.size() > limits_.max_frame_bytes) {
+    // Only a response we built can be this large (a fetch is bounded by max_frame_bytes).
+    common::log::error("connection ", id_, ": response of ", frame.size(), " bytes exceeds max_frame_bytes");
+    return enqueue(error_frame(correlation_id, v1::INTERNAL, "response too large for max_frame_bytes"));
+  }
+  const std::size_t start = out_.size();
+  out_.resize(start + protocol::frame_header_bytes + frame.size());
+  const auto length = static_cast<std::uint32_t>(frame.size());
+  for (std::size_t i = 0; i < protocol::frame_header_bytes; ++i) {
+    out_[start + i] = static_cast<char>((length >> (8 * (protocol::frame_header_bytes - 1 - i))) & 0xff);
+  }
+  std::memcpy(out_.data() + start + protocol::frame_header_bytes, frame.data(), frame.size());
+  if (out_.size() > limits_.max_queued_bytes) {
+    common::log::warn("connection ", id_, " (", peer_, ") does not read its answers (", out_.size(),
+              " bytes queued); closing it");
+    shutdown();
+    return;
+  }
+  wake_writer_.cancel();
+}
+
 void connection::send_request(const v1::Frame& frame) { enqueue(frame); }
 
 void connection::send_error(std::uint64_t correlation_id, v1::ErrorCode code, std::string text) {

@@ -63,6 +63,7 @@ class connection final : public responder, public std::enable_shared_from_this<c
   // The responder interface (net/responder.h). Answers and requests are queued for the writer.
   void respond(v1::Frame frame) override;
   void respond_with(const v1::Frame& frame) override;
+  void respond_encoded(std::uint64_t correlation_id, std::string_view frame) override;
   void send_request(const v1::Frame& frame) override;
   // Closes after the queued frames are written.
   void close() override;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "txmq/v1/frame.pb.h"
@@ -27,6 +28,19 @@ class responder {
   // leader answers both followers of a partition with one ReplicaFetch answer, changing only its
   // correlation id and high watermark between them). Others copy it.
   virtual void respond_with(const v1::Frame& frame) { respond(v1::Frame(frame)); }
+  // The same answer already encoded: a Frame's bytes (no length prefix) carrying
+  // `correlation_id`. A Fetch answer is built from the messages' stored bytes this way
+  // (consumer_groups.cc). A connection copies the bytes out; others parse them back.
+  virtual void respond_encoded(std::uint64_t correlation_id, std::string_view frame) {
+    v1::Frame f;
+    if (!f.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
+      f.Clear();
+      f.set_correlation_id(correlation_id);
+      f.mutable_error()->set_code(v1::INTERNAL);
+      f.mutable_error()->set_message("the broker built an answer it cannot parse back");
+    }
+    respond(std::move(f));
+  }
   // Sends a request of the broker's own (CheckTx). Its answer comes back through
   // service::handle_answer and takes no in-flight slot.
   virtual void send_request(const v1::Frame& frame) = 0;

@@ -183,10 +183,31 @@ struct read_request {
   // written to RocksDB, not only what is fsynced (high_watermark). Such messages may still be
   // lost by a crash of the machine before their fsync; nobody is told they are stored.
   bool unsynced = false;
+  // Consumer-group delivery: leave `messages` empty and return each message as the log stores
+  // it (read_result::raw) instead of parsing it: a delivery copies those bytes into its answer.
+  bool raw = false;
+};
+
+// A message as the log stores it (read_request::raw): its txmq.v1.Message encoding, in which
+// topic, partition, offset and attempt may be missing or stale. A reader appends those fields
+// to the bytes: in protobuf's encoding a singular field that comes later overrides an earlier
+// one. Beside it, what delivery decides on, read from the encoding without building a Message.
+struct raw_message {
+  std::uint64_t offset = 0;
+  std::size_t begin = 0;  // the encoding: read_result::raw_bytes[begin, begin + size)
+  std::size_t size = 0;
+  bool has_key = false;
+  std::size_t key_begin = 0;  // the key: raw_bytes[key_begin, key_begin + key_size)
+  std::size_t key_size = 0;
+  std::int64_t publish_time_ms = 0;
+  std::int64_t deliver_at_ms = 0;
+  std::size_t body_bytes = 0;
 };
 
 struct read_result {
   std::vector<v1::Message> messages;  // topic, partition and offset filled in
+  std::vector<raw_message> raw;       // read_request::raw: the messages instead
+  std::string raw_bytes;              // what `raw` points into
   std::uint64_t next_offset = 0;      // where the next read continues
   std::uint64_t start_offset = 0;
   std::uint64_t high_watermark = 0;   // the fsynced end
