@@ -55,6 +55,7 @@
 namespace txmq::broker::cluster_mode {
 
 class cluster_node;
+struct raw_batch;  // fetch_session.h
 
 struct replication_settings {
   std::chrono::milliseconds replication_timeout{10'000};
@@ -301,8 +302,9 @@ class replication {
   // there (KIP-101); false when not done (retried), closing the link when it failed.
   boost::asio::awaitable<bool> truncate_to_leader(const key& k, follower_task& t, const std::shared_ptr<peer_link>& link);
   // Follower: one partition's part of a session answer (topic creation, log restart, appends,
-  // group changes).
-  boost::asio::awaitable<void> take_answer(const key& k, follower_task& t, v1::ReplicaFetchResponse& ans);
+  // group changes); its batches in stored form (fetch_session.h split_partition_answer).
+  boost::asio::awaitable<void> take_answer(const key& k, follower_task& t, const v1::ReplicaFetchResponse& ans,
+                                           std::vector<raw_batch>& batches);
   // replication_drain.cc: hands over what is ready (or everything at the deadline); finishes.
   void drain_step();
   void hand_over(const key& k);
