@@ -262,23 +262,28 @@ TEST_F(fetch_session_store_test, stored_records_pass_through_to_the_follower_byt
     };
     auto packed = pack_partition_answers(
         2, answers % 2, budget,
-        [&](std::size_t i, std::size_t left) {
+        [&](std::size_t i, std::size_t left) -> std::string {
           const auto req = session_read(session.partition_fetches(static_cast<int>(i)), 4000, left);
           auto raw = storage::test::value_of(store_->read_raw(req), "read_raw");
           std::string encoded;
           EXPECT_TRUE(encode_raw_batches(raw.runs, epochs[i], encoded));
           // What a follower of the previous version parses: the same batches as batches_of's.
-          auto parsed = storage::test::value_of(store_->read(req), "read");
+          // (read_raw counts encoded bytes against max_bytes, read() bodies and keys: the same
+          // number of messages is asked.)
+          auto same = req;
+          same.max_messages = 0;
+          for (const auto& run : raw.runs) same.max_messages += run.count;
+          same.max_bytes = 1u << 30;
+          auto parsed = storage::test::value_of(store_->read(same), "read");
           auto expected = batches_of(std::move(parsed.messages), epochs[i]);
           v1::ReplicaFetchResponse got;
           EXPECT_TRUE(got.ParseFromString(encoded));
           EXPECT_EQ(got.batches_size(), expected.batches_size());
-          std::size_t n = 0;
           for (int b = 0; b < std::min(got.batches_size(), expected.batches_size()); ++b) {
             EXPECT_EQ(got.batches(b).leader_epoch(), expected.batches(b).leader_epoch());
             EXPECT_EQ(got.batches(b).base_offset(), expected.batches(b).base_offset());
-            ASSERT_EQ(got.batches(b).messages_size(), expected.batches(b).messages_size());
-            for (int m = 0; m < got.batches(b).messages_size(); ++m, ++n) {
+            EXPECT_EQ(got.batches(b).messages_size(), expected.batches(b).messages_size());
+            for (int m = 0; m < std::min(got.batches(b).messages_size(), expected.batches(b).messages_size()); ++m) {
               EXPECT_EQ(got.batches(b).messages(m).id(), expected.batches(b).messages(m).id());
               EXPECT_EQ(got.batches(b).messages(m).body(), expected.batches(b).messages(m).body());
               EXPECT_EQ(got.batches(b).messages(m).headers_size(), 2);
