@@ -159,6 +159,12 @@ struct pending_log {
     ++count;
     max_publish_ms = std::max(max_publish_ms, m.publish_ms);
   }
+  // Entries already in stored form (raw_messages::entries), n messages.
+  void add_raw(std::string_view entries, std::uint32_t n, std::int64_t max_publish) {
+    value.append(entries);
+    count += n;
+    max_publish_ms = std::max(max_publish_ms, max_publish);
+  }
   void finish() {
     std::string header;
     encode(batch_header{1, count, max_publish_ms}, header);
@@ -354,6 +360,7 @@ class rocksdb_store final : public store {
   void restart_log(std::string topic, std::uint32_t partition, std::uint64_t start, std::uint32_t create_partitions,
                    completion<std::uint64_t> done) override;
   result<std::vector<epoch_entry>> leader_epochs(std::string_view topic, std::uint32_t partition) const override;
+  result<raw_read> read_raw(const read_request& request) const override;
   result<group_changes_read> group_changes(std::string_view topic, std::uint32_t partition, std::uint64_t from_seq,
                                            std::size_t max) const override;
   result<v1::GroupSnapshot> group_snapshot(std::string_view topic, std::uint32_t partition) const override;
@@ -386,6 +393,12 @@ class rocksdb_store final : public store {
   // Replication (rocksdb_store_replica.cc): the writer's copy of a partition's leader-epoch
   // entries, loaded from the DB on first use.
   std::vector<epoch_entry>& writer_epochs(std::uint32_t tid, std::uint32_t p);
+  // replica_append's raw form (the leader's stored records), and the checks both forms make on
+  // the writer: the batch starts at the partition's next offset, its epoch is not older than
+  // the partition's latest (a newer one is recorded as starting at `base`).
+  void replica_append_raw(replica_append_request request, completion<std::uint64_t> done);
+  result<void> check_replica_batch(group_ctx& ctx, const std::string& topic, std::uint32_t partition,
+                                   partition_state& ps, std::uint32_t tid, std::uint64_t base, std::uint32_t epoch);
   result<std::vector<epoch_entry>> load_epochs(std::uint32_t tid, std::uint32_t p) const;
   // truncate()'s work inside a commit group: messages >= offset (their dedupe ids) and the
   // epoch entries starting there go; answers the partition's new next offset.

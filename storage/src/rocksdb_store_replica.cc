@@ -5,6 +5,7 @@
 // Epoch entries: CF default, "e/" topic_id:4 partition:4 epoch:4 → start_offset:8.
 
 #include "rocksdb_store.h"
+#include "txmq/protocol/wire.h"
 
 namespace txmq::storage {
 
@@ -24,6 +25,53 @@ std::uint32_t epoch_at(const std::vector<epoch_entry>& epochs, std::uint64_t off
     if (x.start_offset <= offset) e = x.epoch;
   }
   return e;
+}
+
+namespace {
+
+using protocol::wire::skip_value;
+using protocol::wire::take_bytes;
+using protocol::wire::take_varint;
+
+// The fields of a stored txmq.v1.Message the store needs (message.proto: id 1, body 5,
+// publish_time_ms 6), every field's wire format checked.
+bool scan_message(std::string_view m, raw_entry& out) {
+  out.id = {};
+  out.publish_time_ms = 0;
+  out.body_bytes = 0;
+  while (!m.empty()) {
+    std::uint64_t field = 0;
+    std::uint32_t wt = 0;
+    if (!protocol::wire::take_tag(m, field, wt)) return false;
+    if (field == 1 || field == 5) {
+      std::string_view b;
+      if (wt != 2 || !take_bytes(m, b)) return false;
+      if (field == 1) out.id = b;
+      else out.body_bytes = b.size();
+    } else if (field == 6) {
+      std::uint64_t v = 0;
+      if (wt != 0 || !take_varint(m, v)) return false;
+      out.publish_time_ms = static_cast<std::int64_t>(v);
+    } else if (!skip_value(m, wt)) {
+      return false;
+    }
+  }
+  return out.id.size() == protocol::uuid::size && out.id.find_first_not_of('\0') != std::string_view::npos;
+}
+
+}  // namespace
+
+bool next_raw_entry(std::string_view& rest, raw_entry& out, bool check_message, char tag) {
+  std::string_view s = rest;
+  if (s.empty() || s.front() != tag) return false;
+  s.remove_prefix(1);
+  std::string_view m;
+  if (!take_bytes(s, m)) return false;
+  if (check_message && !scan_message(m, out)) return false;
+  out.message = m;
+  out.entry = rest.substr(0, rest.size() - s.size());
+  rest = s;
+  return true;
 }
 
 namespace detail {
@@ -96,7 +144,16 @@ void rocksdb_store::begin_epoch(std::string topic, std::uint32_t partition, std:
   });
 }
 
+namespace {
+// What the writer needs of each message of a raw append (its bytes go into the log as they are).
+struct raw_id {
+  protocol::uuid id;
+  std::size_t body_bytes = 0;
+};
+}  // namespace
+
 void rocksdb_store::replica_append(replica_append_request request, completion<std::uint64_t> done) {
+  if (request.raw) return replica_append_raw(std::move(request), std::move(done));
   if (!valid_messages(request.messages)) return done(make_error_code(errc::invalid_argument));
   std::vector<encoded_message> messages;
   messages.reserve(request.messages.size());
@@ -116,21 +173,7 @@ void rocksdb_store::replica_append(replica_append_request request, completion<st
     if (partition >= t->record.partitions()) return make_error_code(errc::unknown_partition);
     auto& ps = *t->partitions[partition];
     const std::uint32_t tid = t->record.id();
-    if (ps.next != base) {
-      return error(errc::invalid_argument, "a replicated batch at offset " + std::to_string(base) + " of '" + topic +
-                                               "'/" + std::to_string(partition) + ", whose next offset is " +
-                                               std::to_string(ps.next));
-    }
-    auto& epochs = writer_epochs(tid, partition);
-    if (!epochs.empty() && epochs.back().epoch > epoch) {
-      return error(errc::invalid_argument, "a replicated batch of leader epoch " + std::to_string(epoch) +
-                                               ", older than this partition's epoch " +
-                                               std::to_string(epochs.back().epoch));
-    }
-    if (epochs.empty() || epochs.back().epoch < epoch) {
-      ctx.put(cf_default, epoch_key(tid, partition, epoch), u64_value(base));
-      epochs.push_back({epoch, base});
-    }
+    TXMQ_TRY(check_replica_batch(ctx, topic, partition, ps, tid, base, epoch));
     for (const auto& msg : messages) {
       const std::uint64_t offset = ps.next++;
       auto [it, inserted] = ctx.logs.try_emplace({tid, partition});
@@ -152,6 +195,153 @@ void rocksdb_store::replica_append(replica_append_request request, completion<st
     }
     return ps.next;
   });
+}
+
+void rocksdb_store::replica_append_raw(replica_append_request request, completion<std::uint64_t> done) {
+  // Checked here, on the caller's thread (the writer thread is the one everybody waits for):
+  // every entry well-formed, with an id; nothing is parsed into messages or encoded again.
+  auto& raw = *request.raw;
+  std::vector<raw_id> ids;
+  ids.reserve(raw.count);
+  std::int64_t max_publish = 0;
+  std::string_view rest = raw.entries;
+  raw_entry e;
+  while (!rest.empty()) {
+    if (!next_raw_entry(rest, e, true)) {
+      return done(error(errc::invalid_argument, "a replicated batch of '" + request.topic + "'/" +
+                                                    std::to_string(request.partition) + " at offset " +
+                                                    std::to_string(request.base_offset) +
+                                                    " holds a malformed message (entry " + std::to_string(ids.size()) + ")"));
+    }
+    ids.push_back({protocol::uuid::from_bytes(e.id).value(), e.body_bytes});
+    max_publish = std::max(max_publish, e.publish_time_ms);
+  }
+  if (ids.empty() || ids.size() != raw.count || raw.base_offset != request.base_offset) {
+    return done(make_error_code(errc::invalid_argument));
+  }
+  const std::size_t bytes = 64 + raw.entries.size();
+  submit<std::uint64_t>(request.sync, bytes, std::move(done),
+                        [this, topic = std::move(request.topic), partition = request.partition,
+                         base = request.base_offset, epoch = request.leader_epoch,
+                         create = request.auto_create_partitions, entries = std::move(raw.entries), max_publish,
+                         ids = std::move(ids)](group_ctx& ctx) -> result<std::uint64_t> {
+    if (full_ && !failed_) return full_refusal();
+    TXMQ_TRY(auto t, writer_topic_or_create(ctx, topic, create));
+    if (partition >= t->record.partitions()) return make_error_code(errc::unknown_partition);
+    auto& ps = *t->partitions[partition];
+    const std::uint32_t tid = t->record.id();
+    TXMQ_TRY(check_replica_batch(ctx, topic, partition, ps, tid, base, epoch));
+    auto [it, inserted] = ctx.logs.try_emplace({tid, partition});
+    auto& log = it->second;
+    if (inserted) {
+      log.topic_id = tid;
+      log.partition = partition;
+      log.state = &ps;
+      log.start(ps.next);
+      ctx.touched.push_back(&ps);
+    }
+    log.add_raw(entries, static_cast<std::uint32_t>(ids.size()), max_publish);
+    for (const auto& m : ids) {
+      const std::uint64_t offset = ps.next++;
+      ctx.messages += 1;
+      ctx.bytes += m.body_bytes;
+      const dedupe_entry entry{tid, partition, offset, ctx.now_ms};
+      ctx.batch.Put(handles_[cf_dedupe], rocksdb::Slice(m.id.raw().data(), m.id.raw().size()), encode(entry));
+      ctx.dedupe.insert_or_assign(m.id, entry);
+      max_stored_id_ = std::max(max_stored_id_, m.id);
+    }
+    return ps.next;
+  });
+}
+
+result<void> rocksdb_store::check_replica_batch(group_ctx& ctx, const std::string& topic, std::uint32_t partition,
+                                                partition_state& ps, std::uint32_t tid, std::uint64_t base,
+                                                std::uint32_t epoch) {
+  if (ps.next != base) {
+    return error(errc::invalid_argument, "a replicated batch at offset " + std::to_string(base) + " of '" + topic +
+                                             "'/" + std::to_string(partition) + ", whose next offset is " +
+                                             std::to_string(ps.next));
+  }
+  auto& epochs = writer_epochs(tid, partition);
+  if (!epochs.empty() && epochs.back().epoch > epoch) {
+    return error(errc::invalid_argument, "a replicated batch of leader epoch " + std::to_string(epoch) +
+                                             ", older than this partition's epoch " +
+                                             std::to_string(epochs.back().epoch));
+  }
+  if (epochs.empty() || epochs.back().epoch < epoch) {
+    ctx.put(cf_default, epoch_key(tid, partition, epoch), u64_value(base));
+    epochs.push_back({epoch, base});
+  }
+  return outcome::success();
+}
+
+result<raw_read> rocksdb_store::read_raw(const read_request& req) const {
+  auto t = find_topic(req.topic);
+  if (!t) return errc::unknown_topic;
+  if (req.partition >= t->partitions.size()) return errc::unknown_partition;
+  auto& ps = *t->partitions[req.partition];
+  raw_read out;
+  out.high_watermark = ps.committed_next.load(std::memory_order_acquire);
+  out.written_end = std::max(out.high_watermark, ps.written_next.load(std::memory_order_acquire));
+  out.start_offset = ps.start_offset.load(std::memory_order_acquire);
+  const std::uint64_t end = req.unsynced ? out.written_end : out.high_watermark;
+  const std::uint64_t from = std::max(req.from_offset, out.start_offset);
+  out.next_offset = from;
+  if (from >= end || req.max_messages == 0) return out;
+
+  const std::uint32_t tid = t->record.id();
+  const std::string upper = log_key(tid, req.partition, end);
+  rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[cf_log]));
+  const std::string prefix = log_prefix(tid, req.partition);
+  it->SeekForPrev(log_key(tid, req.partition, from));
+  if (!it->Valid() || !it->key().starts_with(prefix)) it->Seek(log_key(tid, req.partition, from));
+
+  std::size_t bytes = 0;
+  std::size_t messages = 0;
+  for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    const std::uint64_t base = get_u64(it->key().data() + 8);
+    std::string_view value(it->value().data(), it->value().size());
+    batch_header h;
+    if (!decode(value, h)) return errc::corruption;
+    // The stored MessageBatch: base_offset (field 1) and one `messages` field per message.
+    std::string_view rest = value.substr(batch_header_bytes);
+    raw_messages run;
+    std::uint64_t offset = base;
+    std::uint32_t seen = 0;
+    while (!rest.empty()) {
+      if (rest.front() != 0x12) {
+        std::uint64_t field = 0;
+        std::uint32_t wt = 0;
+        if (!protocol::wire::take_tag(rest, field, wt) || field == 2 || !skip_value(rest, wt)) return errc::corruption;
+        continue;
+      }
+      raw_entry e;
+      if (!next_raw_entry(rest, e, false)) return errc::corruption;
+      ++seen;
+      const std::uint64_t at = offset++;
+      if (at < from || at >= end || messages >= req.max_messages) continue;
+      if (messages > 0 && bytes + e.entry.size() > req.max_bytes) {
+        messages = req.max_messages;  // full: nothing after this one
+        continue;
+      }
+      if (run.count == 0) run.base_offset = at;
+      run.entries.append(e.entry);
+      ++run.count;
+      ++messages;
+      bytes += e.entry.size();
+      out.next_offset = at + 1;
+    }
+    if (seen != h.count) return errc::corruption;
+    if (run.count > 0) out.runs.push_back(std::move(run));
+    if (messages >= req.max_messages || offset >= end) break;
+  }
+  if (!it->status().ok()) {
+    return status_error(it->status(), "reading partition " + std::to_string(req.partition) + " of '" + req.topic + "'");
+  }
+  return out;
 }
 
 void rocksdb_store::truncate(std::string topic, std::uint32_t partition, std::uint64_t offset,

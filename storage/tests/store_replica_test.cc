@@ -178,5 +178,126 @@ TEST_F(replica_test, truncation_drops_messages_their_ids_and_later_epochs_even_i
   EXPECT_TRUE(epochs("t", 0).empty());
 }
 
+// The raw form (replica.h raw_messages): a leader reads its stored records without parsing
+// them, a follower stores those bytes as they are. The follower ends with the same bytes, the
+// same offsets and epochs, and every id in its dedupe index; a truncation inside a raw-appended
+// record works as inside any other.
+TEST_F(replica_test, a_raw_read_and_raw_append_copy_the_stored_bytes_ids_included) {
+  create_topic("t", 1);
+  begin_epoch("t", 0, 4);
+  std::vector<v1::Message> batch;
+  for (int i = 0; i < 6; ++i) {
+    auto m = make_message("m" + std::to_string(i), i % 2 ? std::optional<std::string>("k") : std::nullopt);
+    (*m.mutable_headers())["h" + std::to_string(i)] = "v";
+    (*m.mutable_headers())["x"] = "y";
+    batch.push_back(std::move(m));
+  }
+  std::vector<std::string> ids;
+  for (const auto& m : batch) ids.push_back(m.id());
+  append("t", std::move(batch));  // one record, offsets 0..5
+  append("t", {make_message("m6"), make_message("m7")});
+  read_request rr;
+  rr.topic = "t";
+  rr.from_offset = 2;  // inside the first record
+  auto raw = value_of(store_->read_raw(rr), "read_raw");
+  ASSERT_EQ(raw.runs.size(), 2u);
+  EXPECT_EQ(raw.runs[0].base_offset, 2u);
+  EXPECT_EQ(raw.runs[0].count, 4u);
+  EXPECT_EQ(raw.runs[1].base_offset, 6u);
+  EXPECT_EQ(raw.next_offset, 8u);
+  // The parsed read of the same range: each entry is exactly a stored message's bytes.
+  auto parsed = read("t", 0, 2);
+  std::size_t i = 0;
+  for (const auto& run : raw.runs) {
+    std::string_view rest = run.entries;
+    raw_entry e;
+    while (!rest.empty()) {
+      ASSERT_TRUE(next_raw_entry(rest, e, true));
+      ASSERT_LT(i, parsed.messages.size());
+      v1::Message m;
+      ASSERT_TRUE(m.ParseFromArray(e.message.data(), static_cast<int>(e.message.size())));
+      EXPECT_EQ(m.id(), parsed.messages[i].id());
+      EXPECT_EQ(e.id, parsed.messages[i].id());
+      EXPECT_EQ(e.body_bytes, parsed.messages[i].body().size());
+      EXPECT_EQ(e.publish_time_ms, parsed.messages[i].publish_time_ms());
+      ++i;
+    }
+  }
+  EXPECT_EQ(i, 6u);
+
+  // A follower (partition 1 of another topic here: the offsets are the leader's) takes them raw.
+  rr.from_offset = 0;
+  rr.max_bytes = 1;  // one message per read: many small raw appends
+  std::uint64_t next = 0;
+  std::string leader_bytes;
+  while (next < 8) {
+    rr.from_offset = next;
+    auto one = value_of(store_->read_raw(rr), "read_raw");
+    ASSERT_EQ(one.runs.size(), 1u);
+    ASSERT_EQ(one.runs[0].count, 1u);
+    leader_bytes += one.runs[0].entries;
+    replica_append_request req;
+    req.topic = "f";
+    req.partition = 1;
+    req.base_offset = one.runs[0].base_offset;
+    req.leader_epoch = next < 4 ? 4 : 6;
+    req.raw = std::move(one.runs[0]);
+    req.auto_create_partitions = 2;
+    next = value_of(call_sync<std::uint64_t>([&](auto done) { store_->replica_append(std::move(req), done); }),
+                    "replica_append raw");
+  }
+  rr.topic = "f";
+  rr.partition = 1;
+  rr.from_offset = 0;
+  rr.max_bytes = 1u << 20;
+  std::string follower_bytes;
+  for (auto& run : value_of(store_->read_raw(rr), "read_raw").runs) follower_bytes += run.entries;
+  EXPECT_EQ(follower_bytes, leader_bytes);
+  EXPECT_THAT(epochs("f", 1), ElementsAre(epoch_entry{4, 0}, epoch_entry{6, 4}));
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    auto where = value_of(store_->find_id(protocol::uuid::from_bytes(ids[k]).value()), "find_id");
+    ASSERT_TRUE(where.has_value());
+    // Stored twice (topic t and topic f): the dedupe entry points at the later copy.
+    EXPECT_EQ(where->topic, "f");
+    EXPECT_EQ(where->offset, k);
+  }
+  EXPECT_EQ(truncate("f", 1, 3), 3u);
+  EXPECT_THAT(bodies(read("f", 1).messages), ElementsAre("m0", "m1", "m2"));
+  EXPECT_FALSE(value_of(store_->find_id(protocol::uuid::from_bytes(ids[4]).value()), "find_id").has_value());
+}
+
+TEST_F(replica_test, a_raw_append_with_a_malformed_entry_writes_nothing) {
+  auto m = make_message("ok");
+  m.set_publish_time_ms(5);
+  std::string good = m.SerializeAsString();
+  auto entry = [](const std::string& bytes) {
+    std::string e(1, 0x12);
+    e.push_back(static_cast<char>(bytes.size()));  // < 128 bytes here
+    return e + bytes;
+  };
+  auto append_raw = [&](std::string entries, std::uint32_t count) {
+    replica_append_request req;
+    req.topic = "t";
+    req.base_offset = 0;
+    req.leader_epoch = 1;
+    req.raw = raw_messages{0, count, std::move(entries)};
+    req.auto_create_partitions = 1;
+    return call_sync<std::uint64_t>([&](auto done) { store_->replica_append(std::move(req), done); });
+  };
+  v1::Message no_id;
+  no_id.set_body("x");
+  EXPECT_THAT(append_raw(entry(good) + entry(no_id.SerializeAsString()), 2), fails_with(errc::invalid_argument));
+  EXPECT_THAT(append_raw(entry(good) + entry(good).substr(0, 5), 2), fails_with(errc::invalid_argument));  // cut short
+  EXPECT_THAT(append_raw(entry(good) + "\x1a\x01x", 2), fails_with(errc::invalid_argument));  // not field 2
+  EXPECT_THAT(append_raw(entry(good), 2), fails_with(errc::invalid_argument));  // count differs
+  EXPECT_THAT(append_raw("", 0), fails_with(errc::invalid_argument));
+  EXPECT_FALSE(store_->has_topic("t") && !read("t", 0).messages.empty());
+  ASSERT_THAT(append_raw(entry(good), 1), is_ok());
+  auto r = read("t", 0);
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].body(), "ok");
+  EXPECT_EQ(r.messages[0].publish_time_ms(), 5);
+}
+
 }  // namespace
 }  // namespace txmq::storage::test

@@ -5,7 +5,8 @@
 // answer one encoded ReplicaFetchResponse per partition. This header holds the part of the
 // leader's answer that needs no cluster (tested in cluster_fetch_session_test): how the
 // per-partition answers share max_frame_bytes, the store read of one partition and its
-// encoding into batches.
+// encoding into batches (the stored records passed through: encode_raw_batches), and the
+// follower's split of an answer into those records and the rest (split_partition_answer).
 
 #include <algorithm>
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "txmq/protocol/wire.h"
 #include "txmq/storage/replica.h"
 #include "txmq/storage/store.h"
 #include "txmq/v1/frame.pb.h"
@@ -90,6 +92,109 @@ inline constexpr std::size_t k_partition_answer_overhead = 8;
     *batch->add_messages() = std::move(m);
   }
   return out;
+}
+
+// The batches part of a partition's answer, encoded: what batches_of(...).SerializeAsString()
+// holds, built from the stored records (store::read_raw) without parsing a message. One
+// ReplicaBatch per run of the same leader epoch (`epochs`: the partition's); each stored entry
+// (MessageBatch field 2) becomes a ReplicaBatch `messages` entry (field 3) by its tag byte
+// alone: the message bytes are the stored ones. A follower of any version parses it as before.
+// False when a stored entry is malformed (nothing useful in `out` then).
+[[nodiscard]] inline bool encode_raw_batches(const std::vector<storage::raw_messages>& runs,
+                                             const std::vector<storage::epoch_entry>& epochs, std::string& out) {
+  namespace wire = protocol::wire;
+  struct segment {
+    std::uint32_t epoch = 0;
+    std::uint64_t base = 0;
+    std::size_t entry_bytes = 0;
+    std::vector<std::string_view> entries;
+  };
+  std::vector<segment> segments;
+  for (const auto& run : runs) {
+    std::string_view rest = run.entries;
+    std::uint64_t offset = run.base_offset;
+    storage::raw_entry e;
+    while (!rest.empty()) {
+      if (!storage::next_raw_entry(rest, e, false)) return false;
+      const std::uint32_t epoch = storage::epoch_at(epochs, offset);
+      if (segments.empty() || segments.back().epoch != epoch ||
+          segments.back().base + segments.back().entries.size() != offset) {
+        segments.push_back({epoch, offset, 0, {}});
+      }
+      segments.back().entries.push_back(e.entry);
+      segments.back().entry_bytes += e.entry.size();
+      ++offset;
+    }
+  }
+  for (const auto& g : segments) {
+    const std::size_t body = 1 + wire::varint_size(g.epoch) + 1 + wire::varint_size(g.base) + g.entry_bytes;
+    out.push_back(wire::tag_byte(1, wire::k_len));  // ReplicaFetchResponse.batches
+    wire::put_varint(out, body);
+    out.push_back(wire::tag_byte(1, wire::k_varint));  // ReplicaBatch.leader_epoch
+    wire::put_varint(out, g.epoch);
+    out.push_back(wire::tag_byte(2, wire::k_varint));  // ReplicaBatch.base_offset
+    wire::put_varint(out, g.base);
+    for (auto entry : g.entries) {
+      out.push_back(wire::tag_byte(3, wire::k_len));  // ReplicaBatch.messages: the same length and bytes
+      out.append(entry.substr(1));
+    }
+  }
+  return true;
+}
+
+// A ReplicaBatch of an answer as the follower keeps it: its messages in stored form
+// (storage::raw_messages, ready for replica_append_request::raw).
+struct raw_batch {
+  std::int64_t leader_epoch = 0;
+  storage::raw_messages messages;
+};
+
+// The follower's parse of one encoded partition answer: every field but `batches` parsed into
+// `rest`; each batch's messages kept as bytes (their tag byte changed back to MessageBatch's),
+// never parsed into messages (the store checks each entry's wire format and takes its id,
+// replica_append_request::raw). False when the answer is malformed.
+[[nodiscard]] inline bool split_partition_answer(std::string_view answer, v1::ReplicaFetchResponse& rest,
+                                                 std::vector<raw_batch>& batches) {
+  namespace wire = protocol::wire;
+  std::string others;
+  std::string_view s = answer;
+  while (!s.empty()) {
+    const std::string_view field_start = s;
+    std::uint64_t field = 0;
+    std::uint32_t wt = 0;
+    if (!wire::take_tag(s, field, wt)) return false;
+    if (field != 1) {
+      if (!wire::skip_value(s, wt)) return false;
+      others.append(field_start.substr(0, field_start.size() - s.size()));
+      continue;
+    }
+    std::string_view b;
+    if (wt != wire::k_len || !wire::take_bytes(s, b)) return false;
+    raw_batch batch;
+    batch.messages.entries.reserve(b.size());
+    while (!b.empty()) {
+      std::uint64_t f = 0;
+      std::uint32_t t = 0;
+      if (!wire::take_tag(b, f, t)) return false;
+      std::uint64_t v = 0;
+      if (f == 1 || f == 2) {
+        if (t != wire::k_varint || !wire::take_varint(b, v)) return false;
+        if (f == 1) batch.leader_epoch = static_cast<std::int64_t>(v);
+        else batch.messages.base_offset = v;
+      } else if (f == 3) {
+        std::string_view m;
+        if (t != wire::k_len || !wire::take_bytes(b, m)) return false;
+        batch.messages.entries.push_back(wire::tag_byte(2, wire::k_len));  // MessageBatch.messages
+        wire::put_varint(batch.messages.entries, m.size());
+        batch.messages.entries.append(m);
+        ++batch.messages.count;
+      } else if (!wire::skip_value(b, t)) {
+        return false;
+      }
+    }
+    batches.push_back(std::move(batch));
+  }
+  return rest.ParseFromString(others);
 }
 
 }  // namespace txmq::broker::cluster_mode

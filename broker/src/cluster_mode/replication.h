@@ -56,6 +56,7 @@
 namespace txmq::broker::cluster_mode {
 
 class cluster_node;
+struct raw_batch;  // fetch_session.h
 
 struct replication_settings {
   std::chrono::milliseconds replication_timeout{10'000};
@@ -305,8 +306,9 @@ class replication {
   // there (KIP-101); false when not done (retried), closing the link when it failed.
   boost::asio::awaitable<bool> truncate_to_leader(const key& k, follower_task& t, const std::shared_ptr<peer_link>& link);
   // Follower: one partition's part of a session answer (topic creation, log restart, appends,
-  // group changes).
-  boost::asio::awaitable<void> take_answer(const key& k, follower_task& t, v1::ReplicaFetchResponse& ans);
+  // group changes); its batches in stored form (fetch_session.h split_partition_answer).
+  boost::asio::awaitable<void> take_answer(const key& k, follower_task& t, const v1::ReplicaFetchResponse& ans,
+                                           std::vector<raw_batch>& batches);
   // Leader: a follower's first group snapshot page. The snapshot is read on snapshot_reads_
   // (a partition's whole group state: 100,000 dead letters kept the io thread busy for up to a
   // second after a failover, when every follower asks the new leader for one), then answered

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "txmq/v1/frame.pb.h"
@@ -24,6 +25,43 @@ struct epoch_entry {
   friend bool operator==(const epoch_entry&, const epoch_entry&) = default;
 };
 
+// Messages in their stored encoding (cluster mode: a leader passes its stored records to its
+// followers, which store the same bytes: no parse or re-encoding on either side,
+// docs/cluster.md "Replication"). `entries` holds `count` consecutive messages from
+// `base_offset` on, each as a field of a txmq.v1.MessageBatch: tag 0x12, the length (varint),
+// the txmq.v1.Message as stored (no topic, partition, offset or attempt; publish_time_ms set).
+struct raw_messages {
+  std::uint64_t base_offset = 0;
+  std::uint32_t count = 0;
+  std::string entries;
+};
+
+// store::read_raw: what read() would return, in stored form: one run per stored record read,
+// consecutive, in offset order (a run may span leader epochs: a follower's commit group can
+// hold two batches of one partition).
+struct raw_read {
+  std::vector<raw_messages> runs;
+  std::uint64_t next_offset = 0;
+  std::uint64_t start_offset = 0;
+  std::uint64_t high_watermark = 0;
+  std::uint64_t written_end = 0;
+};
+
+// One entry of raw_messages::entries, and what the store needs of its message.
+struct raw_entry {
+  std::string_view entry;    // tag, length and message
+  std::string_view message;  // the serialized txmq.v1.Message
+  std::string_view id;       // its id field (16 bytes once checked)
+  std::int64_t publish_time_ms = 0;
+  std::size_t body_bytes = 0;
+};
+// Takes the first entry off `rest` (a MessageBatch `messages` field, tag 0x12 or, with
+// `tag` given, another length-delimited tag byte, e.g. ReplicaBatch's 0x1a) into `out`. With
+// `check_message`, the message's fields are walked too (well-formed wire format, a 16-byte id
+// not all zeros) and id/publish_time_ms/body_bytes filled in. False, `rest` unchanged, when
+// malformed. Cheap: no allocation, no copy.
+[[nodiscard]] bool next_raw_entry(std::string_view& rest, raw_entry& out, bool check_message, char tag = 0x12);
+
 // A follower's append: a leader's messages at the leader's offsets. base_offset must be the
 // partition's next offset (otherwise errc::invalid_argument and nothing is written: the
 // follower truncates or fetches again); leader_epoch must not be older than the partition's
@@ -36,6 +74,11 @@ struct replica_append_request {
   std::uint64_t base_offset = 0;
   std::uint32_t leader_epoch = 0;
   std::vector<v1::Message> messages;
+  // Instead of `messages` (left empty): the leader's stored records, stored as they are
+  // (raw->base_offset == base_offset). Each entry is checked (next_raw_entry with
+  // check_message), so a malformed one is refused (errc::invalid_argument) before anything is
+  // written; its id enters the dedupe index like a parsed message's.
+  std::optional<raw_messages> raw;
   // The topic is created with this many partitions when missing (a follower learns topics
   // from the leader); without it a missing topic fails with errc::unknown_topic.
   std::optional<std::uint32_t> auto_create_partitions;

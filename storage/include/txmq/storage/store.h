@@ -622,6 +622,12 @@ class store {
     (void)topic, (void)partition;
     return make_error_code(errc::invalid_argument);
   }
+  // A leader's read for its followers: read() (request.max_bytes counts the entries' encoded
+  // bytes here) without parsing the stored messages: their stored bytes (replica.h raw_read).
+  [[nodiscard]] virtual result<raw_read> read_raw(const read_request& request) const {
+    (void)request;
+    return make_error_code(errc::invalid_argument);
+  }
 
   // Consumer-group replication (replica.h). group_changes reads the partition's change
   // sequence from from_seq on (at most max, only what is durable); group_snapshot reads the
