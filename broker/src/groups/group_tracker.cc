@@ -1,3 +1,8 @@
+// One group's delivery state and decisions (group_tracker.h), and the encoding of a raw Fetch
+// answer from the stored bytes it hands out (encode_fetch_response). It is one piece: the fetch, the
+// settles and the expiry all walk the same per-partition maps, and the raw encoding is the other
+// half of the fetch's raw mode (each delivered's buffer, begin and size are only meaningful to it).
+
 #include "groups/group_tracker.h"
 
 #include <algorithm>
