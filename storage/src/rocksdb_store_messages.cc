@@ -1,7 +1,9 @@
 // Messages: append with dedupe, reads of the partitioned log, lookup by id.
 
 #include "rocksdb_store.h"
+#include "log_records.h"
 #include "txmq/protocol/partitioner.h"
+#include "txmq/protocol/wire.h"
 
 namespace txmq::storage::detail {
 
@@ -117,46 +119,17 @@ void rocksdb_store::append(append_request request, completion<append_result> don
 
 namespace {
 
-// Protobuf's wire format, only as far as reading a MessageBatch's messages without parsing them
-// needs (read_request::raw). False on a truncated or malformed encoding.
-bool read_varint(std::string_view& in, std::uint64_t& v) {
-  v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (in.empty()) return false;
-    const auto b = static_cast<std::uint8_t>(in.front());
-    in.remove_prefix(1);
-    v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
-    if (!(b & 0x80)) return true;
-  }
-  return false;
-}
-
-// One field: its number, and its bytes (wire type 2) or value (the others).
+// One field of protobuf's wire format (protocol/wire.h): its number, and its bytes (wire type 2)
+// or value (varints; the fixed-size ones are skipped). False on a truncated or malformed one.
 bool read_field(std::string_view& in, std::uint32_t& field, std::string_view& bytes, std::uint64_t& value) {
-  std::uint64_t tag = 0;
-  if (!read_varint(in, tag)) return false;
-  field = static_cast<std::uint32_t>(tag >> 3);
-  switch (tag & 7) {
-    case 0:
-      return read_varint(in, value);
-    case 1:
-      if (in.size() < 8) return false;
-      in.remove_prefix(8);
-      return true;
-    case 2: {
-      std::uint64_t len = 0;
-      if (!read_varint(in, len) || len > in.size()) return false;
-      bytes = in.substr(0, len);
-      in.remove_prefix(len);
-      return true;
-    }
-    case 5:
-      if (in.size() < 4) return false;
-      in.remove_prefix(4);
-      return true;
-    default:
-      return false;  // groups: never written by txmq
-  }
+  namespace wire = protocol::wire;
+  std::uint64_t number = 0;
+  std::uint32_t type = 0;
+  if (!wire::take_tag(in, number, type)) return false;
+  field = static_cast<std::uint32_t>(number);
+  if (type == wire::k_varint) return wire::take_varint(in, value);
+  if (type == wire::k_len) return wire::take_bytes(in, bytes);
+  return wire::skip_value(in, type);
 }
 
 // What delivery needs of an encoded txmq.v1.Message (field numbers of message.proto); `base`
@@ -198,28 +171,21 @@ result<read_result> rocksdb_store::read(const read_request& req) const {
   if (!t) return errc::unknown_topic;
   if (req.partition >= t->partitions.size()) return errc::unknown_partition;
   auto& ps = *t->partitions[req.partition];
+  const log_window w = window_of(ps, req);
   read_result out;
-  out.high_watermark = ps.committed_next.load(std::memory_order_acquire);
-  out.written_end = std::max(out.high_watermark, ps.written_next.load(std::memory_order_acquire));
-  out.start_offset = ps.start_offset.load(std::memory_order_acquire);
-  // What this read may return: the fsynced end, or (replication's leader) what is written.
-  const std::uint64_t end = req.unsynced ? out.written_end : out.high_watermark;
-  std::uint64_t from = std::max(req.from_offset, out.start_offset);
-  out.next_offset = from;
-  if (from >= end || req.max_messages == 0) return out;
+  out.high_watermark = w.high_watermark;
+  out.written_end = w.written_end;
+  out.start_offset = w.start_offset;
+  out.next_offset = w.from;
+  if (w.empty() || req.max_messages == 0) return out;
+  const std::uint64_t from = w.from;
+  const std::uint64_t end = w.end;
 
-  const std::uint32_t tid = t->record.id();
-  const std::string upper = log_key(tid, req.partition, end);
-  rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[cf_log]));
-  const std::string prefix = log_prefix(tid, req.partition);
-  it->SeekForPrev(log_key(tid, req.partition, from));
-  if (!it->Valid() || !it->key().starts_with(prefix)) it->Seek(log_key(tid, req.partition, from));
+  log_records records(*db_, handles_[cf_log], t->record.id(), req.partition, from, end);
+  rocksdb::Iterator* it = &records.it();
 
   std::size_t bytes = 0;
-  for (; req.raw && it->Valid() && it->key().starts_with(prefix); it->Next()) {
+  for (; req.raw && records.valid(); it->Next()) {
     // The batch's messages are copied as they are stored, each beside what delivery needs of it.
     const std::uint64_t base = get_u64(it->key().data() + 8);
     std::string_view value(it->value().data(), it->value().size());
@@ -251,7 +217,7 @@ result<read_result> rocksdb_store::read(const read_request& req) const {
     if (in.empty() && i != h.count) return errc::corruption;
     if (out.raw.size() >= req.max_messages) break;
   }
-  for (; !req.raw && it->Valid() && it->key().starts_with(prefix); it->Next()) {
+  for (; !req.raw && records.valid(); it->Next()) {
     const std::uint64_t base = get_u64(it->key().data() + 8);
     std::string_view value(it->value().data(), it->value().size());
     batch_header h;

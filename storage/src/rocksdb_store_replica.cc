@@ -5,6 +5,7 @@
 // Epoch entries: CF default, "e/" topic_id:4 partition:4 epoch:4 → start_offset:8.
 
 #include "rocksdb_store.h"
+#include "log_records.h"
 #include "txmq/protocol/wire.h"
 
 namespace txmq::storage {
@@ -280,28 +281,22 @@ result<raw_read> rocksdb_store::read_raw(const read_request& req) const {
   if (!t) return errc::unknown_topic;
   if (req.partition >= t->partitions.size()) return errc::unknown_partition;
   auto& ps = *t->partitions[req.partition];
+  const log_window w = window_of(ps, req);
   raw_read out;
-  out.high_watermark = ps.committed_next.load(std::memory_order_acquire);
-  out.written_end = std::max(out.high_watermark, ps.written_next.load(std::memory_order_acquire));
-  out.start_offset = ps.start_offset.load(std::memory_order_acquire);
-  const std::uint64_t end = req.unsynced ? out.written_end : out.high_watermark;
-  const std::uint64_t from = std::max(req.from_offset, out.start_offset);
-  out.next_offset = from;
-  if (from >= end || req.max_messages == 0) return out;
+  out.high_watermark = w.high_watermark;
+  out.written_end = w.written_end;
+  out.start_offset = w.start_offset;
+  out.next_offset = w.from;
+  if (w.empty() || req.max_messages == 0) return out;
+  const std::uint64_t from = w.from;
+  const std::uint64_t end = w.end;
 
-  const std::uint32_t tid = t->record.id();
-  const std::string upper = log_key(tid, req.partition, end);
-  rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[cf_log]));
-  const std::string prefix = log_prefix(tid, req.partition);
-  it->SeekForPrev(log_key(tid, req.partition, from));
-  if (!it->Valid() || !it->key().starts_with(prefix)) it->Seek(log_key(tid, req.partition, from));
+  log_records records(*db_, handles_[cf_log], t->record.id(), req.partition, from, end);
+  rocksdb::Iterator* it = &records.it();
 
   std::size_t bytes = 0;
   std::size_t messages = 0;
-  for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
+  for (; records.valid(); it->Next()) {
     const std::uint64_t base = get_u64(it->key().data() + 8);
     std::string_view value(it->value().data(), it->value().size());
     batch_header h;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "txmq/protocol/wire.h"
+
 namespace txmq::broker {
 
 using protocol::errc;
@@ -611,21 +613,8 @@ std::optional<std::int64_t> group_tracker::next_event_ms() const {
 namespace {
 
 // Protobuf's encoding, as far as a FetchResponse built from stored messages needs it.
-std::size_t varint_size(std::uint64_t v) {
-  std::size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
-void put_varint(std::string& out, std::uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
+using protocol::wire::put_varint;
+using protocol::wire::varint_size;
 // Field numbers of frame.proto and message.proto; tag = field << 3 | wire type.
 constexpr char k_frame_correlation_id = 1 << 3 | 0;
 constexpr char k_frame_fetch_response = 13 << 3 | 2;
