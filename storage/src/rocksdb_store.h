@@ -1,8 +1,8 @@
 #pragma once
 
-// Private to storage/src: the RocksDB implementation of txmq::storage::store, declared here and
-// defined one section per file (rocksdb_store_open.cc, _commit_pipeline.cc, _topics.cc,
-// _messages.cc, _tx.cc, _groups.cc, _maintenance.cc, _webhooks.cc, _principals.cc), with what those sections share.
+// Private to storage/src: the RocksDB implementation of txmq::storage::store, declared here as
+// one piece (one class whose members every section uses) and defined one section per file
+// (_open.cc, _commit_pipeline.cc, _topics.cc, _messages.cc, _tx.cc, _groups.cc, _maintenance.cc, ...).
 //
 // Writes are a two-stage pipeline. The writer thread (the group committer) drains the request
 // queue and applies every request to one WriteBatch; reads inside the writer go through an
