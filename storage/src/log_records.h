@@ -3,7 +3,7 @@
 // What both readers of a partition's log share (rocksdb_store::read for consumers,
 // rocksdb_store::read_raw for followers): the window a read may return, and an iterator over
 // the stored records (one per batch, keyed by its base offset) from the one holding the
-// window's first offset. Include after rocksdb_store.h.
+// window's first offset.
 
 #include <algorithm>
 #include <cstdint>
@@ -35,6 +35,15 @@ inline log_window window_of(const partition_state& ps, const read_request& req) 
   w.end = req.unsynced ? w.written_end : w.high_watermark;
   w.from = std::max(req.from_offset, w.start_offset);
   return w;
+}
+
+// A read's answer (read_result, raw_read) starts with the window's ends; nothing read yet.
+template <class Out>
+void start_answer(Out& out, const log_window& w) {
+  out.high_watermark = w.high_watermark;
+  out.written_end = w.written_end;
+  out.start_offset = w.start_offset;
+  out.next_offset = w.from;
 }
 
 // The partition's stored records below `end`, from the last one starting at or before `from`

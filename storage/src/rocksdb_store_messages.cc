@@ -173,10 +173,7 @@ result<read_result> rocksdb_store::read(const read_request& req) const {
   auto& ps = *t->partitions[req.partition];
   const log_window w = window_of(ps, req);
   read_result out;
-  out.high_watermark = w.high_watermark;
-  out.written_end = w.written_end;
-  out.start_offset = w.start_offset;
-  out.next_offset = w.from;
+  start_answer(out, w);
   if (w.empty() || req.max_messages == 0) return out;
   const std::uint64_t from = w.from;
   const std::uint64_t end = w.end;

@@ -283,10 +283,7 @@ result<raw_read> rocksdb_store::read_raw(const read_request& req) const {
   auto& ps = *t->partitions[req.partition];
   const log_window w = window_of(ps, req);
   raw_read out;
-  out.high_watermark = w.high_watermark;
-  out.written_end = w.written_end;
-  out.start_offset = w.start_offset;
-  out.next_offset = w.from;
+  start_answer(out, w);
   if (w.empty() || req.max_messages == 0) return out;
   const std::uint64_t from = w.from;
   const std::uint64_t end = w.end;
