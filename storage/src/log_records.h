@@ -56,6 +56,14 @@ class log_records {
       : upper_(log_key(tid, partition, end)), upper_slice_(upper_), prefix_(log_prefix(tid, partition)) {
     rocksdb::ReadOptions ro;
     ro.iterate_upper_bound = &upper_slice_;
+    // The log's data blocks stay out of the block cache: a consumer or follower reads each block
+    // once (more groups read it from the page cache), and filling the cache made every block read
+    // an allocation, an LRU insert and an eviction, pushed out the blocks of the families every
+    // ack and publish looks up (groups, dedupe), and grew a fresh broker by the whole cache.
+    // Consume from a backlog, A/B: 1.60x-1.77x the rate at 0.49-0.60x the broker's CPU per
+    // message (issue #15, docs/BENCHMARKS.md "Ninth round: the log's blocks stay out of the
+    // block cache"). Index and filter blocks are loaded into the cache when a table opens.
+    ro.fill_cache = false;
     it_.reset(db.NewIterator(ro, cf));
     it_->SeekForPrev(log_key(tid, partition, from));
     if (!it_->Valid() || !it_->key().starts_with(prefix_)) it_->Seek(log_key(tid, partition, from));
