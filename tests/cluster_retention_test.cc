@@ -43,6 +43,20 @@ using namespace std::chrono_literals;
 
 constexpr const char* k_topic = "stream";
 
+// The partition's view once it names a live leader (1-3). A view read right after the topic
+// was created (or a lease lapsed at a loaded moment) may name none yet: the test then indexed
+// its brokers with leader 0 and failed with std::out_of_range from map::at.
+std::optional<partition_view> led_view(cluster_brokers& c, const std::string& topic) {
+  std::optional<partition_view> v;
+  if (!eventually([&] {
+        v = c.view(topic);
+        return v && v->leader >= 1 && v->leader <= 3;
+      }, 20s)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
 class cluster_retention_test : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -66,8 +80,8 @@ TEST_F(cluster_retention_test, a_follower_below_the_leaders_start_offset_restart
   o.per_second = 1500;
   positioned_stream s(c.bootstrap(), h, o);
   ASSERT_TRUE(eventually([&] { return s.acks() >= 500; }, 30s)) << c.logs();
-  const auto v0 = c.view(k_topic);
-  ASSERT_TRUE(v0);
+  const auto v0 = led_view(c, k_topic);
+  ASSERT_TRUE(v0) << "no leader named within 20 s\n" << c.logs();
   const int leader = static_cast<int>(v0->leader);
   const int follower = leader % 3 + 1;
   c.broker(follower).kill();
@@ -118,8 +132,8 @@ TEST_F(cluster_retention_test, a_leader_fetched_from_with_a_newer_epoch_is_fence
   c.start({"--node-lease-ttl", "10s", "--replica-lag-max", "30s", "--replication-timeout", "3s"});
   std::string why;
   ASSERT_TRUE(c.create_topic(k_topic, 1, 3, why)) << why;
-  const auto v0 = c.view(k_topic);
-  ASSERT_TRUE(v0);
+  const auto v0 = led_view(c, k_topic);
+  ASSERT_TRUE(v0) << "no leader named within 20 s\n" << c.logs();
   const int leader = static_cast<int>(v0->leader);
   ASSERT_TRUE(leader >= 1 && leader <= 3) << leader;
   const int follower = leader % 3 + 1;
@@ -215,8 +229,8 @@ TEST_F(cluster_retention_test, a_group_snapshot_larger_than_a_frame_is_paged_and
     }
     return nacked >= static_cast<std::size_t>(k_messages);
   }, 60s)) << nacked << " nacked\n" << c.logs();
-  const auto v0 = c.view("jobs");
-  ASSERT_TRUE(v0);
+  const auto v0 = led_view(c, "jobs");
+  ASSERT_TRUE(v0) << "no leader named within 20 s\n" << c.logs();
   const int leader = static_cast<int>(v0->leader);
   ASSERT_TRUE(eventually([&] { return dead_letters(c.broker(leader).address(), "workers").size() == static_cast<std::size_t>(k_messages); }, 30s))
       << dead_letters(c.broker(leader).address(), "workers").size() << " dead letters on the leader\n" << c.logs();
@@ -266,8 +280,8 @@ TEST_F(cluster_retention_test, a_group_snapshot_is_read_off_the_leaders_io_threa
   ::unsetenv("TXMQ_TEST_GROUP_SNAPSHOT_DELAY_MS");
   std::string why;
   ASSERT_TRUE(c.create_topic("jobs", 1, 3, why)) << why;
-  const auto v0 = c.view("jobs");
-  ASSERT_TRUE(v0);
+  const auto v0 = led_view(c, "jobs");
+  ASSERT_TRUE(v0) << "no leader named within 20 s\n" << c.logs();
   const int leader = static_cast<int>(v0->leader);
   auto lc = connect_to(c.broker(leader).address());
   ASSERT_TRUE(lc);
