@@ -36,7 +36,8 @@ ps -L -o tid=,comm= -p "$pid" > "$out/threads.txt"
 
 mkdir -p "$T"
 echo mono > "$T/trace_clock"
-echo 32768 > "$T/buffer_size_kb"
+# Large enough for the whole run: the trace is read after it, so no reader competes for the CPU.
+echo 131072 > "$T/buffer_size_kb"
 for e in syscalls/sys_enter_fdatasync syscalls/sys_exit_fdatasync syscalls/sys_enter_fsync syscalls/sys_exit_fsync; do
   echo "common_pid != 0" > "$T/events/$e/filter"
   echo 1 > "$T/events/$e/enable"
@@ -44,7 +45,7 @@ done
 # (This machine's ext4 has no journal: fdatasync writes the data, then the inode, then flushes
 # the device cache; the jbd2 events stay empty there.) Every context switch, and the wake-ups
 # of the broker's threads: a thread's time off the CPU splits into blocked and waiting for a CPU.
-for e in jbd2/jbd2_start_commit jbd2/jbd2_end_commit block/block_rq_issue block/block_rq_complete sched/sched_switch; do
+for e in jbd2/jbd2_start_commit jbd2/jbd2_end_commit block/block_rq_insert block/block_rq_issue block/block_rq_complete sched/sched_switch; do
   echo 1 > "$T/events/$e/enable"
 done
 # The kernel stack of every switch-out of a broker thread in D state (what it waits for inside
@@ -56,19 +57,20 @@ for e in sched/sched_wakeup; do
 done
 python3 -c 'import time; print(time.time_ns() - time.monotonic_ns())' > "$out/realtime_minus_monotonic_ns"
 echo > "$T/trace"; echo 1 > "$T/tracing_on"
-cat "$T/trace_pipe" > "$out/trace.txt" & bg+=($!)
-vmstat -n 1 > "$out/vmstat.txt" & bg+=($!)
+nice -n 19 vmstat -n 1 > "$out/vmstat.txt" & bg+=($!)
 ( while :; do
     printf '%s ' "$(awk '{ printf "%d", $1 * 1e9 }' /proc/uptime)"
     awk '/^(Dirty|Writeback):/ { printf "%s %s ", $1, $2 }' /proc/meminfo; echo
     sleep 0.1
   done ) > "$out/meminfo.txt" & bg+=($!)
+renice -n 19 -p $! > /dev/null
 cat /proc/loadavg > "$out/loadavg-before.txt"
 "$bench" "$workload" --broker 127.0.0.1:$port --broker-pid "$pid" --runs 1 --json --message-bytes 256 --rate "$rate" \
   --seconds "$secs" --warmup 1 ${NO_LATENCY_LOG:---latency-log "$out/latency.txt"} | grep '^{' > "$out/bench.json"
 cat /proc/loadavg > "$out/loadavg-after.txt"
 echo 0 > "$T/tracing_on"
-sleep 0.5
+cat "$T/trace" > "$out/trace.txt"
+grep -q "LOST\|entries-in-buffer" "$out/trace.txt" && head -3 "$out/trace.txt" | grep -i "entries" || true
 for p in "${bg[@]}"; do kill "$p" 2>/dev/null || true; done; bg=()
 curl -s 127.0.0.1:$http/metrics | grep -E '^txmq_(produce_latency|end_to_end_latency|io_loop_stall|store_(fsync|queue|commit))_seconds_(bucket|count)|^txmq_store_(fsyncs|commit_groups|operations)_total' > "$out/metrics.txt"
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""

@@ -10,10 +10,41 @@ overwrite: the same writes into a file written and synced beforehand (no size or
            change: fdatasync only writes the data and flushes the device cache).
 Prints the count, rate and percentiles of the fdatasync calls; --slow-log writes
 "start_ns duration_ns" (CLOCK_MONOTONIC) of every call over 2 ms, to line them up with traces.
+
+--background STEP[,strict]: meanwhile a second process writes 16 MiB files as fast as it can,
+starting their write-back every STEP KiB with sync_file_range and fdatasync-ing each file at its
+end, as a RocksDB memtable flush does with bytes_per_sync = STEP KiB; ",strict" first waits for
+the previous step's write-back (strict_bytes_per_sync).
 """
 import argparse
+import ctypes
 import os
+import signal
 import time
+
+SYNC_FILE_RANGE_WAIT_BEFORE, SYNC_FILE_RANGE_WRITE = 1, 2
+
+
+def flush_like_writer(directory, step_kib, strict):
+    """Child process: 16 MiB files written in 64 KiB writes, write-back started every step."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    chunk = b"y" * (64 << 10)
+    step = step_kib << 10
+    path = os.path.join(directory, f"fsync-latency-bg.{os.getpid()}")
+    while True:
+        fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+        written = synced = 0
+        while written < (16 << 20):
+            written += os.write(fd, chunk)
+            if written - synced >= step:
+                if strict and synced >= step:
+                    libc.sync_file_range(fd, 0, synced - step, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE)
+                libc.sync_file_range(fd, synced, written - synced, SYNC_FILE_RANGE_WRITE)
+                synced = written
+        os.fdatasync(fd)
+        os.close(fd)
+        os.unlink(path)
 
 
 def main():
@@ -23,7 +54,17 @@ def main():
     ap.add_argument("--bytes", type=int, default=300)
     ap.add_argument("--mode", choices=["append", "overwrite"], default="append")
     ap.add_argument("--slow-log")
+    ap.add_argument("--background")
     a = ap.parse_args()
+    child = 0
+    if a.background:
+        step, _, strict = a.background.partition(",")
+        child = os.fork()
+        if child == 0:
+            try:
+                flush_like_writer(a.dir, int(step), strict == "strict")
+            finally:
+                os._exit(0)
     path = os.path.join(a.dir, f"fsync-latency.{os.getpid()}")
     fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
     try:
@@ -47,6 +88,12 @@ def main():
     finally:
         os.close(fd)
         os.unlink(path)
+        if child:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            for f in os.listdir(a.dir):
+                if f == f"fsync-latency-bg.{child}":
+                    os.unlink(os.path.join(a.dir, f))
     durations.sort()
     n = len(durations)
 
@@ -54,7 +101,7 @@ def main():
         return durations[min(n - 1, int(q * (n - 1)))] / 1e6
 
     over = lambda ms: sum(1 for d in durations if d > ms * 1e6)
-    print(f"mode={a.mode} bytes={a.bytes} n={n} rate={n / a.seconds:.0f}/s "
+    print(f"mode={a.mode} background={a.background or 'none'} bytes={a.bytes} n={n} rate={n / a.seconds:.0f}/s "
           f"p50={at(0.5):.3f} p90={at(0.9):.3f} p99={at(0.99):.3f} p99.9={at(0.999):.3f} "
           f"max={durations[-1] / 1e6:.3f} ms; >2ms {over(2)} >5ms {over(5)} >10ms {over(10)} "
           f"load1={os.getloadavg()[0]:.2f}")

@@ -143,6 +143,8 @@ def parse_trace(path):
     open_sync = {}
     open_commit = {}
     issued = {}     # (rwbs-kind, sector) -> [(ts, comm)]
+    inserted = {}   # the same, at insertion into the I/O scheduler
+    queued = []     # (insert_s, issue_s, comm that inserted, rwbs): time in the I/O scheduler
     sched = sched_timeline()
     stack_tid, stack = None, []
 
@@ -154,10 +156,12 @@ def parse_trace(path):
         if line.startswith(" => "):
             stack.append(line[4:].split("+")[0].strip())
             continue
+        # A stack ends at the next event line: it belongs to the switch just before it.
+        end_stack()
+        stack_tid, stack = None, []
         if "<stack trace>" in line:
-            end_stack()
             sm = re.match(r"^\s*(?P<comm>.+?)-(?P<tid>\d+)\s", line)
-            stack_tid, stack = (int(sm["tid"]) if sm else None), []
+            stack_tid = int(sm["tid"]) if sm else None
             continue
         m = LINE.match(line)
         if not m:
@@ -187,7 +191,7 @@ def parse_trace(path):
             t = re.search(r"transaction (\d+)", rest)
             if t and t[1] in open_commit:
                 commits.append((open_commit.pop(t[1]), ts, int(t[1])))
-        elif ev in ("block_rq_issue", "block_rq_complete"):
+        elif ev in ("block_rq_insert", "block_rq_issue", "block_rq_complete"):
             # issue:    "254,0 WS 4096 () 415569192 + 8 be,0,4 [comm]"
             # complete: "254,0 WS () 415569192 + 8 be,0,4 [err]"; a cache flush is "FF", sector 0
             # at issue and -1 at completion, so flushes are matched in order.
@@ -201,8 +205,14 @@ def parse_trace(path):
                 key = ("FF",)
             else:
                 key = (rwbs, sector)
-            if ev == "block_rq_issue":
-                issued.setdefault(key, []).append((ts, rest.split("[")[-1].rstrip("]\n ")))
+            if ev == "block_rq_insert":
+                inserted.setdefault(key, []).append((ts, rest.split("[")[-1].rstrip("]\n ")))
+            elif ev == "block_rq_issue":
+                who = rest.split("[")[-1].rstrip("]\n ")
+                if inserted.get(key):
+                    t_ins, who = inserted[key].pop(0)
+                    queued.append((t_ins, ts, who, rwbs))
+                issued.setdefault(key, []).append((ts, who))
             elif issued.get(key):
                 t0, who = issued[key].pop(0)
                 if rwbs == "FF":
@@ -210,6 +220,7 @@ def parse_trace(path):
                 elif "W" in rwbs:
                     writes.append((t0, ts, nr, who, rwbs))
     end_stack()
+    sched.queued = queued
     return syncs, commits, flushes, writes, sched
 
 
@@ -291,6 +302,10 @@ def main():
     print(summary("jbd2 commits (start -> end)", [(b - a_) * 1e3 for a_, b, _ in commits if inwin(a_)]))
     print(summary("device cache flushes (issue -> complete)", [(b - a_) * 1e3 for a_, b in flushes if inwin(a_)]))
     print(summary("device writes (issue -> complete)", [(b - a_) * 1e3 for a_, b, _, _, _ in writes if inwin(a_)]))
+    print(summary("  of them the broker's syncs' (WAL data, inode)", [(b - a_) * 1e3 for a_, b, _, who, _ in writes if inwin(a_) and who.startswith("txmq")]))
+    print(summary("time in the I/O scheduler (insert -> issue), the broker's syncs' requests",
+                  [(b - a_) * 1e3 for a_, b, who, _ in getattr(sched, "queued", []) if inwin(a_) and who.startswith("txmq")]))
+    print(summary("time in the I/O scheduler, everyone else's", [(b - a_) * 1e3 for a_, b, who, _ in getattr(sched, "queued", []) if inwin(a_) and not who.startswith("txmq")]))
     wb = {}
     for t0, t1, n, who, _ in writes:
         if inwin(t0):
