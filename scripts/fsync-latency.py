@@ -11,10 +11,11 @@ overwrite: the same writes into a file written and synced beforehand (no size or
 Prints the count, rate and percentiles of the fdatasync calls; --slow-log writes
 "start_ns duration_ns" (CLOCK_MONOTONIC) of every call over 2 ms, to line them up with traces.
 
---background STEP[,strict]: meanwhile a second process writes 16 MiB files as fast as it can,
-starting their write-back every STEP KiB with sync_file_range and fdatasync-ing each file at its
-end, as a RocksDB memtable flush does with bytes_per_sync = STEP KiB; ",strict" first waits for
-the previous step's write-back (strict_bytes_per_sync).
+--background STEP[,strict][,MBPS]: meanwhile a second process writes 16 MiB files as fast as it
+can (or at MBPS MB/s, as RocksDB's rate_limiter would pace it), starting their write-back every
+STEP KiB with sync_file_range and fdatasync-ing each file at its end, as a RocksDB memtable flush
+does with bytes_per_sync = STEP KiB; "strict" first waits for the previous step's write-back
+(strict_bytes_per_sync).
 """
 import argparse
 import ctypes
@@ -25,18 +26,24 @@ import time
 SYNC_FILE_RANGE_WAIT_BEFORE, SYNC_FILE_RANGE_WRITE = 1, 2
 
 
-def flush_like_writer(directory, step_kib, strict):
+def flush_like_writer(directory, step_kib, strict, mbps):
     """Child process: 16 MiB files written in 64 KiB writes, write-back started every step."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     chunk = b"y" * (64 << 10)
     step = step_kib << 10
     path = os.path.join(directory, f"fsync-latency-bg.{os.getpid()}")
+    t0, total = time.monotonic(), 0
     while True:
         fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
         written = synced = 0
         while written < (16 << 20):
             written += os.write(fd, chunk)
+            total += len(chunk)
+            if mbps:
+                ahead = total / (mbps * 1e6) - (time.monotonic() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
             if written - synced >= step:
                 if strict and synced >= step:
                     libc.sync_file_range(fd, 0, synced - step, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE)
@@ -58,11 +65,12 @@ def main():
     a = ap.parse_args()
     child = 0
     if a.background:
-        step, _, strict = a.background.partition(",")
+        parts = a.background.split(",")
+        rate = [float(p) for p in parts[1:] if p != "strict"]
         child = os.fork()
         if child == 0:
             try:
-                flush_like_writer(a.dir, int(step), strict == "strict")
+                flush_like_writer(a.dir, int(parts[0]), "strict" in parts[1:], rate[0] if rate else 0)
             finally:
                 os._exit(0)
     path = os.path.join(a.dir, f"fsync-latency.{os.getpid()}")

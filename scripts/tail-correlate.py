@@ -312,6 +312,20 @@ def main():
             wb[who] = wb.get(who, 0) + n * 512
     print("bytes written to the device by issuer: " + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(wb.items(), key=lambda x: -x[1])[:8]))
     print(f"RocksDB events in the window: {sum(1 for t, _ in rdb if inwin(t))}")
+    # The broker's WAL fdatasyncs while a RocksDB flush or compaction ran (from its start to its
+    # end event in the LOG, 5 ms either side) against the others.
+    busy, start = [], None
+    for t, text in rdb:
+        if text.startswith(("flush_started", "compaction_started")):
+            start = t
+        elif text.startswith(("flush_finished", "compaction_finished")) and start is not None:
+            busy.append((start - 0.005, t + 0.005))
+            start = None
+    ours = [(t0, t1) for t0, t1, comm, kind, _ in syncs if comm.startswith("txmq") and kind == "fdatasync" and inwin(t0)]
+    during = [(t1 - t0) * 1e3 for t0, t1 in ours if any(a_ <= t0 <= b for a_, b in busy)]
+    print(f"RocksDB flushes/compactions: {len(busy)}, lasting " + ", ".join(f"{(b - a_) * 1e3 - 10:.0f}" for a_, b in busy) + " ms")
+    print(summary("  broker fdatasyncs while one ran", during))
+    print(summary("  broker fdatasyncs otherwise", [(t1 - t0) * 1e3 for t0, t1 in ours if not any(a_ <= t0 <= b for a_, b in busy)]))
 
     # Where the broker's slow syncs spent their time: running, waiting for a CPU, blocked.
     for limit in (2, 5):
