@@ -75,6 +75,40 @@ TEST(bench_smoke_test, broker_workloads_print_json_and_report_tables) {
   EXPECT_NE(report.out.find("Against the goals"), std::string::npos) << report.out;
 }
 
+// rate and e2e with --latency-log: one "send_ns latency_ns" line per measured message, send
+// times in the bench's steady clock (the clock of a kernel trace taken meanwhile, issue #15
+// "Ninth round"), lying inside the measured window and matching the printed percentiles.
+TEST(bench_smoke_test, latency_log_has_one_line_per_measured_message) {
+  broker_process b;
+  b.start();
+  for (const std::string workload : {"rate", "e2e"}) {
+    const auto log = b.dir() / ("latency-" + workload + ".txt");
+    const auto r = run(binary_path("txmq-bench") + " " + workload + " --broker " + b.address() +
+                       " --json --runs 1 --seconds 0.5 --warmup 0.1 --rate 1000 --latency-log " + log.string());
+    ASSERT_EQ(r.status, 0) << workload << ": " << r.out;
+    boost::system::error_code ec;
+    const auto v = json::parse(r.out, ec);
+    ASSERT_FALSE(ec) << workload << " printed no JSON: " << r.out;
+    const auto messages = v.as_object().at("messages_per_s").to_number<double>() * 0.5;
+    std::ifstream in(log);
+    ASSERT_TRUE(in) << workload << ": no latency log at " << log;
+    std::int64_t send = 0, latency = 0, first = -1, last = -1, max_latency = 0;
+    std::size_t n = 0;
+    while (in >> send >> latency) {
+      ++n;
+      EXPECT_GT(latency, 0) << workload;
+      if (first < 0 || send < first) first = send;
+      last = std::max(last, send);
+      max_latency = std::max(max_latency, latency);
+    }
+    EXPECT_NEAR(static_cast<double>(n), messages, 1.0) << workload << ": lines against messages measured";
+    // Sends at 1,000/s over the 0.5 s measured: the log spans about that window, no more.
+    EXPECT_LE(last - first, 510'000'000) << workload;
+    EXPECT_GE(last - first, 400'000'000) << workload;
+    EXPECT_GE(static_cast<double>(max_latency) / 1e6, v.as_object().at("p99_ms").to_number<double>() - 1e-6) << workload;
+  }
+}
+
 // A run whose produces were refused (a disk below its free-space floor, in the 2026-11-27 quiet
 // run) reports a rate that counts the refusals: the report must leave it out of the median and
 // say so, or it reads as the fastest run.

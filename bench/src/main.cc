@@ -82,7 +82,9 @@ int broker_command(const std::string& workload, int argc, char** argv) {
      "txmq cluster: replicas of each run's topic (0: the broker's default, min(3, live nodes))")
     ("broker-pid", po::value(&pids),
      "PID[,PID...]: report these processes' (and their children's) memory and CPU time, summed (every broker of a cluster)")
-    ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
+    ("json", po::bool_switch(&o.json), "one JSON line instead of a table")
+    ("latency-log", po::value(&o.latency_log),
+     "rate, e2e: write each measured message's send time (steady clock ns) and latency (ns) to this file");
   txmq::client::add_tls_flags(desc);
   txmq::bench::add_token_options(desc);
   po::variables_map vm;

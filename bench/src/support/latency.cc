@@ -1,6 +1,7 @@
 #include "support/latency.h"
 
 #include <algorithm>
+#include <fstream>
 #include <stdexcept>
 
 #include "txmq/common/units.h"
@@ -9,6 +10,15 @@ namespace txmq::bench {
 
 void latency_recorder::merge(const latency_recorder& other) {
   samples_ns_.insert(samples_ns_.end(), other.samples_ns_.begin(), other.samples_ns_.end());
+  times_ns_.insert(times_ns_.end(), other.times_ns_.begin(), other.times_ns_.end());
+}
+
+bool latency_recorder::write_log(const std::string& path) const {
+  std::ofstream out(path);
+  for (std::size_t i = 0; i < times_ns_.size() && i < samples_ns_.size(); ++i) {
+    out << times_ns_[i] << ' ' << samples_ns_[i] << '\n';
+  }
+  return static_cast<bool>(out.flush());
 }
 
 percentiles latency_recorder::compute() {

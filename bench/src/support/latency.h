@@ -17,6 +17,15 @@ class latency_recorder {
  public:
   void reserve(std::size_t n) { samples_ns_.reserve(n); }
   void add(std::chrono::nanoseconds d) { samples_ns_.push_back(d.count()); }
+  // With the time it belongs to (kept only once keep_times() was called: for a latency log).
+  void add(std::chrono::nanoseconds d, std::int64_t at_ns) {
+    samples_ns_.push_back(d.count());
+    if (keep_times_) times_ns_.push_back(at_ns);
+  }
+  void keep_times() { keep_times_ = true; }
+  // "at_ns latency_ns" per sample, in the order added; call before compute(), which sorts.
+  // Returns false when the file cannot be written.
+  [[nodiscard]] bool write_log(const std::string& path) const;
   void merge(const latency_recorder& other);
   [[nodiscard]] std::size_t count() const { return samples_ns_.size(); }
   // Sorts the samples; call once recording is over.
@@ -24,6 +33,8 @@ class latency_recorder {
 
  private:
   std::vector<std::int64_t> samples_ns_;
+  std::vector<std::int64_t> times_ns_;
+  bool keep_times_ = false;
 };
 
 // Median of a set of figures (several runs of one workload).

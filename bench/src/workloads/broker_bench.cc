@@ -166,6 +166,10 @@ figures publish_count(publisher& pub, const broker_bench_options& o, std::size_t
 figures publish_rate(system_under_test& sys, publisher& pub, const broker_bench_options& o, bool consume, usage_meter& meter) {
   figures f;
   latency_recorder publish_lat, deliver_lat;
+  if (!o.latency_log.empty()) {
+    publish_lat.keep_times();
+    deliver_lat.keep_times();
+  }
   const auto interval = std::chrono::duration<double>(1.0 / o.rate);
   const auto start = clock_type::now();
   const auto measure_from = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.warmup));
@@ -185,7 +189,7 @@ figures publish_rate(system_under_test& sys, publisher& pub, const broker_bench_
           delivered += c->poll(10ms, [&](std::string_view body) {
             const auto sent = body_time(body);
             if (measured(sent)) {
-              deliver_lat.add(clock_type::now() - sent);
+              deliver_lat.add(clock_type::now() - sent, to_ns(sent));
               ++delivered_measured;
             }
           });
@@ -213,7 +217,7 @@ figures publish_rate(system_under_test& sys, publisher& pub, const broker_bench_
         if (!ok) ++f.errors;
         if (measured(scheduled)) {
           ++f.messages;
-          publish_lat.add(clock_type::now() - scheduled);
+          publish_lat.add(clock_type::now() - scheduled, to_ns(scheduled));
         }
       });
     }
@@ -230,10 +234,12 @@ figures publish_rate(system_under_test& sys, publisher& pub, const broker_bench_
     if (!consumer_error.empty()) throw std::runtime_error(consumer_error);
     if (delivered < sent) f.errors += sent - delivered;
     f.messages = delivered_measured;
-    f.latency = deliver_lat.compute();
-  } else {
-    f.latency = publish_lat.compute();
   }
+  auto& lat = consume ? deliver_lat : publish_lat;
+  if (!o.latency_log.empty() && !lat.write_log(o.latency_log)) {
+    throw std::runtime_error("cannot write the latency log " + o.latency_log);
+  }
+  f.latency = lat.compute();
   f.messages_per_s = static_cast<double>(f.messages) / o.seconds;
   return f;
 }

@@ -36,6 +36,11 @@ struct broker_bench_options {
   // reported: one broker, or every broker of a cluster (`--broker-pid 1,2,3`).
   std::vector<int> broker_pids;
   bool json = false;
+  // rate, e2e: when set, every measured message's scheduled send time (steady clock, ns:
+  // CLOCK_MONOTONIC on Linux, the clock of ftrace's "mono" and of perf) and its latency (ns) are
+  // written to this file, one "send_ns latency_ns" line each, so slow messages can be lined up
+  // in time with kernel and RocksDB events (issue #15, docs/BENCHMARKS.md "Ninth round").
+  std::string latency_log;
 };
 
 // Runs the workload `runs` times, each on a new topic/queue/stream/table, and prints the
