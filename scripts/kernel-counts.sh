@@ -19,7 +19,8 @@ pid=""; bpid=""
 cleanup() {
   [[ -n $bpid ]] && kill "$bpid" 2>/dev/null && wait "$bpid" 2>/dev/null
   [[ -n $pid ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  rm -rf "$dir/data"
+  # With OUT the raw files are there: nothing of the temporary directory is kept.
+  if [[ -n ${OUT:-} ]]; then rm -rf "$dir"; else rm -rf "$dir/data"; fi
 }
 trap cleanup EXIT
 port=$((20000 + RANDOM % 20000)); http=$((port + 1))
