@@ -11,7 +11,9 @@
 # directory copied as each run's starting store instead of an empty one, e.g. one that ran
 # 500,000 transactions: a store that has run a while; it must open with both brokers),
 # BENCH_ARGS_A / BENCH_ARGS_B (extra txmq-bench arguments for that side's runs, e.g. the same
-# broker on both sides with BENCH_ARGS_A="--txid v4" BENCH_ARGS_B="--txid v7": a client-side A/B).
+# broker on both sides with BENCH_ARGS_A="--txid v4" BENCH_ARGS_B="--txid v7": a client-side A/B),
+# BENCH_A / BENCH_B (that side's txmq-bench binary, default BENCH: an A/B of two clients, e.g. the
+# same broker on both sides and two builds of txmq-bench).
 # relay (txmq-bench relay, one run per side: backlog rows/s beside the direct rate, latency at
 # 2,000 rows/s): PG (libpq conninfo of a database the bench may fill, required), RELAY_A and
 # RELAY_B (the txmq-relay binaries of each side; default: beside BENCH), ROWS (backlog, 200000).
@@ -19,7 +21,7 @@ set -euo pipefail
 a=$1; b=$2; rounds=${3:-3}; secs=${4:-5}; shift 4 || shift $#
 workloads=("$@")
 [[ ${#workloads[@]} -gt 0 ]] || workloads=(publish100 publish1 tx consume)
-bench=${BENCH:-build/bin/txmq-bench}
+bench_default=${BENCH:-build/bin/txmq-bench}
 backlog=${BACKLOG:-200000}
 warmup=${WARMUP:-1}
 dir=$(mktemp -d /var/tmp/txmq-ab.XXXXXX)
@@ -36,6 +38,7 @@ one() {  # one LABEL BINARY WORKLOAD
   local cpu0; cpu0=$(awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' /proc/$pid/stat)
   local c=(--broker 127.0.0.1:$port --broker-pid $pid --runs 1 --json --message-bytes 256)
   local extra; [[ $1 == A ]] && extra=${BENCH_ARGS_A:-} || extra=${BENCH_ARGS_B:-}
+  local bench; [[ $1 == A ]] && bench=${BENCH_A:-$bench_default} || bench=${BENCH_B:-$bench_default}
   # shellcheck disable=SC2206  # word splitting wanted: several arguments
   c+=($extra)
   local out

@@ -293,6 +293,11 @@ struct written_group {
   std::uint64_t bytes = 0;
 };
 
+class rocksdb_store;
+// True while the calling thread holds a txmq::storage::batched_wakeups: the store is noted for a
+// wake-up at its end, and submit() does not wake the writer now (batched_wakeups.cc).
+bool hold_writer_wakeup(rocksdb_store* store);
+
 class rocksdb_store final : public store {
  public:
   rocksdb_store(store_options options, std::unique_ptr<rocksdb::Env> env, std::shared_ptr<rocksdb::Cache> cache,
@@ -375,6 +380,8 @@ class rocksdb_store final : public store {
   store_stats stats() const override;
   store_health health() const override;
   void close() override;
+  // Wakes the writer thread for requests queued without a wake-up (txmq/storage/batched_wakeups.h).
+  void wake_writer() { queue_cv_.notify_one(); }
 
  private:
   // The readers' view of transaction records (durable_tx_snapshot()); set at open and by the
@@ -604,7 +611,7 @@ void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&
     return;
   }
   queue_.push_back(std::move(op));
-  queue_cv_.notify_one();
+  if (!hold_writer_wakeup(this)) queue_cv_.notify_one();
 }
 
 template <class Fn>

@@ -46,6 +46,7 @@ class wire_connection : public std::enable_shared_from_this<wire_connection> {
   std::string out_;       // frames waiting to be written
   std::string writing_;   // frames being written
   bool write_active_ = false;
+  bool dispatching_ = false;  // the read loop is handing out answers: requests wait for its flush
 };
 
 }  // namespace txmq::bench

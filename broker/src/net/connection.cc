@@ -10,6 +10,7 @@
 #include "txmq/common/log_limiter.h"
 #include "txmq/common/units.h"
 #include "txmq/protocol/frame_codec.h"
+#include "txmq/storage/batched_wakeups.h"
 
 namespace txmq::broker {
 
@@ -149,6 +150,10 @@ awaitable<void> connection::reader() {
   std::size_t end = 0;
   bool frame_started = false;  // bytes of an unfinished frame are in the buffer
   bool filled = false;         // the last read filled all the room it had
+  // The frames of one read wake the store's writer once, when the next read (or a wait for
+  // request memory) starts: one commit group and one wake-up for a read of many pipelined
+  // requests (storage/batched_wakeups.h). Never held across a co_await.
+  std::optional<storage::batched_wakeups> pass;
   while (!closing_) {
     const std::size_t have = end - begin;
     // The next frame's length, once its header is in.
@@ -188,6 +193,7 @@ awaitable<void> connection::reader() {
         // peer waits); waiting so is no idleness of the peer.
         if (limits_.memory && limits_.memory->over() && hello_done_) {
           set_deadline(deadline_kind::none, std::chrono::milliseconds(0));
+          pass.reset();
           while (limits_.memory->over() && !closing_) co_await limits_.memory->wait();
           if (closing_) break;
         }
@@ -207,6 +213,7 @@ awaitable<void> connection::reader() {
         in.resize(std::max(in.size(), std::min(cap, 2 * in.size())));
       }
       const std::size_t room = in.size() - end;
+      pass.reset();
       auto [ec, n] = co_await stream_.visit(
           [&](auto& s) { return s.async_read_some(asio::buffer(in.data() + end, room), as_tuple_awaitable); });
       if (ec) break;  // peer closed or reset: nothing to say
@@ -225,6 +232,7 @@ awaitable<void> connection::reader() {
     // the frames the socket holds.
     if (limits_.memory && limits_.memory->over() && hello_done_) {
       set_deadline(deadline_kind::none, std::chrono::milliseconds(0));
+      pass.reset();
       while (limits_.memory->over() && !closing_) co_await limits_.memory->wait();
       if (closing_) break;
     }
@@ -244,10 +252,12 @@ awaitable<void> connection::reader() {
       break;
     }
     const bool was_hello = !hello_done_;
+    if (!pass) pass.emplace();
     if (!handle_frame(self, frame.value(), *frame_bytes)) break;
     // Frames sent right behind the Hello are under frame_read_timeout, no longer hello_timeout.
     if (was_hello && hello_done_ && begin != end) set_deadline(deadline_kind::frame, limits_.frame_read_timeout);
   }
+  pass.reset();
   closing_ = true;
   wake_writer_.cancel();
 }
