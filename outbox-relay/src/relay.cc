@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -41,6 +42,25 @@ std::string default_relay_id() {
 constexpr const char* k_locks_of_class =
     "FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::bigint::oid "
     "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+
+// A round's read: the oldest `batch` rows past a seq of each of several shards, through the
+// (shard, seq) index, one index range per shard. Binary result format for the payload's sake
+// (raw bytes: no hex encoding in the backend, no decoding in the relay); every other column is
+// cast to text, whose binary form is its text. No ORDER BY over the whole result: sorting it
+// copied every row, payload and all, into a tuplesort (a fifth of the backend's time in a
+// backlog, issue #15, ninth round); each shard's rows come in seq order from its index range,
+// and read_round() orders the rows by (shard, seq) itself, so the plan's row order never
+// decides per-key order.
+constexpr const char* k_read_statement = "txmq_relay_read";
+constexpr const char* k_read_sql =
+    "SELECT r.id::text, r.topic::text, r.key::text, r.headers::text, r.payload, "
+    "(extract(epoch FROM r.created_at) * 1000)::bigint::text, r.seq::text, s.shard::text "
+    "FROM unnest($1::int[], $2::bigint[]) AS s(shard, after) CROSS JOIN LATERAL (SELECT * FROM "
+    "txmq_outbox o WHERE o.shard = s.shard AND o.seq > s.after ORDER BY o.seq LIMIT $3) r";
+// A row id as text: decode_row() accepts only the canonical 36 characters (uuid::parse).
+constexpr std::size_t k_id_text_size = 36;
+constexpr const char* k_delete_statement = "txmq_relay_delete";
+constexpr const char* k_delete_sql = "DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])";
 
 struct batch_outcome {
   std::set<int> drained;                   // shards that had fewer than `batch` rows left
@@ -224,9 +244,9 @@ class relay::impl {
     return pg::exec(conn_.get(), sql, params);
   }
 
-  client::result<pg::result_ptr> db_exec_binary(std::string_view sql, std::span<const pg::param> params) {
+  client::result<pg::result_ptr> db_exec_prepared(const char* name, std::span<const pg::param> params, bool binary_result) {
     db_call call(*this);
-    return pg::exec_binary(conn_.get(), sql, params);
+    return pg::exec_prepared(conn_.get(), name, params, binary_result);
   }
 
   // A statement worked: if statements had been failing on a live connection, say once that
@@ -254,7 +274,16 @@ class relay::impl {
     if (auto r = pg::exec(pc, "SELECT set_config('application_name', $1, false)", {"txmq-relay:" + options_.relay_id}); !r) {
       return r.error();
     }
-    if (auto r = pg::exec(pc, "SET synchronous_commit = off; LISTEN txmq_outbox"); !r) return r.error();
+    // plan_cache_mode: the round's read and delete are prepared once per session (below) and
+    // run with one generic plan. Planned per run, the delete's `id = ANY($1)` made the planner
+    // estimate every one of a round's thousands of ids (scalararraysel → eqsel): 12 % of the
+    // backend's time in a backlog (issue #15, ninth round). Only named statements follow this.
+    if (auto r = pg::exec(pc, "SET synchronous_commit = off; SET plan_cache_mode = force_generic_plan; LISTEN txmq_outbox");
+        !r) {
+      return r.error();
+    }
+    if (auto r = pg::prepare(pc, k_read_statement, k_read_sql); !r) return r.error();
+    if (auto r = pg::prepare(pc, k_delete_statement, k_delete_sql); !r) return r.error();
     if (auto r = pg::exec(pc, "SELECT pg_advisory_lock_shared($1::int, 0)", {std::to_string(member_lock_class)}); !r) {
       return r.error();
     }
@@ -466,11 +495,13 @@ class relay::impl {
   // The outcomes of a round's messages, filled by the producers' completion callbacks (one
   // callback per row, not a std::future with its own shared state, mutex and condition
   // variable per row: the relay's allocation was a third of its profile, issue #15).
+  // Each callback writes only its own slot; the count says when all have (the mutex only
+  // carries the last one's wake-up).
   struct round_acks {
     std::mutex mutex;
     std::condition_variable all_done;
     std::vector<std::optional<client::result<producer::send_result>>> results;
-    std::size_t done = 0;
+    std::atomic<std::size_t> done{0};
   };
 
   // A round: the oldest `batch` rows of each of some shards, read with one query, published
@@ -482,7 +513,7 @@ class relay::impl {
     std::map<int, std::int64_t> last_seq;  // per shard, the highest seq read
     std::vector<producer::outgoing_message> messages;
     std::vector<int> shards;  // per message
-    std::vector<std::string> ids;
+    std::string ids;          // per message its id's 36 characters, one after the other (no string per row)
     std::vector<std::chrono::system_clock::time_point> created;
     std::shared_ptr<round_acks> acks;  // set by send_round
     std::size_t sent = 0;
@@ -505,23 +536,33 @@ class relay::impl {
     }
     shard_list += "}";
     after_list += "}";
-    // Binary result format for the payload's sake (raw bytes: no hex encoding in the backend,
-    // no decoding here; both were in the relay's profile, issue #15); every other column is
-    // cast to text, whose binary form is its text.
     const pg::param params[] = {shard_list, after_list, std::to_string(options_.batch)};
-    auto rows = db_exec_binary(
-                         "SELECT r.id::text, r.topic::text, r.key::text, r.headers::text, r.payload, "
-                         "(extract(epoch FROM r.created_at) * 1000)::bigint::text, r.seq::text, s.shard::text "
-                         "FROM unnest($1::int[], $2::bigint[]) AS s(shard, after) CROSS JOIN LATERAL (SELECT * FROM "
-                         "txmq_outbox o WHERE o.shard = s.shard AND o.seq > s.after ORDER BY o.seq LIMIT $3) r "
-                         "ORDER BY s.shard, r.seq",
-                         params);
+    auto rows = db_exec_prepared(k_read_statement, params, true);
     if (!rows) return rows.error();
     PGresult* res = rows.value().get();
     const int n = PQntuples(res);
-    out.messages.reserve(static_cast<std::size_t>(n));
+    // Shard by shard, each in seq order: the order the rows are published in (per-key order).
+    struct position {
+      int shard;
+      std::int64_t seq;
+      int row;
+    };
+    std::vector<position> order(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) {
-      const int shard = std::atoi(PQgetvalue(res, i, 7));
+      auto& p = order[static_cast<std::size_t>(i)];
+      p.row = i;
+      p.shard = std::atoi(PQgetvalue(res, i, 7));
+      const char* seq = PQgetvalue(res, i, 6);
+      p.seq = 0;
+      std::from_chars(seq, seq + PQgetlength(res, i, 6), p.seq);
+    }
+    std::sort(order.begin(), order.end(),
+              [](const position& a, const position& b) { return a.shard != b.shard ? a.shard < b.shard : a.seq < b.seq; });
+    out.messages.reserve(order.size());
+    out.shards.reserve(order.size());
+    out.created.reserve(order.size());
+    out.ids.reserve(order.size() * k_id_text_size);
+    for (const auto& [shard, seq, i] : order) {
       outbox_row_text text{PQgetvalue(res, i, 0),
                            PQgetvalue(res, i, 1),
                            PQgetisnull(res, i, 2) ? std::nullopt : std::optional<std::string_view>(PQgetvalue(res, i, 2)),
@@ -541,7 +582,7 @@ class relay::impl {
       }
       ++out.rows[shard];
       out.last_seq[shard] = row.value().seq;
-      out.ids.emplace_back(text.id);
+      out.ids.append(text.id);
       out.created.push_back(row.value().created_at);
       out.messages.push_back(std::move(row.value().message));
       out.shards.push_back(shard);
@@ -568,13 +609,19 @@ class relay::impl {
     r.acks->results.resize(r.messages.size());
     r.sent = r.messages.size();
     std::vector<bool> used(producers_.size(), false);
+    // A plain pointer, not a shared_ptr copy, in each callback: the capture then fits the
+    // std::function's own storage (no allocation per row). The round outlives its callbacks:
+    // every sent round is settled (settle_round waits for all of them) before it is dropped.
+    round_acks* acks = r.acks.get();
     for (std::size_t i = 0; i < r.messages.size(); ++i) {
       const std::size_t pi = static_cast<std::size_t>(r.shards[i]) % producers_.size();
       used[pi] = true;
-      producers_[pi]->async_send(std::move(r.messages[i]), [acks = r.acks, i](client::result<producer::send_result> a) {
-        std::lock_guard lock(acks->mutex);
+      producers_[pi]->async_send(std::move(r.messages[i]), [acks, i](client::result<producer::send_result> a) {
         acks->results[i] = std::move(a);
-        if (++acks->done == acks->results.size()) acks->all_done.notify_one();
+        if (acks->done.fetch_add(1) + 1 == acks->results.size()) {
+          std::lock_guard lock(acks->mutex);
+          acks->all_done.notify_one();
+        }
       });
     }
     // The whole round is queued: send it now rather than after the producer's linger (a round
@@ -593,15 +640,17 @@ class relay::impl {
     const auto now = std::chrono::system_clock::now();
     if (r.acks) {
       std::unique_lock lock(r.acks->mutex);
-      r.acks->all_done.wait(lock, [&] { return r.acks->done == r.acks->results.size(); });
+      r.acks->all_done.wait(lock, [&] { return r.acks->done.load() == r.acks->results.size(); });
     }
+    acked.reserve(2 + r.sent * (k_id_text_size + 1));
     for (std::size_t i = 0; i < r.sent; ++i) {
       auto& a = *r.acks->results[i];
       if (!a) {
         if (!failed) failed = a.error();
         continue;
       }
-      acked += (acked.size() > 1 ? "," : "") + r.ids[i];
+      if (acked.size() > 1) acked += ',';
+      acked.append(r.ids, i * k_id_text_size, k_id_text_size);
       row_age_->observe(now - r.created[i]);
     }
     acked += "}";
@@ -611,7 +660,8 @@ class relay::impl {
   // Only what the broker acked (fsynced) is deleted; the rest is read again next time.
   client::result<void> delete_acked(const std::string& acked) {
     if (acked.size() <= 2) return outcome::success();
-    auto del = db_exec("DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])", {acked});
+    const pg::param params[] = {acked};
+    auto del = db_exec_prepared(k_delete_statement, params, false);
     if (!del) return del.error();
     published_->inc(std::stoull(PQcmdTuples(del.value().get())));
     return outcome::success();

@@ -80,6 +80,23 @@ result<result_ptr> exec_binary(PGconn* conn, std::string_view sql, std::span<con
   return checked(conn, std::move(res));
 }
 
+result<void> prepare(PGconn* conn, const std::string& name, std::string_view sql) {
+  const std::string statement(sql);
+  result_ptr res(PQprepare(conn, name.c_str(), statement.c_str(), 0, nullptr));
+  auto checked_res = checked(conn, std::move(res));
+  if (!checked_res) return checked_res.error();
+  return outcome::success();
+}
+
+result<result_ptr> exec_prepared(PGconn* conn, const std::string& name, std::span<const param> params, bool binary_result) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  result_ptr res(PQexecPrepared(conn, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr,
+                                binary_result ? 1 : 0));
+  return checked(conn, std::move(res));
+}
+
 connection_pool::connection_pool(std::string conninfo, std::function<result<void>(PGconn*)> setup)
     : conninfo_(std::move(conninfo)), setup_(std::move(setup)) {}
 

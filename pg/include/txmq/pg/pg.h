@@ -57,6 +57,16 @@ using param = std::optional<std::string>;
 // to text in the statement where their text form is wanted.
 [[nodiscard]] result<result_ptr> exec_binary(PGconn* conn, std::string_view sql, std::span<const param> params);
 
+// Prepares `sql` as the named statement `name` of this session (PQprepare), for a statement run
+// many times: PostgreSQL parses it once, and plans it per run or reuses one generic plan as the
+// session's plan_cache_mode says. The name lives as long as the session (a new connection must
+// prepare again). Errors: as exec() (a name already used: SQLSTATE 42P05).
+[[nodiscard]] result<void> prepare(PGconn* conn, const std::string& name, std::string_view sql);
+// Runs a statement prepare()d on this session with text parameters; the result in text format,
+// or in binary format (as exec_binary) when binary_result. Errors: as exec().
+[[nodiscard]] result<result_ptr> exec_prepared(PGconn* conn, const std::string& name, std::span<const param> params,
+                                               bool binary_result);
+
 // The SQLSTATE in an error made by exec() ("23505"), or empty.
 [[nodiscard]] std::string sqlstate(const error& e);
 
