@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -44,23 +43,32 @@ constexpr const char* k_locks_of_class =
     "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
 
 // A round's read: the oldest `batch` rows past a seq of each of several shards, through the
-// (shard, seq) index, one index range per shard. Binary result format for the payload's sake
-// (raw bytes: no hex encoding in the backend, no decoding in the relay); every other column is
-// cast to text, whose binary form is its text. No ORDER BY over the whole result: sorting it
+// (shard, seq) index, one index range per shard. In binary result format: the payload as its
+// raw bytes (no hex encoding in the backend, no decoding in the relay), the id, created_at, seq
+// and shard in their binary forms (nothing to print as text there and to parse here; the
+// headers as text, whose binary form is its text). No ORDER BY over the whole result: sorting it
 // copied every row, payload and all, into a tuplesort (a fifth of the backend's time in a
 // backlog, issue #15, ninth round); each shard's rows come in seq order from its index range,
 // and read_round() orders the rows by (shard, seq) itself, so the plan's row order never
 // decides per-key order.
 constexpr const char* k_read_statement = "txmq_relay_read";
 constexpr const char* k_read_sql =
-    "SELECT r.id::text, r.topic::text, r.key::text, r.headers::text, r.payload, "
-    "(extract(epoch FROM r.created_at) * 1000)::bigint::text, r.seq::text, s.shard::text "
+    "SELECT r.id, r.topic::text, r.key::text, r.headers::text, r.payload, r.created_at, r.seq, s.shard "
     "FROM unnest($1::int[], $2::bigint[]) AS s(shard, after) CROSS JOIN LATERAL (SELECT * FROM "
     "txmq_outbox o WHERE o.shard = s.shard AND o.seq > s.after ORDER BY o.seq LIMIT $3) r";
-// A row id as text: decode_row() accepts only the canonical 36 characters (uuid::parse).
-constexpr std::size_t k_id_text_size = 36;
+// The acked ids go as a binary uuid[] (pg::uuid_array_binary): no text of thousands of ids to
+// build here and for array_in to parse there (8 % of the backend's time in a backlog).
 constexpr const char* k_delete_statement = "txmq_relay_delete";
 constexpr const char* k_delete_sql = "DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])";
+constexpr std::size_t k_id_bytes = 16;
+
+// PostgreSQL's binary int4 and int8: big-endian.
+std::int64_t big_endian(const char* p, int length) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < length; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
+  if (length == 4) return static_cast<std::int32_t>(static_cast<std::uint32_t>(v));
+  return static_cast<std::int64_t>(v);
+}
 
 struct batch_outcome {
   std::set<int> drained;                   // shards that had fewer than `batch` rows left
@@ -244,9 +252,10 @@ class relay::impl {
     return pg::exec(conn_.get(), sql, params);
   }
 
-  client::result<pg::result_ptr> db_exec_prepared(const char* name, std::span<const pg::param> params, bool binary_result) {
+  client::result<pg::result_ptr> db_exec_prepared(const char* name, std::span<const pg::param> params, bool binary_result,
+                                                   bool binary_params = false) {
     db_call call(*this);
-    return pg::exec_prepared(conn_.get(), name, params, binary_result);
+    return pg::exec_prepared(conn_.get(), name, params, binary_result, binary_params);
   }
 
   // A statement worked: if statements had been failing on a live connection, say once that
@@ -513,7 +522,7 @@ class relay::impl {
     std::map<int, std::int64_t> last_seq;  // per shard, the highest seq read
     std::vector<producer::outgoing_message> messages;
     std::vector<int> shards;  // per message
-    std::string ids;          // per message its id's 36 characters, one after the other (no string per row)
+    std::string ids;          // per message its id's 16 bytes, one after the other (no string per row)
     std::vector<std::chrono::system_clock::time_point> created;
     std::shared_ptr<round_acks> acks;  // set by send_round
     std::size_t sent = 0;
@@ -551,27 +560,27 @@ class relay::impl {
     for (int i = 0; i < n; ++i) {
       auto& p = order[static_cast<std::size_t>(i)];
       p.row = i;
-      p.shard = std::atoi(PQgetvalue(res, i, 7));
-      const char* seq = PQgetvalue(res, i, 6);
-      p.seq = 0;
-      std::from_chars(seq, seq + PQgetlength(res, i, 6), p.seq);
+      p.shard = static_cast<int>(big_endian(PQgetvalue(res, i, 7), PQgetlength(res, i, 7)));
+      p.seq = big_endian(PQgetvalue(res, i, 6), PQgetlength(res, i, 6));
     }
     std::sort(order.begin(), order.end(),
               [](const position& a, const position& b) { return a.shard != b.shard ? a.shard < b.shard : a.seq < b.seq; });
     out.messages.reserve(order.size());
     out.shards.reserve(order.size());
     out.created.reserve(order.size());
-    out.ids.reserve(order.size() * k_id_text_size);
+    out.ids.reserve(order.size() * k_id_bytes);
     for (const auto& [shard, seq, i] : order) {
-      outbox_row_text text{PQgetvalue(res, i, 0),
-                           PQgetvalue(res, i, 1),
-                           PQgetisnull(res, i, 2) ? std::nullopt : std::optional<std::string_view>(PQgetvalue(res, i, 2)),
-                           PQgetvalue(res, i, 3),
-                           std::string_view(PQgetvalue(res, i, 4), static_cast<std::size_t>(PQgetlength(res, i, 4))),
-                           std::string_view(PQgetvalue(res, i, 5), static_cast<std::size_t>(PQgetlength(res, i, 5))),
-                           std::string_view(PQgetvalue(res, i, 6), static_cast<std::size_t>(PQgetlength(res, i, 6))),
-                           true};
-      auto row = decode_row(text);
+      auto column = [&](int c) {
+        return std::string_view(PQgetvalue(res, i, c), static_cast<std::size_t>(PQgetlength(res, i, c)));
+      };
+      const outbox_row_binary binary{column(0),
+                                     column(1),
+                                     PQgetisnull(res, i, 2) ? std::nullopt : std::optional<std::string_view>(column(2)),
+                                     column(3),
+                                     column(4),
+                                     column(5),
+                                     column(6)};
+      auto row = decode_row(binary);
       if (!row) {
         // A row the relay cannot read (a plain INSERT with headers that are not an object)
         // stops its shard rather than being skipped: skipping would lose it, and a later row of
@@ -582,7 +591,7 @@ class relay::impl {
       }
       ++out.rows[shard];
       out.last_seq[shard] = row.value().seq;
-      out.ids.append(text.id);
+      out.ids.append(binary.id);
       out.created.push_back(row.value().created_at);
       out.messages.push_back(std::move(row.value().message));
       out.shards.push_back(shard);
@@ -632,36 +641,39 @@ class relay::impl {
     r.messages.clear();
   }
 
+  struct settled {
+    std::string acked;  // the acked ids, 16 bytes each
+    std::optional<client::error> failed;
+  };
+
   // Waits for every ack (each callback runs: the producer gives up on a message after its
-  // delivery timeout). Returns the acked ids as a uuid[] literal, and the first failure.
-  std::pair<std::string, std::optional<client::error>> settle_round(round& r) {
-    std::string acked = "{";
+  // delivery timeout). Returns the acked ids and the first failure.
+  settled settle_round(round& r) {
+    std::string acked;
     std::optional<client::error> failed = r.bad_row;
     const auto now = std::chrono::system_clock::now();
     if (r.acks) {
       std::unique_lock lock(r.acks->mutex);
       r.acks->all_done.wait(lock, [&] { return r.acks->done.load() == r.acks->results.size(); });
     }
-    acked.reserve(2 + r.sent * (k_id_text_size + 1));
+    acked.reserve(r.sent * k_id_bytes);
     for (std::size_t i = 0; i < r.sent; ++i) {
       auto& a = *r.acks->results[i];
       if (!a) {
         if (!failed) failed = a.error();
         continue;
       }
-      if (acked.size() > 1) acked += ',';
-      acked.append(r.ids, i * k_id_text_size, k_id_text_size);
+      acked.append(r.ids, i * k_id_bytes, k_id_bytes);
       row_age_->observe(now - r.created[i]);
     }
-    acked += "}";
-    return {acked, failed};
+    return {std::move(acked), failed};
   }
 
   // Only what the broker acked (fsynced) is deleted; the rest is read again next time.
   client::result<void> delete_acked(const std::string& acked) {
-    if (acked.size() <= 2) return outcome::success();
-    const pg::param params[] = {acked};
-    auto del = db_exec_prepared(k_delete_statement, params, false);
+    if (acked.empty()) return outcome::success();
+    const pg::param params[] = {pg::uuid_array_binary(acked)};
+    auto del = db_exec_prepared(k_delete_statement, params, false, true);
     if (!del) return del.error();
     published_->inc(std::stoull(PQcmdTuples(del.value().get())));
     return outcome::success();
@@ -729,7 +741,7 @@ class relay::impl {
         out.db_error = d.error();
         return out;
       }
-      out.published = out.published || acked.size() > 2;
+      out.published = out.published || !acked.empty();
       for (const auto& [shard, n] : cur.rows) {
         if (n < options_.batch) {
           out.drained.insert(shard);

@@ -62,10 +62,18 @@ using param = std::optional<std::string>;
 // session's plan_cache_mode says. The name lives as long as the session (a new connection must
 // prepare again). Errors: as exec() (a name already used: SQLSTATE 42P05).
 [[nodiscard]] result<void> prepare(PGconn* conn, const std::string& name, std::string_view sql);
-// Runs a statement prepare()d on this session with text parameters; the result in text format,
-// or in binary format (as exec_binary) when binary_result. Errors: as exec().
+// Runs a statement prepare()d on this session; the result in text format, or in binary format
+// (as exec_binary) when binary_result. The parameters are text, or with binary_params every one
+// in PostgreSQL's binary form of its type (its bytes as they are, NULs included: e.g.
+// uuid_array_binary()). Errors: as exec().
 [[nodiscard]] result<result_ptr> exec_prepared(PGconn* conn, const std::string& name, std::span<const param> params,
-                                               bool binary_result);
+                                               bool binary_result, bool binary_params = false);
+
+// The binary form of a one-dimensional uuid[] (a parameter for exec_prepared with binary_params)
+// from ids given as their 16 bytes each, one after the other: no text to print here and none for
+// the server to parse (array_in and uuid_in over thousands of ids). `raw`'s size must be a
+// multiple of 16.
+[[nodiscard]] std::string uuid_array_binary(std::string_view raw);
 
 // The SQLSTATE in an error made by exec() ("23505"), or empty.
 [[nodiscard]] std::string sqlstate(const error& e);
