@@ -1,8 +1,9 @@
 // txmq-relay's engine (relay.h), kept as one piece: one thread's loop over one PostgreSQL session
 // (shard locks, reads, deletes, heartbeats, stale relays) and the producers it publishes
 // through; every member reads or changes that session's state, so splitting it would pass the
-// whole state between files. Row decoding (outbox_row.cc) and the shard plan (shard_plan.cc)
-// live apart because they need none of it.
+// whole state between files. Row decoding (outbox_row.cc), the shard plan (shard_plan.cc) and
+// the round's statements with the order of a read's rows (round_statements.cc) live apart
+// because they need none of it.
 
 #include "txmq/relay/relay.h"
 
@@ -24,6 +25,7 @@
 #include "txmq/producer/producer.h"
 #include "txmq/relay/outbox_row.h"
 #include "txmq/relay/shard_plan.h"
+#include "round_statements.h"
 
 namespace txmq::relay {
 namespace {
@@ -41,34 +43,6 @@ std::string default_relay_id() {
 constexpr const char* k_locks_of_class =
     "FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::bigint::oid "
     "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
-
-// A round's read: the oldest `batch` rows past a seq of each of several shards, through the
-// (shard, seq) index, one index range per shard. In binary result format: the payload as its
-// raw bytes (no hex encoding in the backend, no decoding in the relay), the id, created_at, seq
-// and shard in their binary forms (nothing to print as text there and to parse here; the
-// headers as text, whose binary form is its text). No ORDER BY over the whole result: sorting it
-// copied every row, payload and all, into a tuplesort (a fifth of the backend's time in a
-// backlog, issue #15, ninth round); each shard's rows come in seq order from its index range,
-// and read_round() orders the rows by (shard, seq) itself, so the plan's row order never
-// decides per-key order.
-constexpr const char* k_read_statement = "txmq_relay_read";
-constexpr const char* k_read_sql =
-    "SELECT r.id, r.topic::text, r.key::text, r.headers::text, r.payload, r.created_at, r.seq, s.shard "
-    "FROM unnest($1::int[], $2::bigint[]) AS s(shard, after) CROSS JOIN LATERAL (SELECT * FROM "
-    "txmq_outbox o WHERE o.shard = s.shard AND o.seq > s.after ORDER BY o.seq LIMIT $3) r";
-// The acked ids go as a binary uuid[] (pg::uuid_array_binary): no text of thousands of ids to
-// build here and for array_in to parse there (8 % of the backend's time in a backlog).
-constexpr const char* k_delete_statement = "txmq_relay_delete";
-constexpr const char* k_delete_sql = "DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])";
-constexpr std::size_t k_id_bytes = 16;
-
-// PostgreSQL's binary int4 and int8: big-endian.
-std::int64_t big_endian(const char* p, int length) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < length; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
-  if (length == 4) return static_cast<std::int32_t>(static_cast<std::uint32_t>(v));
-  return static_cast<std::int64_t>(v);
-}
 
 struct batch_outcome {
   std::set<int> drained;                   // shards that had fewer than `batch` rows left
@@ -283,16 +257,8 @@ class relay::impl {
     if (auto r = pg::exec(pc, "SELECT set_config('application_name', $1, false)", {"txmq-relay:" + options_.relay_id}); !r) {
       return r.error();
     }
-    // plan_cache_mode: the round's read and delete are prepared once per session (below) and
-    // run with one generic plan. Planned per run, the delete's `id = ANY($1)` made the planner
-    // estimate every one of a round's thousands of ids (scalararraysel → eqsel): 12 % of the
-    // backend's time in a backlog (issue #15, ninth round). Only named statements follow this.
-    if (auto r = pg::exec(pc, "SET synchronous_commit = off; SET plan_cache_mode = force_generic_plan; LISTEN txmq_outbox");
-        !r) {
-      return r.error();
-    }
-    if (auto r = pg::prepare(pc, k_read_statement, k_read_sql); !r) return r.error();
-    if (auto r = pg::prepare(pc, k_delete_statement, k_delete_sql); !r) return r.error();
+    if (auto r = pg::exec(pc, "SET synchronous_commit = off; LISTEN txmq_outbox"); !r) return r.error();
+    if (auto r = detail::prepare_round_statements(pc); !r) return r.error();
     if (auto r = pg::exec(pc, "SELECT pg_advisory_lock_shared($1::int, 0)", {std::to_string(member_lock_class)}); !r) {
       return r.error();
     }
@@ -546,40 +512,16 @@ class relay::impl {
     shard_list += "}";
     after_list += "}";
     const pg::param params[] = {shard_list, after_list, std::to_string(options_.batch)};
-    auto rows = db_exec_prepared(k_read_statement, params, true);
+    auto rows = db_exec_prepared(detail::k_read_statement, params, true);
     if (!rows) return rows.error();
     PGresult* res = rows.value().get();
-    const int n = PQntuples(res);
-    // Shard by shard, each in seq order: the order the rows are published in (per-key order).
-    struct position {
-      int shard;
-      std::int64_t seq;
-      int row;
-    };
-    std::vector<position> order(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) {
-      auto& p = order[static_cast<std::size_t>(i)];
-      p.row = i;
-      p.shard = static_cast<int>(big_endian(PQgetvalue(res, i, 7), PQgetlength(res, i, 7)));
-      p.seq = big_endian(PQgetvalue(res, i, 6), PQgetlength(res, i, 6));
-    }
-    std::sort(order.begin(), order.end(),
-              [](const position& a, const position& b) { return a.shard != b.shard ? a.shard < b.shard : a.seq < b.seq; });
+    const auto order = detail::publish_order(res);
     out.messages.reserve(order.size());
     out.shards.reserve(order.size());
     out.created.reserve(order.size());
-    out.ids.reserve(order.size() * k_id_bytes);
+    out.ids.reserve(order.size() * detail::k_id_bytes);
     for (const auto& [shard, seq, i] : order) {
-      auto column = [&](int c) {
-        return std::string_view(PQgetvalue(res, i, c), static_cast<std::size_t>(PQgetlength(res, i, c)));
-      };
-      const outbox_row_binary binary{column(0),
-                                     column(1),
-                                     PQgetisnull(res, i, 2) ? std::nullopt : std::optional<std::string_view>(column(2)),
-                                     column(3),
-                                     column(4),
-                                     column(5),
-                                     column(6)};
+      const outbox_row_binary binary = detail::binary_row(res, i);
       auto row = decode_row(binary);
       if (!row) {
         // A row the relay cannot read (a plain INSERT with headers that are not an object)
@@ -656,14 +598,14 @@ class relay::impl {
       std::unique_lock lock(r.acks->mutex);
       r.acks->all_done.wait(lock, [&] { return r.acks->done.load() == r.acks->results.size(); });
     }
-    acked.reserve(r.sent * k_id_bytes);
+    acked.reserve(r.sent * detail::k_id_bytes);
     for (std::size_t i = 0; i < r.sent; ++i) {
       auto& a = *r.acks->results[i];
       if (!a) {
         if (!failed) failed = a.error();
         continue;
       }
-      acked.append(r.ids, i * k_id_bytes, k_id_bytes);
+      acked.append(r.ids, i * detail::k_id_bytes, detail::k_id_bytes);
       row_age_->observe(now - r.created[i]);
     }
     return {std::move(acked), failed};
@@ -673,7 +615,7 @@ class relay::impl {
   client::result<void> delete_acked(const std::string& acked) {
     if (acked.empty()) return outcome::success();
     const pg::param params[] = {pg::uuid_array_binary(acked)};
-    auto del = db_exec_prepared(k_delete_statement, params, false, true);
+    auto del = db_exec_prepared(detail::k_delete_statement, params, false, true);
     if (!del) return del.error();
     published_->inc(std::stoull(PQcmdTuples(del.value().get())));
     return outcome::success();
