@@ -257,8 +257,9 @@ class relay::impl {
     if (auto r = pg::exec(pc, "SELECT set_config('application_name', $1, false)", {"txmq-relay:" + options_.relay_id}); !r) {
       return r.error();
     }
-    if (auto r = pg::exec(pc, "SET synchronous_commit = off; LISTEN txmq_outbox"); !r) return r.error();
-    if (auto r = detail::prepare_round_statements(pc); !r) return r.error();
+    if (auto r = pg::exec(pc, "SET synchronous_commit = off; LISTEN txmq_outbox; " + detail::round_statements_setup_sql()); !r) {
+      return r.error();
+    }
     if (auto r = pg::exec(pc, "SELECT pg_advisory_lock_shared($1::int, 0)", {std::to_string(member_lock_class)}); !r) {
       return r.error();
     }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "txmq/pg/pg.h"
 
 namespace txmq::relay::detail {
 namespace {
@@ -31,15 +30,13 @@ std::int64_t big_endian(const char* p, int length) {
 
 }  // namespace
 
-client::result<void> prepare_round_statements(PGconn* conn) {
+std::string round_statements_setup_sql() {
   // One generic plan for each, reused every round. Planned per run, the delete's `id = ANY($1)`
   // made the planner estimate every one of a round's thousands of ids (scalararraysel → eqsel):
   // 12 % of the backend's time in a backlog (issue #15, ninth round). Only named statements
   // follow plan_cache_mode; the relay's other statements are planned as before.
-  if (auto r = pg::exec(conn, "SET plan_cache_mode = force_generic_plan"); !r) return r.error();
-  if (auto r = pg::prepare(conn, k_read_statement, k_read_sql); !r) return r.error();
-  if (auto r = pg::prepare(conn, k_delete_statement, k_delete_sql); !r) return r.error();
-  return outcome::success();
+  return std::string("SET plan_cache_mode = force_generic_plan; PREPARE ") + k_read_statement + "(int[], bigint[], int) AS " +
+         k_read_sql + "; PREPARE " + k_delete_statement + "(uuid[]) AS " + k_delete_sql;
 }
 
 std::vector<row_position> publish_order(const PGresult* res) {

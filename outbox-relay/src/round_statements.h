@@ -7,6 +7,7 @@
 #include <libpq-fe.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "txmq/client/error.h"
@@ -22,9 +23,10 @@ inline constexpr const char* k_read_statement = "txmq_relay_read";
 inline constexpr const char* k_delete_statement = "txmq_relay_delete";
 inline constexpr std::size_t k_id_bytes = 16;
 
-// Sets the session up for the round statements and prepares both; for every new session (a
-// prepared statement lives as long as its session). Errors: PostgreSQL's.
-[[nodiscard]] client::result<void> prepare_round_statements(PGconn* conn);
+// SQL that sets a new session up for the round statements and prepares both (a prepared
+// statement lives as long as its session), to run with the session's other settings in one
+// round trip (pg::exec without parameters), so that connecting meets no more steps than before.
+[[nodiscard]] std::string round_statements_setup_sql();
 
 // Where a row of the read's result goes: shard by shard, each in seq order, which is the order
 // the rows are published in (per-key order); never the order the plan returned them in.

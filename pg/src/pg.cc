@@ -81,14 +81,6 @@ result<result_ptr> exec_binary(PGconn* conn, std::string_view sql, std::span<con
   return checked(conn, std::move(res));
 }
 
-result<void> prepare(PGconn* conn, const std::string& name, std::string_view sql) {
-  const std::string statement(sql);
-  result_ptr res(PQprepare(conn, name.c_str(), statement.c_str(), 0, nullptr));
-  auto checked_res = checked(conn, std::move(res));
-  if (!checked_res) return checked_res.error();
-  return outcome::success();
-}
-
 result<result_ptr> exec_prepared(PGconn* conn, const std::string& name, std::span<const param> params, bool binary_result,
                                  bool binary_params) {
   std::vector<const char*> values;

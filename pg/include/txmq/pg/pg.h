@@ -57,13 +57,8 @@ using param = std::optional<std::string>;
 // to text in the statement where their text form is wanted.
 [[nodiscard]] result<result_ptr> exec_binary(PGconn* conn, std::string_view sql, std::span<const param> params);
 
-// Prepares `sql` as the named statement `name` of this session (PQprepare), for a statement run
-// many times: PostgreSQL parses it once, and plans it per run or reuses one generic plan as the
-// session's plan_cache_mode says. The name lives as long as the session (a new connection must
-// prepare again). Errors: as exec() (a name already used: SQLSTATE 42P05).
-[[nodiscard]] result<void> prepare(PGconn* conn, const std::string& name, std::string_view sql);
-// Runs a statement prepare()d on this session; the result in text format, or in binary format
-// (as exec_binary) when binary_result. The parameters are text, or with binary_params every one
+// Runs a statement prepared on this session (SQL `PREPARE name(types) AS ...`); the result in
+// text format, or in binary format (as exec_binary) when binary_result. The parameters are text, or with binary_params every one
 // in PostgreSQL's binary form of its type (its bytes as they are, NULs included: e.g.
 // uuid_array_binary()). Errors: as exec().
 [[nodiscard]] result<result_ptr> exec_prepared(PGconn* conn, const std::string& name, std::span<const param> params,
