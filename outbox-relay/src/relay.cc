@@ -1,8 +1,9 @@
 // txmq-relay's engine (relay.h), kept as one piece: one thread's loop over one PostgreSQL session
 // (shard locks, reads, deletes, heartbeats, stale relays) and the producers it publishes
 // through; every member reads or changes that session's state, so splitting it would pass the
-// whole state between files. Row decoding (outbox_row.cc) and the shard plan (shard_plan.cc)
-// live apart because they need none of it.
+// whole state between files. Row decoding (outbox_row.cc), the shard plan (shard_plan.cc) and
+// the round's statements with the order of a read's rows (round_statements.cc) live apart
+// because they need none of it.
 
 #include "txmq/relay/relay.h"
 
@@ -24,6 +25,7 @@
 #include "txmq/producer/producer.h"
 #include "txmq/relay/outbox_row.h"
 #include "txmq/relay/shard_plan.h"
+#include "round_statements.h"
 
 namespace txmq::relay {
 namespace {
@@ -224,9 +226,10 @@ class relay::impl {
     return pg::exec(conn_.get(), sql, params);
   }
 
-  client::result<pg::result_ptr> db_exec_binary(std::string_view sql, std::span<const pg::param> params) {
+  client::result<pg::result_ptr> db_exec_prepared(const char* name, std::span<const pg::param> params, bool binary_result,
+                                                   bool binary_params = false) {
     db_call call(*this);
-    return pg::exec_binary(conn_.get(), sql, params);
+    return pg::exec_prepared(conn_.get(), name, params, binary_result, binary_params);
   }
 
   // A statement worked: if statements had been failing on a live connection, say once that
@@ -254,7 +257,9 @@ class relay::impl {
     if (auto r = pg::exec(pc, "SELECT set_config('application_name', $1, false)", {"txmq-relay:" + options_.relay_id}); !r) {
       return r.error();
     }
-    if (auto r = pg::exec(pc, "SET synchronous_commit = off; LISTEN txmq_outbox"); !r) return r.error();
+    if (auto r = pg::exec(pc, "SET synchronous_commit = off; LISTEN txmq_outbox; " + detail::round_statements_setup_sql()); !r) {
+      return r.error();
+    }
     if (auto r = pg::exec(pc, "SELECT pg_advisory_lock_shared($1::int, 0)", {std::to_string(member_lock_class)}); !r) {
       return r.error();
     }
@@ -466,11 +471,13 @@ class relay::impl {
   // The outcomes of a round's messages, filled by the producers' completion callbacks (one
   // callback per row, not a std::future with its own shared state, mutex and condition
   // variable per row: the relay's allocation was a third of its profile, issue #15).
+  // Each callback writes only its own slot; the count says when all have (the mutex only
+  // carries the last one's wake-up).
   struct round_acks {
     std::mutex mutex;
     std::condition_variable all_done;
     std::vector<std::optional<client::result<producer::send_result>>> results;
-    std::size_t done = 0;
+    std::atomic<std::size_t> done{0};
   };
 
   // A round: the oldest `batch` rows of each of some shards, read with one query, published
@@ -482,7 +489,7 @@ class relay::impl {
     std::map<int, std::int64_t> last_seq;  // per shard, the highest seq read
     std::vector<producer::outgoing_message> messages;
     std::vector<int> shards;  // per message
-    std::vector<std::string> ids;
+    std::string ids;          // per message its id's 16 bytes, one after the other (no string per row)
     std::vector<std::chrono::system_clock::time_point> created;
     std::shared_ptr<round_acks> acks;  // set by send_round
     std::size_t sent = 0;
@@ -505,32 +512,18 @@ class relay::impl {
     }
     shard_list += "}";
     after_list += "}";
-    // Binary result format for the payload's sake (raw bytes: no hex encoding in the backend,
-    // no decoding here; both were in the relay's profile, issue #15); every other column is
-    // cast to text, whose binary form is its text.
     const pg::param params[] = {shard_list, after_list, std::to_string(options_.batch)};
-    auto rows = db_exec_binary(
-                         "SELECT r.id::text, r.topic::text, r.key::text, r.headers::text, r.payload, "
-                         "(extract(epoch FROM r.created_at) * 1000)::bigint::text, r.seq::text, s.shard::text "
-                         "FROM unnest($1::int[], $2::bigint[]) AS s(shard, after) CROSS JOIN LATERAL (SELECT * FROM "
-                         "txmq_outbox o WHERE o.shard = s.shard AND o.seq > s.after ORDER BY o.seq LIMIT $3) r "
-                         "ORDER BY s.shard, r.seq",
-                         params);
+    auto rows = db_exec_prepared(detail::k_read_statement, params, true);
     if (!rows) return rows.error();
     PGresult* res = rows.value().get();
-    const int n = PQntuples(res);
-    out.messages.reserve(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) {
-      const int shard = std::atoi(PQgetvalue(res, i, 7));
-      outbox_row_text text{PQgetvalue(res, i, 0),
-                           PQgetvalue(res, i, 1),
-                           PQgetisnull(res, i, 2) ? std::nullopt : std::optional<std::string_view>(PQgetvalue(res, i, 2)),
-                           PQgetvalue(res, i, 3),
-                           std::string_view(PQgetvalue(res, i, 4), static_cast<std::size_t>(PQgetlength(res, i, 4))),
-                           std::string_view(PQgetvalue(res, i, 5), static_cast<std::size_t>(PQgetlength(res, i, 5))),
-                           std::string_view(PQgetvalue(res, i, 6), static_cast<std::size_t>(PQgetlength(res, i, 6))),
-                           true};
-      auto row = decode_row(text);
+    const auto order = detail::publish_order(res);
+    out.messages.reserve(order.size());
+    out.shards.reserve(order.size());
+    out.created.reserve(order.size());
+    out.ids.reserve(order.size() * detail::k_id_bytes);
+    for (const auto& [shard, seq, i] : order) {
+      const outbox_row_binary binary = detail::binary_row(res, i);
+      auto row = decode_row(binary);
       if (!row) {
         // A row the relay cannot read (a plain INSERT with headers that are not an object)
         // stops its shard rather than being skipped: skipping would lose it, and a later row of
@@ -541,7 +534,7 @@ class relay::impl {
       }
       ++out.rows[shard];
       out.last_seq[shard] = row.value().seq;
-      out.ids.emplace_back(text.id);
+      out.ids.append(binary.id);
       out.created.push_back(row.value().created_at);
       out.messages.push_back(std::move(row.value().message));
       out.shards.push_back(shard);
@@ -568,13 +561,19 @@ class relay::impl {
     r.acks->results.resize(r.messages.size());
     r.sent = r.messages.size();
     std::vector<bool> used(producers_.size(), false);
+    // A plain pointer, not a shared_ptr copy, in each callback: the capture then fits the
+    // std::function's own storage (no allocation per row). The round outlives its callbacks:
+    // every sent round is settled (settle_round waits for all of them) before it is dropped.
+    round_acks* acks = r.acks.get();
     for (std::size_t i = 0; i < r.messages.size(); ++i) {
       const std::size_t pi = static_cast<std::size_t>(r.shards[i]) % producers_.size();
       used[pi] = true;
-      producers_[pi]->async_send(std::move(r.messages[i]), [acks = r.acks, i](client::result<producer::send_result> a) {
-        std::lock_guard lock(acks->mutex);
+      producers_[pi]->async_send(std::move(r.messages[i]), [acks, i](client::result<producer::send_result> a) {
         acks->results[i] = std::move(a);
-        if (++acks->done == acks->results.size()) acks->all_done.notify_one();
+        if (acks->done.fetch_add(1) + 1 == acks->results.size()) {
+          std::lock_guard lock(acks->mutex);
+          acks->all_done.notify_one();
+        }
       });
     }
     // The whole round is queued: send it now rather than after the producer's linger (a round
@@ -585,33 +584,39 @@ class relay::impl {
     r.messages.clear();
   }
 
+  struct settled {
+    std::string acked;  // the acked ids, 16 bytes each
+    std::optional<client::error> failed;
+  };
+
   // Waits for every ack (each callback runs: the producer gives up on a message after its
-  // delivery timeout). Returns the acked ids as a uuid[] literal, and the first failure.
-  std::pair<std::string, std::optional<client::error>> settle_round(round& r) {
-    std::string acked = "{";
+  // delivery timeout). Returns the acked ids and the first failure.
+  settled settle_round(round& r) {
+    std::string acked;
     std::optional<client::error> failed = r.bad_row;
     const auto now = std::chrono::system_clock::now();
     if (r.acks) {
       std::unique_lock lock(r.acks->mutex);
-      r.acks->all_done.wait(lock, [&] { return r.acks->done == r.acks->results.size(); });
+      r.acks->all_done.wait(lock, [&] { return r.acks->done.load() == r.acks->results.size(); });
     }
+    acked.reserve(r.sent * detail::k_id_bytes);
     for (std::size_t i = 0; i < r.sent; ++i) {
       auto& a = *r.acks->results[i];
       if (!a) {
         if (!failed) failed = a.error();
         continue;
       }
-      acked += (acked.size() > 1 ? "," : "") + r.ids[i];
+      acked.append(r.ids, i * detail::k_id_bytes, detail::k_id_bytes);
       row_age_->observe(now - r.created[i]);
     }
-    acked += "}";
-    return {acked, failed};
+    return {std::move(acked), failed};
   }
 
   // Only what the broker acked (fsynced) is deleted; the rest is read again next time.
   client::result<void> delete_acked(const std::string& acked) {
-    if (acked.size() <= 2) return outcome::success();
-    auto del = db_exec("DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])", {acked});
+    if (acked.empty()) return outcome::success();
+    const pg::param params[] = {pg::uuid_array_binary(acked)};
+    auto del = db_exec_prepared(detail::k_delete_statement, params, false, true);
     if (!del) return del.error();
     published_->inc(std::stoull(PQcmdTuples(del.value().get())));
     return outcome::success();
@@ -679,7 +684,7 @@ class relay::impl {
         out.db_error = d.error();
         return out;
       }
-      out.published = out.published || acked.size() > 2;
+      out.published = out.published || !acked.empty();
       for (const auto& [shard, n] : cur.rows) {
         if (n < options_.batch) {
           out.drained.insert(shard);

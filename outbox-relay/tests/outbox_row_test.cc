@@ -1,5 +1,7 @@
 #include "txmq/relay/outbox_row.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 namespace txmq::relay {
@@ -68,6 +70,57 @@ TEST(outbox_row, refuses_what_it_cannot_carry_and_names_the_row) {
   ASSERT_FALSE(bad_headers);
   EXPECT_NE(bad_headers.error().message.find("0190b1f2-0000-7000-8000-000000000001"), std::string::npos);
   EXPECT_FALSE(decode_row(row("{}", "zz")));
+}
+
+std::string big_endian8(std::int64_t v) {
+  std::string b(8, '\0');
+  for (int i = 7; i >= 0; --i, v >>= 8) b[static_cast<std::size_t>(i)] = static_cast<char>(v & 0xff);
+  return b;
+}
+
+// What txmq-relay reads a round as: every column in binary result format.
+TEST(outbox_row, binary_columns_decode_to_the_same_message) {
+  const auto id = protocol::uuid::parse("0190b1f2-0000-7000-8000-000000000001").value();
+  // 2025-11-26 01:40:34.567 UTC as PostgreSQL stores it: microseconds since 2000-01-01.
+  const std::int64_t unix_us = 1764121234567000;
+  const std::string created = big_endian8(unix_us - 946684800000000);
+  const std::string seq = big_endian8(42);
+  const std::string payload("h\0i", 3);
+  outbox_row_binary b{id.raw(), "orders", std::optional<std::string_view>("k1"), R"({"a": "x", "n": 1})", payload, created, seq};
+  auto r = decode_row(b);
+  ASSERT_TRUE(r) << r.error();
+  const auto& m = r.value().message;
+  EXPECT_EQ(m.id->to_string(), "0190b1f2-0000-7000-8000-000000000001");
+  EXPECT_EQ(m.topic, "orders");
+  EXPECT_EQ(m.key, "k1");
+  EXPECT_EQ(m.body, payload);
+  EXPECT_EQ(m.headers.at("a"), "x");
+  EXPECT_EQ(m.headers.at("n"), "1");
+  EXPECT_EQ(r.value().seq, 42);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::microseconds>(r.value().created_at.time_since_epoch()).count(), unix_us);
+
+  // 'infinity' and '-infinity' (INT64_MAX / INT64_MIN) are clamped, not overflowed.
+  const std::string inf = big_endian8(std::numeric_limits<std::int64_t>::max());
+  b.created_at = inf;
+  auto far = decode_row(b);
+  ASSERT_TRUE(far) << far.error();
+  EXPECT_EQ(far.value().created_at.time_since_epoch(),
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::duration::max()));
+  const std::string minus_inf = big_endian8(std::numeric_limits<std::int64_t>::min());
+  b.created_at = minus_inf;
+  ASSERT_TRUE(decode_row(b));
+
+  b.created_at = created;
+  b.id = "short";
+  EXPECT_FALSE(decode_row(b));
+  b.id = id.raw();
+  b.seq = "1234";
+  EXPECT_FALSE(decode_row(b));
+  b.seq = seq;
+  b.headers_json = "[1]";
+  auto bad = decode_row(b);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("0190b1f2-0000-7000-8000-000000000001"), std::string::npos);
 }
 
 }  // namespace

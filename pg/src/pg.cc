@@ -1,5 +1,6 @@
 #include "txmq/pg/pg.h"
 
+#include <cstdint>
 #include <vector>
 
 namespace txmq::pg {
@@ -78,6 +79,46 @@ result<result_ptr> exec_binary(PGconn* conn, std::string_view sql, std::span<con
   result_ptr res(PQexecParams(conn, statement.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
                               nullptr, 1));
   return checked(conn, std::move(res));
+}
+
+result<result_ptr> exec_prepared(PGconn* conn, const std::string& name, std::span<const param> params, bool binary_result,
+                                 bool binary_params) {
+  std::vector<const char*> values;
+  std::vector<int> lengths, formats;
+  values.reserve(params.size());
+  for (const auto& p : params) {
+    values.push_back(p ? p->data() : nullptr);
+    if (binary_params) {
+      lengths.push_back(p ? static_cast<int>(p->size()) : 0);
+      formats.push_back(1);
+    }
+  }
+  result_ptr res(PQexecPrepared(conn, name.c_str(), static_cast<int>(values.size()), values.data(),
+                                binary_params ? lengths.data() : nullptr, binary_params ? formats.data() : nullptr,
+                                binary_result ? 1 : 0));
+  return checked(conn, std::move(res));
+}
+
+std::string uuid_array_binary(std::string_view raw) {
+  constexpr std::uint32_t uuid_oid = 2950;  // pg_type.oid of uuid
+  constexpr std::size_t uuid_bytes = 16;
+  const auto n = static_cast<std::uint32_t>(raw.size() / uuid_bytes);
+  std::string out;
+  out.reserve(20 + n * (4 + uuid_bytes));
+  auto put = [&out](std::uint32_t v) {  // network byte order, as array_recv reads it
+    const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+    out.append(b, 4);
+  };
+  put(1);         // dimensions
+  put(0);         // flags: no NULLs
+  put(uuid_oid);  // element type
+  put(n);         // length of the dimension
+  put(1);         // its lower bound
+  for (std::uint32_t i = 0; i < n; ++i) {
+    put(static_cast<std::uint32_t>(uuid_bytes));
+    out.append(raw.substr(i * uuid_bytes, uuid_bytes));
+  }
+  return out;
 }
 
 connection_pool::connection_pool(std::string conninfo, std::function<result<void>(PGconn*)> setup)

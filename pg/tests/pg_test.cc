@@ -29,6 +29,20 @@ TEST(pg, malformed_bytea_text_is_a_database_error) {
   }
 }
 
+// The binary uuid[] the relay deletes a round by: array_recv's layout (dimensions, no-NULL
+// flag, element type uuid = 2950, length, lower bound 1; then length + bytes per element).
+TEST(pg, a_uuid_array_in_binary_form_has_array_recvs_layout) {
+  const std::string ids = std::string(16, '\x01') + std::string(16, '\x02');
+  const std::string b = uuid_array_binary(ids);
+  const std::string header("\0\0\0\1" "\0\0\0\0" "\0\0\x0b\x86" "\0\0\0\2" "\0\0\0\1", 20);
+  ASSERT_EQ(b.size(), 20u + 2 * (4 + 16));
+  EXPECT_EQ(b.substr(0, 20), header);
+  EXPECT_EQ(b.substr(20, 4), std::string("\0\0\0\x10", 4));
+  EXPECT_EQ(b.substr(24, 16), std::string(16, '\x01'));
+  EXPECT_EQ(b.substr(44, 16), std::string(16, '\x02'));
+  EXPECT_EQ(uuid_array_binary("").size(), 20u);
+}
+
 TEST(pg, sqlstate_is_read_from_statement_errors_only) {
   EXPECT_EQ(sqlstate(error(errc::database, "SQLSTATE 23505: duplicate key value violates unique constraint")),
             unique_violation);

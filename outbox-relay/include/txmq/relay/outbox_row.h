@@ -35,9 +35,24 @@ struct decoded_row {
   std::int64_t seq = 0;
 };
 
+// The columns of `SELECT id, topic, key, headers::text, payload, created_at, seq` in binary
+// result format, as txmq-relay reads a round: the id, the timestamp and seq in PostgreSQL's
+// binary forms (nothing for the server to print as text, nor for the relay to parse).
+struct outbox_row_binary {
+  std::string_view id;  // the uuid's 16 bytes
+  std::string_view topic;
+  std::optional<std::string_view> key;
+  std::string_view headers_json;
+  std::string_view payload;     // the bytes themselves
+  std::string_view created_at;  // timestamptz: 8 bytes, big-endian microseconds since 2000-01-01 UTC
+  std::string_view seq;         // bigint: 8 bytes, big-endian
+};
+
 // Errors (client::errc::invalid_argument): an id that is not a UUID, headers that are not a
 // JSON object, a payload not in hex. Header values that are not JSON strings are carried as
 // their JSON text, so a plain INSERT with '{"n": 1}' still arrives (as "1").
 [[nodiscard]] client::result<decoded_row> decode_row(const outbox_row_text& row);
+// The same from the binary columns; errors also for an id, created_at or seq of the wrong size.
+[[nodiscard]] client::result<decoded_row> decode_row(const outbox_row_binary& row);
 
 }  // namespace txmq::relay

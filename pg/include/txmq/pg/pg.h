@@ -57,6 +57,19 @@ using param = std::optional<std::string>;
 // to text in the statement where their text form is wanted.
 [[nodiscard]] result<result_ptr> exec_binary(PGconn* conn, std::string_view sql, std::span<const param> params);
 
+// Runs a statement prepared on this session (SQL `PREPARE name(types) AS ...`); the result in
+// text format, or in binary format (as exec_binary) when binary_result. The parameters are text, or with binary_params every one
+// in PostgreSQL's binary form of its type (its bytes as they are, NULs included: e.g.
+// uuid_array_binary()). Errors: as exec().
+[[nodiscard]] result<result_ptr> exec_prepared(PGconn* conn, const std::string& name, std::span<const param> params,
+                                               bool binary_result, bool binary_params = false);
+
+// The binary form of a one-dimensional uuid[] (a parameter for exec_prepared with binary_params)
+// from ids given as their 16 bytes each, one after the other: no text to print here and none for
+// the server to parse (array_in and uuid_in over thousands of ids). `raw`'s size must be a
+// multiple of 16.
+[[nodiscard]] std::string uuid_array_binary(std::string_view raw);
+
 // The SQLSTATE in an error made by exec() ("23505"), or empty.
 [[nodiscard]] std::string sqlstate(const error& e);
 
