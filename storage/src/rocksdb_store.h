@@ -32,7 +32,6 @@
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
-#include <rocksdb/rate_limiter.h>
 #include <rocksdb/write_batch.h>
 
 #include "keys.h"
@@ -492,9 +491,6 @@ class rocksdb_store final : public store {
   // measures the free space (store_full below min_free_bytes) and resumes a store latched by
   // a full disk once there is room.
   void check_disk();
-  // Writer-only: sets the pace of RocksDB's flush and compaction writes from the bytes the
-  // writer appended lately (background_writes_).
-  void pace_background_writes(std::uint64_t bytes_written);
   void resume_if_space(std::optional<std::uint64_t> free);
   // After DB::Resume(): the writer's partition state back to what the database holds (a group
   // that failed had advanced it in memory only), published to readers.
@@ -565,21 +561,6 @@ class rocksdb_store final : public store {
   std::atomic<std::uint64_t> free_bytes_{0};
   std::chrono::steady_clock::time_point next_disk_check_{};  // writer-only
   std::uint64_t bytes_since_disk_check_ = 0;                   // writer-only
-
-  // RocksDB's flush and compaction writes go through this limiter (not the WAL). Unpaced, a
-  // 16 MiB memtable flush reaches the disk as fast as it is built, and every WAL fsync issued
-  // meanwhile (data, inode, device cache flush) waits behind it: beside a flush-like writer a
-  // 300-byte append + fdatasync went from p99 1.4-6 ms to 16-20 ms on the AMD VM, and back to
-  // about the first at 64 MB/s (issue #15, docs/BENCHMARKS.md "Ninth round"). The pace follows
-  // the appends (k_pace_factor times their rate, at least k_pace_floor) so that flushes and
-  // compactions keep up with any write rate. nullptr for the in-memory store.
-  std::shared_ptr<rocksdb::RateLimiter> background_writes_;
-  static constexpr std::int64_t k_pace_floor = 64 << 20;
-  static constexpr std::int64_t k_pace_factor = 4;
-  static constexpr std::chrono::milliseconds k_pace_window{100};
-  std::chrono::steady_clock::time_point pace_window_start_{};  // writer-only
-  std::uint64_t pace_window_bytes_ = 0;                        // writer-only
-  std::int64_t pace_ = k_pace_floor;                           // writer-only
 
   std::mutex sync_mu_;
   std::condition_variable sync_cv_;

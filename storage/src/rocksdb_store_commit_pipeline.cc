@@ -22,10 +22,7 @@ void rocksdb_store::writer_loop() {
       }
     }
     check_disk();
-    if (ops.empty()) {
-      pace_background_writes(0);  // idle: let the pace fall back to its floor
-      continue;
-    }
+    if (ops.empty()) continue;
     run_group(ops);
     ops.clear();
   }
@@ -71,7 +68,6 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
       }
       g.wrote = true;
       bytes_since_disk_check_ += ctx.batch.GetDataSize();
-      pace_background_writes(ctx.batch.GetDataSize());
       if (s.ok()) {
         // Readable before the fsync by a replication leader (read_request::unsynced), which
         // sends it to its followers so that their fsyncs overlap its own; it still
@@ -249,24 +245,6 @@ store_health rocksdb_store::health() const {
     return {store_health::state::full, std::move(e.message), false};
   }
   return {};
-}
-
-void rocksdb_store::pace_background_writes(std::uint64_t bytes_written) {
-  if (!background_writes_) return;
-  pace_window_bytes_ += bytes_written;
-  const auto now = std::chrono::steady_clock::now();
-  const auto elapsed = now - pace_window_start_;
-  if (elapsed < k_pace_window) return;
-  // Flushes write what was appended once and compactions rewrite it about once more (a
-  // publish run of 9 s: 319 MB flushed, 309 MB compacted); the factor leaves room for bursts.
-  const double per_s = static_cast<double>(pace_window_bytes_) / std::chrono::duration<double>(elapsed).count();
-  const auto pace = std::max<std::int64_t>(k_pace_floor, static_cast<std::int64_t>(per_s * k_pace_factor));
-  if (pace != pace_) {
-    background_writes_->SetBytesPerSecond(pace);
-    pace_ = pace;
-  }
-  pace_window_start_ = now;
-  pace_window_bytes_ = 0;
 }
 
 void rocksdb_store::check_disk() {

@@ -110,12 +110,6 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   // which bounds recovery time and disk.
   db_options.max_total_wal_size = 2 * options_.memtable_budget_bytes;
   db_options.bytes_per_sync = 1 << 20;
-  if (!options_.in_memory) {
-    // Refilled every millisecond, so that a flush's writes are spread evenly over time rather
-    // than let through in bursts of a tenth of a second's worth (the default period, 100 ms).
-    background_writes_.reset(rocksdb::NewGenericRateLimiter(k_pace_floor, 1000));
-    db_options.rate_limiter = background_writes_;
-  }
   db_options.keep_log_file_num = 5;
   if (env_) {
     db_options.env = env_.get();
