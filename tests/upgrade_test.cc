@@ -163,7 +163,13 @@ std::set<std::string> listed(const broker_process& b, std::vector<std::string> s
 
 // The value of a metric without labels, from GET /metrics.
 double gauge(const broker_process& b, const std::string& name) {
-  const std::string text = http_get(b.http_port(), "/metrics");
+  std::string text;
+  try {
+    text = http_get(b.http_port(), "/metrics");
+  } catch (const std::exception& e) {
+    // Seen once under load (port refused right after the CLI's listings): the broker's log says why.
+    throw std::runtime_error(std::string(e.what()) + " (broker " + (b.running() ? "running" : "not running") + ")\n" + b.log());
+  }
   const auto at = text.find("\n" + name + " ");
   if (at == std::string::npos) return -1;
   return std::stod(text.substr(at + name.size() + 2));
