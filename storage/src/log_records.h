@@ -26,8 +26,12 @@ struct log_window {
   [[nodiscard]] bool empty() const noexcept { return from >= end; }
 };
 
-// The fsynced end, or (replication's leader, read_request::unsynced) what is written.
-inline log_window window_of(const partition_state& ps, const read_request& req) {
+// The window a read of `req` may return from topic `t` (null: unknown): the fsynced end, or
+// (replication's leader, read_request::unsynced) what is written.
+inline result<log_window> read_window(const topic_state* t, const read_request& req) {
+  if (!t) return errc::unknown_topic;
+  if (req.partition >= t->partitions.size()) return errc::unknown_partition;
+  const partition_state& ps = *t->partitions[req.partition];
   log_window w;
   w.high_watermark = ps.committed_next.load(std::memory_order_acquire);
   w.written_end = std::max(w.high_watermark, ps.written_next.load(std::memory_order_acquire));

@@ -167,16 +167,14 @@ bool summarize(std::string_view m, std::size_t base, raw_message& out) {
 }  // namespace
 
 result<read_result> rocksdb_store::read(const read_request& req) const {
-  auto t = find_topic(req.topic);
-  if (!t) return errc::unknown_topic;
-  if (req.partition >= t->partitions.size()) return errc::unknown_partition;
-  auto& ps = *t->partitions[req.partition];
-  const log_window w = window_of(ps, req);
+  const auto t = find_topic(req.topic);
+  const auto window = read_window(t.get(), req);
+  if (!window) return window.error();
   read_result out;
-  start_answer(out, w);
-  if (w.empty() || req.max_messages == 0) return out;
-  const std::uint64_t from = w.from;
-  const std::uint64_t end = w.end;
+  start_answer(out, window.value());
+  if (window.value().empty() || req.max_messages == 0) return out;
+  const std::uint64_t from = window.value().from;
+  const std::uint64_t end = window.value().end;
 
   log_records records(*db_, handles_[cf_log], t->record.id(), req.partition, from, end);
   rocksdb::Iterator* it = &records.it();
