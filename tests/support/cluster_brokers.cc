@@ -164,6 +164,10 @@ bool cluster_brokers::consume_all(int id, const std::string& topic, std::int32_t
   const std::uint64_t end = end_offset(id, topic, static_cast<std::uint32_t>(partition));
   const std::uint64_t start = start_offset(id, topic, static_cast<std::uint32_t>(partition));
   std::set<std::uint64_t> seen;
+  // For the failure message: a read-back that stalls says whether its requests failed, timed
+  // out or came back empty (seen once in a SIGKILL run, unexplained).
+  int fetches = 0, empty = 0, fetch_failures = 0, ack_failures = 0;
+  std::string last_failure;
   const bool all = eventually([&] {
     v1::Frame f;
     auto* fetch = f.mutable_fetch();
@@ -173,6 +177,16 @@ bool cluster_brokers::consume_all(int id, const std::string& topic, std::int32_t
     fetch->set_max_wait_ms(100);
     fetch->set_ack_deadline_ms(600000);
     auto r = c->request(std::move(f), milliseconds(5000));
+    ++fetches;
+    if (!r) {
+      ++fetch_failures;
+      last_failure = "fetch: " + r.error().to_string();
+    } else if (!r.value().has_fetch_response()) {
+      ++fetch_failures;
+      last_failure = "fetch answered with " + r.value().ShortDebugString().substr(0, 200);
+    } else if (r.value().fetch_response().deliveries().empty()) {
+      ++empty;
+    }
     if (r && r.value().has_fetch_response()) {
       // Acked at once: a group hands out a key's next message only after the previous is acked.
       v1::Frame ack;
@@ -187,7 +201,16 @@ bool cluster_brokers::consume_all(int id, const std::string& topic, std::int32_t
         h.consumed(m.id(), m.key(), m.body(), m.partition(), m.offset());
         seen.insert(m.offset());
       }
-      if (ack.ack().refs_size() > 0) (void)c->request(std::move(ack), milliseconds(5000));
+      if (ack.ack().refs_size() > 0) {
+        auto a = c->request(std::move(ack), milliseconds(5000));
+        if (!a) {
+          ++ack_failures;
+          last_failure = "ack: " + a.error().to_string();
+        } else if (a.value().has_error()) {
+          ++ack_failures;
+          last_failure = "ack answered with " + a.value().error().ShortDebugString().substr(0, 200);
+        }
+      }
     }
     return seen.size() >= end - std::min(end, start);
   }, 120s);
@@ -195,7 +218,9 @@ bool cluster_brokers::consume_all(int id, const std::string& topic, std::int32_t
     std::uint64_t first_missing = start;
     while (seen.contains(first_missing)) ++first_missing;
     std::cerr << "consume_all: read " << seen.size() << " distinct offsets of [" << start << ", " << end << ")" << " from broker " << id
-              << " (the first missing: " << first_missing << ")\n";
+              << " (the first missing: " << first_missing << "); " << fetches << " fetches, " << empty << " empty, "
+              << fetch_failures << " failed, " << ack_failures << " acks failed" << (last_failure.empty() ? "" : "; last: ")
+              << last_failure << "\n";
   }
   return all;
 }

@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 #include "txmq/protocol/frame_codec.h"
@@ -126,8 +128,9 @@ std::string http_get(std::uint16_t port, const std::string& path, const std::str
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int why = errno;  // refused, timed out and no free local port call for different fixes
     ::close(fd);
-    throw std::runtime_error("cannot connect to HTTP port " + std::to_string(port));
+    throw std::runtime_error("cannot connect to HTTP port " + std::to_string(port) + ": " + std::strerror(why));
   }
   const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n" +
                           (authorization.empty() ? std::string() : "Authorization: " + authorization + "\r\n") + "\r\n";
