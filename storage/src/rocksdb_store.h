@@ -226,6 +226,11 @@ struct group_ctx {
   std::int64_t now_ms = 0;
   bool sync = false;
   bool wrote_tx = false;  // a transaction record changed: readers see it once durable
+  // A retention pass removed log entries. RocksDB keeps every entry a snapshot can see, and
+  // the readers' snapshot of transaction records is replaced only by a group that wrote one (or
+  // was taken at open): without a new one, a store that only publishes after a restart kept
+  // everything written before it on disk whatever retention removed.
+  bool log_trimmed = false;
   std::uint64_t messages = 0;
   std::uint64_t bytes = 0;
 };

@@ -62,8 +62,10 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
       if (!s.ok()) {
         g.failure = latch_failure(error(to_error(s), "writing a commit group to RocksDB failed: " + s.ToString()),
                                   s.IsNoSpace());
-      } else if (ctx.wrote_tx) {
+      } else if (ctx.wrote_tx || ctx.log_trimmed) {
         // Before the next group is written: this snapshot holds this group and those before.
+        // After a retention pass too, so that the snapshot it replaces (once this group is
+        // durable) no longer keeps the removed entries from compaction.
         g.tx_snapshot = take_snapshot();
       }
       g.wrote = true;
