@@ -158,13 +158,7 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
       // only), and the next L0->L1 compaction finds an almost empty L1. Options only: stores
       // written before keep their files and are read as before.
       cf.sst_partitioner_factory = rocksdb::NewSstPartitionerFixedPrefixFactory(log_prefix(0, 0).size());
-      // L1 is kept at 1 MiB, not a memtable's size: at 16 MiB the L1 files of the middle
-      // partitions that had not yet moved down were merged again by the next L0->L1 compaction
-      // (compaction input 1.21-1.29x the bytes flushed in 20 s publish runs; 1.00x at 1 MiB). It
-      // also makes one flushed file enough to start the L0->L1 compaction, so a flushed file never
-      // waits in L0 as the bottommost file, which a released snapshot (transactions) would have
-      // rewritten once more only to zero its sequence numbers (RocksDB 7.8's BottommostFiles).
-      cf.max_bytes_for_level_base = 1 << 20;
+      cf.max_bytes_for_level_base = options_.write_buffer_bytes;
     }
     if (i == cf_dedupe || i == cf_tx) {
       // Expired entries leave through the compaction filter, so only when their file is
