@@ -8,12 +8,15 @@
 
 #include "crc32c_hw.h"
 
-#include <nmmintrin.h>
-
 #include <cstring>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
 namespace txmq::storage::detail {
 
+#if defined(__x86_64__)
 bool crc32c_hw_available() {
   static const bool available = __builtin_cpu_supports("sse4.2");
   return available;
@@ -32,6 +35,14 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_extend_hw(std::uint32_t c
   for (; size > 0; --size) c = _mm_crc32_u8(static_cast<std::uint32_t>(c), *p++);
   return static_cast<std::uint32_t>(c) ^ 0xffffffffu;
 }
+#else
+// Other architectures keep RocksDB's own function (this file only makes x86-64 faster).
+bool crc32c_hw_available() { return false; }
+
+std::uint32_t crc32c_extend_hw(std::uint32_t crc, const char* data, std::size_t size) {
+  return __real__ZN7rocksdb6crc32c6ExtendEjPKcm(crc, data, size);
+}
+#endif
 
 }  // namespace txmq::storage::detail
 
