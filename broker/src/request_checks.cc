@@ -108,8 +108,8 @@ result<std::set<std::string>> check_messages(const message_batch& batch, const m
   if (batch.topic) {
     if (auto bad = bad_name("topic", *batch.topic)) return error(errc::invalid_argument, *bad);
   }
-  if (batch.messages.empty()) return error(errc::invalid_argument, batch.request + " has no messages");
-  const auto which = [&](int i) { return batch.message_prefix + "message " + std::to_string(i); };
+  if (batch.messages.empty()) return error(errc::invalid_argument, batch.request_text() + " has no messages");
+  const auto which = [&](int i) { return batch.prefix_text() + "message " + std::to_string(i); };
   for (int i = 0; i < batch.messages.size(); ++i) {
     const auto& m = batch.messages.Get(i);
     if (m.id().size() != protocol::uuid::size) {

@@ -68,6 +68,12 @@ struct message_batch {
   std::string request;
   // Put before "message <i>" in errors: "" for Produce, "transaction <txid>, " for Prepare.
   std::string message_prefix;
+  // Prepare: its transaction, from which both texts above are made when an error names them
+  // (not on every Prepare: issue #15, tenth round); they are left empty then.
+  const storage::txid* tx = nullptr;
+
+  [[nodiscard]] std::string request_text() const { return tx ? "transaction " + tx->to_string() : request; }
+  [[nodiscard]] std::string prefix_text() const { return tx ? "transaction " + tx->to_string() + ", " : message_prefix; }
 };
 
 // The one check of the messages a Produce or a Prepare would store, so both accept the same:

@@ -176,11 +176,13 @@ struct pending_log {
 struct group_ctx {
   explicit group_ctx(const std::vector<rocksdb::ColumnFamilyHandle*>& h) : handles(h) {}
 
-  void put(cf_index cf, const std::string& key, const std::string& value) {
+  // The value by value: a caller's temporary (a record serialized for this put) moves into
+  // the overlay instead of being copied there (issue #15, tenth round).
+  void put(cf_index cf, const std::string& key, std::string value) {
     wrote_tx = wrote_tx || cf == cf_tx;
-    if (sorted_at_end(cf)) return defer(cf, key, value);
+    if (sorted_at_end(cf)) return defer(cf, key, std::move(value));
     batch.Put(handles[cf], key, value);
-    overlay[cf][key] = value;
+    overlay[cf][key] = std::move(value);
   }
   void del(cf_index cf, const std::string& key) {
     wrote_tx = wrote_tx || cf == cf_tx;
@@ -535,6 +537,12 @@ class rocksdb_store final : public store {
   // Writer-only: the greatest message id in the dedupe index. Ids are UUIDv7, so a new one is
   // usually greater, and then it cannot be a duplicate: no lookup needed.
   protocol::uuid max_stored_id_;
+  // Writer-only: no key of the tx family is greater (bytewise) than this one: the last key at
+  // open, raised by finalize() with every group's greatest tx key, so it is never below a key
+  // written since (a failed group's keys only raise it: more look-ups, none skipped wrongly).
+  // A Prepare's txid above it cannot be stored yet, so its duplicate check needs no RocksDB
+  // look-up: txids are UUIDv7 from the txmq clients (issue #15, tenth round).
+  std::string max_tx_key_;
 
   // Writer-only: the records of the transactions prepared since open and not yet resolved or
   // checked, parsed, so that a resolve (EndTx) takes the record Prepare built instead of

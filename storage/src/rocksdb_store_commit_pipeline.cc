@@ -400,6 +400,7 @@ void rocksdb_store::finalize(group_ctx& ctx) {
     auto& keys = ctx.deferred[cf];
     // std::string's order is bytewise (unsigned), RocksDB's default comparator's.
     std::sort(keys.begin(), keys.end(), [](auto* a, auto* b) { return a->first < b->first; });
+    if (cf == cf_tx && !keys.empty() && keys.back()->first > max_tx_key_) max_tx_key_ = keys.back()->first;
     for (auto* e : keys) {
       if (e->second) {
         ctx.batch.Put(handles_[cf], e->first, *e->second);

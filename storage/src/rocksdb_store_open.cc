@@ -330,6 +330,16 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     }
   }
 
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[cf_tx]));
+    it->SeekToLast();
+    if (it->Valid()) {
+      max_tx_key_ = it->key().ToString();
+    } else if (!it->status().ok()) {
+      return fail(to_error(it->status()), "reading " + path.string() + ": " + it->status().ToString());
+    }
+  }
+
   // Everything in the database at open is durable (recovered from the WAL and the tables).
   tx_snapshot_ = take_snapshot();
   // Named, so that top, perf and gdb tell the pipeline's threads apart (docs/BENCHMARKS.md profiles).

@@ -70,53 +70,20 @@ result<tx_record> rocksdb_store::summary_of(const records::TxRecord& rec) const 
 void rocksdb_store::prepare(prepare_request request, completion<prepare_result> done) {
   const std::size_t bytes = request_bytes(request.messages);
   const bool sync = request.sync;
-  submit<prepare_result>(sync, bytes, std::move(done), [this, req = std::move(request)](group_ctx& ctx) mutable -> result<prepare_result> {
-    if (full_ && !failed_) return full_refusal();
-    if (req.id.is_nil() || !valid_messages(req.messages) || !valid_name(req.producer_group, k_max_group_name)) {
-      return errc::invalid_argument;
-    }
-    const std::string key(req.id.raw());
-    if (auto existing = wget(ctx, cf_tx, key)) {
-      records::TxRecord rec;
-      if (!rec.ParseFromString(*existing)) return errc::corruption;
-      if (static_cast<tx_state>(rec.state()) == tx_state::prepared) {
-        prepare_result dup{true, std::nullopt};
-        // A retry may follow a first answer that never came: it waits for the same ISR.
-        dup.change = tx_home_end(ctx, rec);
-        return dup;
-      }
-      return errc::tx_not_prepared;
-    }
-    if (req.home_partition) {
-      auto h = writer_topic(ctx, req.home_topic);
-      if (!options_.log_group_changes || !h || *req.home_partition >= h->record.partitions() ||
-          !group_owned(*h, *req.home_partition)) {
-        return error(errc::invalid_argument, "transaction home partition " + req.home_topic + "/" +
-                                                 std::to_string(*req.home_partition) + " is not led here");
-      }
-    }
-    if (ctx.poisoned) return *ctx.poisoned;
-    // Everything that can refuse the request comes before the first write into the batch.
-    for (auto& a : req.acks) {
-      if (!valid_name(a.group, k_max_group_name) || !writer_topic(ctx, a.topic)) return errc::invalid_argument;
-    }
-    for (auto& m : req.messages) {
-      if (!valid_name(m.topic(), k_max_topic_name)) return errc::invalid_argument;
-      if (!writer_topic(ctx, m.topic()) && !req.auto_create_partitions) return errc::unknown_topic;
-    }
-    if (req.auto_create_partitions && (*req.auto_create_partitions == 0 || *req.auto_create_partitions > k_max_partitions)) {
-      return errc::invalid_argument;
-    }
-    for (auto& m : req.messages) {
-      TXMQ_TRY(auto t, writer_topic_or_create(ctx, m.topic(), req.auto_create_partitions));
-      (void)t;
-    }
-    records::TxRecord rec;
-    rec.set_txid(key);
-    rec.set_producer_group(req.producer_group);
+  // Judged here, answered by the writer (a full store's refusal comes first, as for append).
+  const bool valid = !request.id.is_nil() && valid_messages(request.messages) &&
+                     valid_name(request.producer_group, k_max_group_name);
+  // The record is built and serialized here, on the caller's thread, as append() encodes its
+  // messages: the writer thread is the one every request waits for (issue #15, tenth round).
+  // A refused Prepare wastes this work; the writer only checks, looks the txid up and writes.
+  records::TxRecord rec;
+  std::string value;
+  if (valid) {
+    rec.set_txid(std::string(request.id.raw()));
+    rec.set_producer_group(std::move(request.producer_group));
     rec.set_state(static_cast<std::uint32_t>(tx_state::prepared));
-    for (auto& m : req.messages) *rec.add_messages() = std::move(m);
-    for (auto& a : req.acks) {
+    for (auto& m : request.messages) *rec.add_messages() = std::move(m);
+    for (auto& a : request.acks) {
       auto* r = rec.add_acks();
       r->set_group(a.group);
       r->set_topic(a.topic);
@@ -124,20 +91,64 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
       r->set_offset(a.offset);
       if (a.attempt != 0) r->set_attempt(a.attempt);
     }
-    rec.set_prepared_ms(ctx.now_ms);
-    rec.set_next_check_ms(req.first_check_ms);
-    prepare_result out{false, std::nullopt};
-    if (req.home_partition) {
-      rec.set_home_topic(req.home_topic);
-      rec.set_home_partition(*req.home_partition);
-      out.change = log_tx_change(ctx, rec);
+    rec.set_prepared_ms(now());
+    rec.set_next_check_ms(request.first_check_ms);
+    if (request.home_partition) {
+      rec.set_home_topic(request.home_topic);
+      rec.set_home_partition(*request.home_partition);
     }
-    std::string value = rec.SerializeAsString();
+    value = rec.SerializeAsString();
+  }
+  submit<prepare_result>(sync, bytes, std::move(done),
+                         [this, valid, id = request.id, acks = std::move(request.acks),
+                          create = request.auto_create_partitions, home_topic = std::move(request.home_topic),
+                          home_partition = request.home_partition, rec = std::move(rec),
+                          value = std::move(value)](group_ctx& ctx) mutable -> result<prepare_result> {
+    if (full_ && !failed_) return full_refusal();
+    if (!valid) return errc::invalid_argument;
+    const std::string key(id.raw());
+    // Above every stored tx key and not written in this group: new, no RocksDB look-up.
+    const bool unseen = key > max_tx_key_ && !ctx.overlay[cf_tx].contains(key);
+    if (auto existing = unseen ? std::nullopt : wget(ctx, cf_tx, key)) {
+      records::TxRecord stored;
+      if (!stored.ParseFromString(*existing)) return errc::corruption;
+      if (static_cast<tx_state>(stored.state()) == tx_state::prepared) {
+        prepare_result dup{true, std::nullopt};
+        // A retry may follow a first answer that never came: it waits for the same ISR.
+        dup.change = tx_home_end(ctx, stored);
+        return dup;
+      }
+      return errc::tx_not_prepared;
+    }
+    if (home_partition) {
+      auto h = writer_topic(ctx, home_topic);
+      if (!options_.log_group_changes || !h || *home_partition >= h->record.partitions() ||
+          !group_owned(*h, *home_partition)) {
+        return error(errc::invalid_argument, "transaction home partition " + home_topic + "/" +
+                                                 std::to_string(*home_partition) + " is not led here");
+      }
+    }
+    if (ctx.poisoned) return *ctx.poisoned;
+    // Everything that can refuse the request comes before the first write into the batch.
+    for (auto& a : acks) {
+      if (!valid_name(a.group, k_max_group_name) || !writer_topic(ctx, a.topic)) return errc::invalid_argument;
+    }
+    for (auto& m : rec.messages()) {
+      if (!valid_name(m.topic(), k_max_topic_name)) return errc::invalid_argument;
+      if (!writer_topic(ctx, m.topic()) && !create) return errc::unknown_topic;
+    }
+    if (create && (*create == 0 || *create > k_max_partitions)) return errc::invalid_argument;
+    for (auto& m : rec.messages()) {
+      TXMQ_TRY(auto t, writer_topic_or_create(ctx, m.topic(), create));
+      (void)t;
+    }
+    prepare_result out{false, std::nullopt};
+    if (home_partition) out.change = log_tx_change(ctx, rec);
     const std::size_t value_bytes = value.size();
-    ctx.put(cf_tx, key, value);
+    ctx.put(cf_tx, key, std::move(value));
     move_tx_index(ctx, std::nullopt, tx_index_entry(rec));
     if (prepared_bytes_ + value_bytes <= k_prepared_cache_bytes) {
-      auto [it, inserted] = prepared_.try_emplace(req.id);
+      auto [it, inserted] = prepared_.try_emplace(id);
       if (!inserted) prepared_bytes_ -= it->second.bytes;
       it->second.record = std::move(rec);
       it->second.bytes = value_bytes;
@@ -240,7 +251,7 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
     }
     // Bodies live on in the log (commit) or are not wanted (rollback); keep the outcome small.
     settle(rec, wanted, req.by, ctx.now_ms, false);
-    ctx.put(cf_tx, key, rec.SerializeAsString());
+    ctx.put(cf_tx, key, rec.SerializeAsString());  // moved into the group's overlay, not copied
     if (ctx.poisoned) return *ctx.poisoned;
     out.status = resolve_status::applied;
     out.state = wanted;

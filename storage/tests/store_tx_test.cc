@@ -335,6 +335,35 @@ TEST_F(store_tx_test, list_txs_filters_by_state_and_pages_after_a_txid) {
   EXPECT_THAT(rest, ElementsAre(committed[1]));
 }
 
+// A Prepare whose txid is above every stored tx key skips the RocksDB look-up (issue #15, tenth
+// round): the bound must hold after a reopen too, or a retried Prepare of the newest
+// transaction would be taken for a new one and overwrite its outcome or its record.
+TEST_F(store_tx_test, retried_prepares_of_the_newest_transactions_are_recognised_after_reopen) {
+  // UUIDv7, as the txmq clients make them: each greater than the one before.
+  const txid older = protocol::uuid::make_v7();
+  const txid prepared = protocol::uuid::make_v7();
+  const txid committed = protocol::uuid::make_v7();
+  ASSERT_LT(older, prepared);
+  ASSERT_LT(prepared, committed);
+  EXPECT_FALSE(prepare(prepared, {make_message("p", std::nullopt, "pay")}, now() + 6'000).duplicate);
+  EXPECT_FALSE(prepare(committed, {make_message("c", std::nullopt, "pay")}, now() + 6'000).duplicate);
+  resolve(committed, tx_outcome::commit);
+  prepare_request retry;
+  retry.id = committed;
+  retry.producer_group = "producers";
+  retry.messages = {make_message("again", std::nullopt, "pay")};
+  EXPECT_THAT(try_prepare(retry), fails_with(errc::tx_not_prepared)) << "before reopen";
+
+  reopen();
+  EXPECT_THAT(try_prepare(retry), fails_with(errc::tx_not_prepared)) << "after reopen";
+  EXPECT_EQ(find_tx(committed)->state, tx_state::committed);
+  EXPECT_TRUE(prepare(prepared, {make_message("again", std::nullopt, "pay")}, now() + 9'000).duplicate);
+  EXPECT_EQ(find_tx(prepared)->messages.at(0).body(), "p");
+  // A new transaction below the greatest key is still new.
+  EXPECT_FALSE(prepare(older, {make_message("o", std::nullopt, "pay")}, now() + 6'000).duplicate);
+  EXPECT_EQ(total_messages("pay"), 1u);
+}
+
 TEST_F(store_tx_test, transactions_survive_reopen) {
   const std::int64_t t0 = now();
   const txid prepared = prepare_two(t0 + 1'000);

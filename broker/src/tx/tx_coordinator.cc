@@ -73,21 +73,20 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
                             "Prepare needs a txid of 16 bytes, not all zero (a random UUIDv4 made by the client); got " +
                                 std::to_string(req.txid().size()) + " bytes");
   }
-  const std::string tx_text = id.value().to_string();
+  // The txid's text only for what names it (errors, the cluster's holds), not on every Prepare.
+  auto tx_text_of = [&id] { return id.value().to_string(); };
   if (auto bad = bad_name("producer group", req.producer_group())) {
     return c->respond_error(corr, v1::INVALID_ARGUMENT,
-                            "transaction " + tx_text + ": " + *bad + "; check-backs go to this group's producers");
+                            "transaction " + tx_text_of() + ": " + *bad + "; check-backs go to this group's producers");
   }
-  auto checked = check_messages({.messages = req.messages(),
-                                  .request = "transaction " + tx_text,
-                                  .message_prefix = "transaction " + tx_text + ", "},
+  auto checked = check_messages({.messages = req.messages(), .tx = &id.value()},
                                  {settings_.max_message_bytes, settings_.auto_create_topics, settings_.max_topics}, store_);
   if (!checked) return c->respond_error(corr, wire_code(checked.error()), std::move(checked.error().message));
 
   std::vector<storage::ack_ref> acks;
   if (!req.acks().empty()) {
     if (auto bad = bad_name("ack group", req.ack_group())) {
-      return c->respond_error(corr, v1::INVALID_ARGUMENT, "transaction " + tx_text + " carries acks: " + *bad);
+      return c->respond_error(corr, v1::INVALID_ARGUMENT, "transaction " + tx_text_of() + " carries acks: " + *bad);
     }
     if (static_cast<std::size_t>(req.acks_size()) > k_max_acks) {
       return c->respond_error(corr, v1::INVALID_ARGUMENT,
@@ -103,7 +102,7 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
       for (auto& a : req.acks()) {
         if (!tracker->outstanding(a.topic(), a.partition(), a.offset())) {
           return c->respond_error(corr, v1::UNKNOWN_DELIVERY,
-                                  "transaction " + tx_text + " acks " + a.topic() + "/" + std::to_string(a.partition()) +
+                                  "transaction " + tx_text_of() + " acks " + a.topic() + "/" + std::to_string(a.partition()) +
                                       "@" + std::to_string(a.offset()) + ", which group '" + req.ack_group() +
                                       "' has not delivered or has already settled (acked or dead-lettered)");
         }
@@ -147,7 +146,7 @@ void tx_coordinator::prepare(const std::shared_ptr<responder>& c, std::uint64_t 
   auto keep = std::make_shared<storage::prepare_request>(std::move(pr));
   std::weak_ptr<responder> weak = c;
   cluster_.settle_acks(settle_step::hold, keep->id, keep->acks,
-                       [this, weak, corr, keep, known, tx_text](result<std::vector<bool>> held) {
+                       [this, weak, corr, keep, known, tx_text = tx_text_of()](result<std::vector<bool>> held) {
     auto c = weak.lock();
     std::vector<storage::ack_ref> taken, refused;
     if (held) {
@@ -196,7 +195,8 @@ void tx_coordinator::write_prepare(const std::shared_ptr<responder>& c, std::uin
     }
     auto c = weak.lock();
     if (!c) return;
-    const std::string tx_text = txid.to_string();
+    // The txid's text only for what names it (errors, the cluster's wait), not on every answer.
+    auto tx_text_of = [&txid] { return txid.to_string(); };
     bool duplicate = r && r.value().duplicate;
     std::int64_t due = first_check;
     if (!r && r.error() == errc::tx_not_prepared) {
@@ -208,12 +208,12 @@ void tx_coordinator::write_prepare(const std::shared_ptr<responder>& c, std::uin
       } else {
         const std::string state = rec && rec.value() ? state_text(rec.value()->state) : "resolved";
         return c->respond_error(corr, v1::TX_ALREADY_RESOLVED,
-                                "transaction " + tx_text + " was already " + state +
+                                "transaction " + tx_text_of() + " was already " + state +
                                     "; a txid is never reused: make a new one for a new transaction");
       }
     } else if (!r) {
       return c->respond_error(corr, wire_code(r.error()),
-                              "preparing transaction " + tx_text + " failed: " + r.error().message);
+                              "preparing transaction " + tx_text_of() + " failed: " + r.error().message);
     }
     if (duplicate) {
       if (auto rec = store_.find_tx(txid); rec && rec.value()) due = rec.value()->next_check_ms;
@@ -224,7 +224,7 @@ void tx_coordinator::write_prepare(const std::shared_ptr<responder>& c, std::uin
     out.mutable_prepare_response()->set_first_check_ms(due);
     if (r && r.value().change && cluster_.await) {
       // Cluster mode: answered once the home partition's ISR holds the prepared record.
-      return cluster_.await({*r.value().change}, [weak, corr, tx_text, out = std::move(out)](result<void> g) mutable {
+      return cluster_.await({*r.value().change}, [weak, corr, tx_text = tx_text_of(), out = std::move(out)](result<void> g) mutable {
         auto c = weak.lock();
         if (!c) return;
         if (!g) return c->respond_error(corr, wire_code(g.error()), "transaction " + tx_text + ": " + g.error().message);
@@ -312,7 +312,7 @@ void tx_coordinator::resolve_in_turn(const std::shared_ptr<responder>& c, std::u
                                      resolve_turn turn) {
   (void)what;  // only the checks made before the turn name the request
   const std::optional<storage::txid> id(txid);
-  const std::string tx_text = id.value().to_string();
+  auto tx_text_of = [&txid] { return txid.to_string(); };  // for what names it, not every EndTx
   // A transaction this broker prepared without acks needs no look-up before it is resolved:
   // there is nothing to claim, and the store hands back the record it resolved
   // (resolve_result::before). Any other goes through find_tx() and claim_acks() first.
@@ -321,10 +321,10 @@ void tx_coordinator::resolve_in_turn(const std::shared_ptr<responder>& c, std::u
     auto found = store_.find_tx(id.value());
     if (!found) {
       return c->respond_error(corr, wire_code(found.error()),
-                              "reading transaction " + tx_text + " failed: " + found.error().message);
+                              "reading transaction " + tx_text_of() + " failed: " + found.error().message);
     }
     if (!found.value()) {
-      return c->respond_error(corr, v1::UNKNOWN_TX, unknown_tx_text(tx_text));
+      return c->respond_error(corr, v1::UNKNOWN_TX, unknown_tx_text(tx_text_of()));
     }
     found_before = std::move(*found.value());
     if (cluster_.owner && !found_before->home_topic.empty()) {
@@ -343,7 +343,7 @@ void tx_coordinator::resolve_in_turn(const std::shared_ptr<responder>& c, std::u
     // Cluster read-process-write: the holds are taken again before the COMMIT is written.
     std::weak_ptr<responder> weak = c;
     auto rec = std::make_shared<storage::tx_record>(std::move(*found_before));
-    return claim_in_cluster(*rec, [this, weak, corr, rr, outcome, rec, tx_text, turn](
+    return claim_in_cluster(*rec, [this, weak, corr, rr, outcome, rec, tx_text = tx_text_of(), turn](
                                       result<std::optional<std::string>> claim) mutable {
       auto c = weak.lock();
       if (!c) return;  // nothing written: the producer's retry or a check-back decides
@@ -368,14 +368,15 @@ void tx_coordinator::write_resolve(const std::shared_ptr<responder>& c, std::uin
                                    std::optional<std::string> stale, std::optional<storage::tx_record> found_before,
                                    resolve_turn turn) {
   const storage::resolver by = rr.by;
-  const std::string tx_text = rr.id.to_string();
+  const storage::txid txid = rr.id;  // its text only for what names it, not on every answer
   std::weak_ptr<responder> weak = c;
-  store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, weak, corr, by, outcome, tx_text, stale,
+  store_.resolve(rr, on_io<storage::resolve_result>(io_, [this, weak, corr, by, outcome, txid, stale,
                                                      found_before = std::move(found_before), turn = std::move(turn)](
                                                         result<storage::resolve_result> r) mutable {
     // The outcome is in the store now: a resolution of the same transaction waiting for its
     // turn runs after this one and reads it.
     const resolve_turn release = std::move(turn);
+    auto tx_text_of = [&txid] { return txid.to_string(); };
     if (outcome == v1::COMMIT && found_before) release_acks(*found_before);
     const storage::tx_record* before = found_before ? &*found_before : r ? &r.value().before : nullptr;
     if (r && r.value().status == storage::resolve_status::applied) resolved(*before, r.value(), by);
@@ -387,7 +388,7 @@ void tx_coordinator::write_resolve(const std::shared_ptr<responder>& c, std::uin
       res.change.reset();
       const storage::txid id = before->id;
       const bool follow_up = res.state == tx_state::committed || !before->acks.empty();
-      return cluster_.await({change}, [this, weak, corr, tx_text, id, change, follow_up, stale,
+      return cluster_.await({change}, [this, weak, corr, tx_text = tx_text_of(), id, change, follow_up, stale,
                                     res = std::move(res)](result<void> g) {
         if (follow_up) confirmed_commit(id, change, g.has_value());
         auto c = weak.lock();
@@ -403,19 +404,19 @@ void tx_coordinator::write_resolve(const std::shared_ptr<responder>& c, std::uin
     auto c = weak.lock();
     if (!c) return;
     if (r && stale && r.value().status == storage::resolve_status::applied) {
-      common::log::info("tx ", tx_text, " rolled back instead of committed: ", *stale);
-      return c->respond_error(corr, v1::UNKNOWN_DELIVERY, "transaction " + tx_text + " was rolled back: " + *stale);
+      common::log::info("tx ", tx_text_of(), " rolled back instead of committed: ", *stale);
+      return c->respond_error(corr, v1::UNKNOWN_DELIVERY, "transaction " + tx_text_of() + " was rolled back: " + *stale);
     }
-    if (!r && r.error() == errc::unknown_tx) return c->respond_error(corr, v1::UNKNOWN_TX, unknown_tx_text(tx_text));
+    if (!r && r.error() == errc::unknown_tx) return c->respond_error(corr, v1::UNKNOWN_TX, unknown_tx_text(tx_text_of()));
     if (!r) {
       std::string text = r.error() == errc::unknown_topic
-                             ? "transaction " + tx_text + " cannot commit: a topic of its messages no longer exists"
-                             : "resolving transaction " + tx_text + " failed: " + r.error().message;
+                             ? "transaction " + tx_text_of() + " cannot commit: a topic of its messages no longer exists"
+                             : "resolving transaction " + tx_text_of() + " failed: " + r.error().message;
       return c->respond_error(corr, wire_code(r.error()), text);
     }
     auto& res = r.value();
     if (res.status == storage::resolve_status::conflict) {
-      std::string text = "transaction " + tx_text + " was already " + state_text(res.state);
+      std::string text = "transaction " + tx_text_of() + " was already " + state_text(res.state);
       if (before->resolved_by && (before->state == tx_state::committed || before->state == tx_state::rolled_back)) {
         text += std::string(" ") + resolver_text(*before->resolved_by);
       }
@@ -443,7 +444,6 @@ void tx_coordinator::answer_end_tx(responder& c, std::uint64_t corr, const stora
 
 void tx_coordinator::resolved(const storage::tx_record& before, const storage::resolve_result& r, resolver by) {
   const bool committed = r.state == tx_state::committed;
-  const std::string tx_text = before.id.to_string();
   if (metrics_) {
     // Looked up once per (outcome, resolver): add_counter() builds and locks on every call.
     auto& series = resolved_counters_[{committed, static_cast<int>(by)}];
@@ -463,10 +463,10 @@ void tx_coordinator::resolved(const storage::tx_record& before, const storage::r
         std::chrono::milliseconds(std::max<std::int64_t>(0, now_ms() - before.prepared_ms)));
   }
   if (by == resolver::operator_) {
-    common::log::info("operator ", committed ? "committed" : "rolled back", " tx ", tx_text, " (producer group '",
+    common::log::info("operator ", committed ? "committed" : "rolled back", " tx ", before.id.to_string(), " (producer group '",
               before.producer_group, "', ", before.messages.size(), " messages, was ", state_text(before.state), ")");
   } else if (by == resolver::check) {
-    common::log::debug("check-back ", committed ? "committed" : "rolled back", " tx ", tx_text, " of producer group '",
+    common::log::debug("check-back ", committed ? "committed" : "rolled back", " tx ", before.id.to_string(), " of producer group '",
               before.producer_group, "'");
   }
   if (!committed) return;
