@@ -1,0 +1,172 @@
+#include "round_reader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+
+#include "round_statements.h"
+
+namespace txmq::relay::detail {
+namespace {
+
+// Reads whose floors are kept for rounds still in flight. Only one round is in flight when its
+// successor is read, so two would do; a few more cost nothing.
+constexpr std::size_t k_recent_floors = 8;
+
+std::int64_t big_endian_int8(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
+  return static_cast<std::int64_t>(v);
+}
+
+}  // namespace
+
+const char* read_start_name(read_start s) {
+  switch (s) {
+    case read_start::resume: return "resume";
+    case read_start::lowered: return "lowered";
+    case read_start::full: return "full";
+    case read_start::deferred: return "deferred";
+  }
+  return "full";
+}
+
+std::string old_schema_warning(int version) {
+  return "the outbox schema is version " + std::to_string(version) +
+         ": every read starts at each shard's beginning (per-key order needs version 3 to read past rows already "
+         "read), which is slow in a backlog; run `txmq outbox init --pg CONN` (idempotent) to upgrade it";
+}
+
+round_reader::round_reader(int batch, bool order_rule) : batch_(batch), order_rule_(order_rule) {}
+
+void round_reader::reset() {
+  open_ = open_transactions();
+  resume_.clear();
+  highest_seq_read_ = 0;
+  recent_floors_.clear();
+  forgotten_floors_up_to_ = 0;
+}
+
+std::optional<std::int64_t> round_reader::resume_point(int shard) const {
+  if (auto it = resume_.find(shard); it != resume_.end()) return it->second;
+  return std::nullopt;
+}
+
+void round_reader::read_from_start(int shard) { resume_.erase(shard); }
+
+void round_reader::resume_after(int shard, std::int64_t last_seq, std::uint64_t read_no) {
+  if (!order_rule_) return;
+  // A read after this round's (its pipelined successor's) may have seen a transaction complete
+  // whose rows lie below last_seq.
+  if (read_no < forgotten_floors_up_to_) {
+    resume_.erase(shard);  // a floor of a later read is no longer remembered: from the start
+    return;
+  }
+  for (auto it = recent_floors_.upper_bound(read_no); it != recent_floors_.end(); ++it) {
+    last_seq = std::min(last_seq, it->second);
+  }
+  if (last_seq <= 0) {
+    resume_.erase(shard);
+  } else {
+    resume_[shard] = last_seq;
+  }
+}
+
+void round_reader::lower_all(std::int64_t floor, std::uint64_t read_no) {
+  for (auto it = resume_.begin(); it != resume_.end();) {
+    if (floor <= 0) {
+      it = resume_.erase(it);
+      continue;
+    }
+    it->second = std::min(it->second, floor);
+    ++it;
+  }
+  recent_floors_[read_no] = floor;
+  while (recent_floors_.size() > k_recent_floors) {
+    forgotten_floors_up_to_ = recent_floors_.begin()->first;
+    recent_floors_.erase(recent_floors_.begin());
+  }
+}
+
+client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>& shards,
+                                               const std::map<int, std::int64_t>* in_flight) {
+  read_result out;
+  out.read_no = ++reads_;
+  std::optional<std::int64_t> floor;
+  bool in_transaction = false;
+  if (order_rule_) {
+    // The snapshot is taken by the SELECT (the transaction's first statement) and kept for the
+    // read; the xid is assigned while the SELECT runs, so after the snapshot.
+    auto snap = pg::exec(conn,
+                         "BEGIN ISOLATION LEVEL REPEATABLE READ; "
+                         "SELECT pg_current_snapshot()::text, pg_current_xact_id()::text");
+    if (!snap) {
+      (void)pg::exec(conn, "ROLLBACK");
+      return snap.error();
+    }
+    in_transaction = true;
+    PGresult* sr = snap.value().get();
+    const std::string_view snapshot_text = PQgetvalue(sr, 0, 0);
+    const std::string_view xid_text = PQgetvalue(sr, 0, 1);
+    auto snapshot = parse_snapshot(snapshot_text);
+    std::uint64_t xid = 0;
+    const auto [end, ec] = std::from_chars(xid_text.data(), xid_text.data() + xid_text.size(), xid);
+    if (!snapshot || ec != std::errc() || end != xid_text.data() + xid_text.size()) {
+      (void)pg::exec(conn, "ROLLBACK");
+      return client::error(pg::errc::database, "PostgreSQL returned a snapshot the relay cannot read: '" +
+                                                   std::string(snapshot_text) + "', xid '" + std::string(xid_text) + "'");
+    }
+    floor = open_.observe(*snapshot, xid, highest_seq_read_);
+    if (floor) lower_all(*floor, out.read_no);
+  }
+
+  std::string shard_list = "{", after_list = "{";
+  bool past = false;
+  for (int s : shards) {
+    std::int64_t from = 0;
+    if (in_flight) {
+      if (auto it = in_flight->find(s); it != in_flight->end()) {
+        from = it->second;
+        // Past the round in flight only if nothing below its end may have become visible since
+        // it was read; reading lower would return its rows again (they are not deleted yet).
+        if (!order_rule_ || (floor && *floor < from)) {
+          out.start = read_start::deferred;
+          if (in_transaction) {
+            if (auto c = pg::exec(conn, "COMMIT"); !c) return c.error();
+          }
+          return out;
+        }
+      }
+    } else if (order_rule_) {
+      if (auto it = resume_.find(s); it != resume_.end()) from = it->second;
+    }
+    past = past || from > 0;
+    shard_list += (shard_list.size() > 1 ? "," : "") + std::to_string(s);
+    after_list += (after_list.size() > 1 ? "," : "") + std::to_string(from);
+  }
+  shard_list += "}";
+  after_list += "}";
+  if (floor) {
+    out.start = *floor > 0 ? read_start::lowered : read_start::full;
+  } else {
+    out.start = past ? read_start::resume : read_start::full;
+  }
+
+  const pg::param params[] = {shard_list, after_list, std::to_string(batch_)};
+  auto rows = pg::exec_prepared(conn, k_read_statement, params, true);
+  if (!rows) {
+    if (in_transaction) (void)pg::exec(conn, "ROLLBACK");
+    return rows.error();
+  }
+  if (in_transaction) {
+    if (auto c = pg::exec(conn, "COMMIT"); !c) return c.error();
+  }
+  PGresult* res = rows.value().get();
+  for (int i = 0, n = PQntuples(res); i < n; ++i) {
+    if (PQgetlength(res, i, 6) == 8) highest_seq_read_ = std::max(highest_seq_read_, big_endian_int8(PQgetvalue(res, i, 6)));
+  }
+  out.rows = std::move(rows).value();
+  return out;
+}
+
+}  // namespace txmq::relay::detail
