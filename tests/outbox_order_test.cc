@@ -162,6 +162,37 @@ TEST(outbox_order, a_resumed_read_never_publishes_a_writers_next_transaction_fir
   EXPECT_EQ(relay.published.size(), 5u);
 }
 
+// A transaction first seen at a later read: it took its seq after the earlier read looked at the
+// sequence, so the read after its commit starts there, not at the shard's start.
+TEST(outbox_order, a_late_transaction_moves_reads_down_only_to_the_sequence_before_it) {
+  const auto db = new_outbox("order_lowered");
+  reading_relay relay(db, 3);
+  auto a = connect_to(db);
+  auto b = connect_to(db);
+  for (int i = 0; i < 3; ++i) insert_row(b.get(), "other", "b" + std::to_string(i));
+  auto r0 = relay.read();
+  ASSERT_EQ(r0.rows.size(), 3u);
+  relay.publish_and_delete(r0);
+
+  run(a.get(), "BEGIN");
+  const auto s1 = insert_row(a.get(), "k", "a1");
+  for (int i = 3; i < 6; ++i) insert_row(b.get(), "other", "b" + std::to_string(i));
+  auto r1 = relay.read();  // past r0, A running: first seen here
+  ASSERT_EQ(r1.rows.size(), 3u);
+  EXPECT_EQ(r1.start, read_start::resume);
+  relay.publish_and_delete(r1);
+
+  run(a.get(), "COMMIT");
+  const auto s2 = insert_row(a.get(), "k", "a2");
+  auto r2 = relay.read();
+  EXPECT_EQ(r2.start, read_start::lowered) << "expected a read from the sequence's value at the first read, "
+                                           << r0.last_seq << ", not from the shard's start";
+  relay.publish_and_delete(r2);
+  relay.drain();
+  EXPECT_EQ(relay.order_of("k"), (std::vector<std::int64_t>{s1, s2})) << "key k's rows published out of seq order";
+  EXPECT_EQ(relay.published.size(), 8u);
+}
+
 // The same while the round is in flight: its successor is read before it is deleted (drain's
 // pipeline), from the round's last seq.
 TEST(outbox_order, a_pipelined_read_never_publishes_a_writers_next_transaction_first) {

@@ -236,7 +236,7 @@ TEST(outbox_relay, a_relay_cut_off_from_the_database_loses_its_shards_to_another
 
 // A shard in a backlog is read from the seq its relay last deleted, not from its start. A row
 // whose transaction took its seq before that point but commits after it must still be published
-// (at the next full read: when the shard drains, or every full_read_interval).
+// (the first read after its commit starts below it: outbox-relay/README.md, "The order rule").
 TEST(outbox_relay, a_row_committed_late_below_a_backlogs_read_point_is_still_published) {
   outbox_setup setup("relay_late", 1, "late");
   const auto& db = setup.db;

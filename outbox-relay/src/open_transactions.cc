@@ -54,7 +54,7 @@ std::int64_t open_transactions::bound_of(std::uint64_t xid) const {
 }
 
 std::optional<std::int64_t> open_transactions::observe(const pg_snapshot& s, std::uint64_t assigned_after,
-                                                       std::int64_t highest_seq_read) {
+                                                       std::int64_t seq_before_xid) {
   // An xid assigned after the snapshot is at least its xmax; anything else is not one.
   assigned_after = std::max(assigned_after, s.xmax);
   std::optional<std::int64_t> floor;
@@ -78,9 +78,9 @@ std::optional<std::int64_t> open_transactions::observe(const pg_snapshot& s, std
     }
     if (done) floor = bound_of(*done);
   }
-  // Xids first seen now (at or above the previous read's assigned_after, or all of them on the
-  // first read, when nothing was read before) took their seqs after the previous snapshot.
-  const std::int64_t above = last_ ? highest_seq_read : 0;
+  // Xids first seen now (at or above the previous read's assigned_after) took their seqs after
+  // it was assigned, so above the sequence's value read before; on the first read, anywhere.
+  const std::int64_t above = last_ ? last_seq_before_xid_ : 0;
   if (epochs_.empty() || assigned_after > epochs_.back().end) epochs_.push_back({assigned_after, above});
   // Xids below xmin completed before this snapshot and are never looked up again.
   while (epochs_.size() > 1 && epochs_.front().end <= s.xmin) epochs_.pop_front();
@@ -91,6 +91,7 @@ std::optional<std::int64_t> open_transactions::observe(const pg_snapshot& s, std
   }
   last_ = s;
   last_assigned_after_ = assigned_after;
+  last_seq_before_xid_ = seq_before_xid;
   return floor;
 }
 

@@ -11,8 +11,10 @@
 // is an xid assigned after the snapshot (PostgreSQL's xmax is the latest completed xid + 1, and
 // running xids above it are not listed). Such a transaction stays in every later read's set
 // until a snapshot shows it completed; that read must start low enough to return its rows.
-// How low: a transaction first seen running at read j got its xid after read j-1's snapshot,
-// so its seqs are above every seq returned up to read j-1.
+// How low: a transaction first seen at read j has an xid above read j-1's X, so it got it after
+// X was assigned, and its seqs after that: above the sequence's last value read before X was
+// assigned. In a backlog that bound is the sequence's head, above every read point, so writers
+// committing meanwhile move nothing; only transactions that took seqs long ago do.
 
 #include <cstdint>
 #include <deque>
@@ -43,13 +45,13 @@ class open_transactions {
  public:
   // Call with each read's snapshot before the read uses it: `assigned_after` is an xid assigned
   // after the snapshot was taken (pg_current_xact_id() in the read's transaction), and
-  // `highest_seq_read` the highest seq any earlier read of this session returned (0: none).
-  // Returns nullopt when every transaction that was running at the previous snapshot is still
+  // `seq_before_xid` the outbox sequence's last value read before that xid was assigned (0 when
+  // it has none). Returns nullopt when every transaction that was running at the previous snapshot is still
   // running (reads may go on past what was read before), or else a seq F: rows that became
   // visible since the previous snapshot all have seqs above F, so every read point must come
   // down to at most F (0: the shard's start).
   [[nodiscard]] std::optional<std::int64_t> observe(const pg_snapshot& s, std::uint64_t assigned_after,
-                                                    std::int64_t highest_seq_read);
+                                                    std::int64_t seq_before_xid);
 
   // Epochs kept (bounded: older ones merge, which only lowers their bound).
   [[nodiscard]] std::size_t epochs() const noexcept { return epochs_.size(); }
@@ -65,6 +67,7 @@ class open_transactions {
 
   std::optional<pg_snapshot> last_;
   std::uint64_t last_assigned_after_ = 0;
+  std::int64_t last_seq_before_xid_ = 0;
   std::deque<epoch> epochs_;
 };
 

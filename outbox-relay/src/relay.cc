@@ -81,10 +81,9 @@ class relay::impl {
     row_age_ = &m.add_histogram("txmq_relay_row_age_seconds", "from the row's created_at to the broker's acknowledgement");
     stale_dropped_ = &m.add_counter("txmq_relay_stale_rounds_dropped_total",
                                     "rounds read before a pause and not sent because the database session ended meanwhile");
-    for (auto start : {detail::read_start::resume, detail::read_start::lowered, detail::read_start::full,
-                       detail::read_start::deferred}) {
-      const char* name = detail::read_start_name(start);
-      reads_[name] = &m.add_counter("txmq_relay_reads_total", detail::k_reads_help, {{"start", name}});
+    for (auto start : detail::k_read_starts) {
+      reads_[detail::read_start_name(start)] =
+          &m.add_counter("txmq_relay_reads_total", detail::k_reads_help, {{"start", detail::read_start_name(start)}});
     }
     stale_ended_ = &m.add_counter("txmq_relay_stale_relays_ended_total",
                                   "sessions of relays without a heartbeat for --stale-after, ended so that their shards move");
@@ -639,8 +638,7 @@ class relay::impl {
   // when it returns, so shards may then be released.
   batch_outcome drain(clock::time_point until) {
     batch_outcome out;
-    // Each shard starts where round_reader says: past what this session read and deleted while
-    // the order rule allows it (README "Where a read starts"), else lower or from its start.
+    // Each shard starts where round_reader says (README "Where a read starts", "The order rule").
     auto first = read_round(pending_, nullptr);
     if (!first) {
       out.db_error = first.error();
@@ -740,7 +738,9 @@ class relay::impl {
     }
     owned_.clear();
     for (auto& p : producers_) p->close();
-    log(log_level::info, "stopped");
+    std::string reads;  // how reads started over the relay's life (txmq_relay_reads_total)
+    for (const auto& [start, n] : reads_) reads += (reads.empty() ? "" : ", ") + start + " " + std::to_string(n->value());
+    log(log_level::info, "stopped; reads by start: " + reads);
   }
 
   relay_options options_;

@@ -13,11 +13,13 @@ namespace {
 // successor is read, so two would do; a few more cost nothing.
 constexpr std::size_t k_recent_floors = 8;
 
-std::int64_t big_endian_int8(const char* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
-  return static_cast<std::int64_t>(v);
-}
+// The read's opening: its snapshot (the transaction's first statement takes it), the outbox
+// sequence's last value, then an xid. OFFSET 0 keeps the inner query a separate step, so the
+// sequence is read before pg_current_xact_id() assigns the xid (the rule's bound needs that order).
+constexpr const char* k_open_sql =
+    "BEGIN ISOLATION LEVEL REPEATABLE READ; "
+    "SELECT s::text, coalesce(v, 0), pg_current_xact_id()::text FROM (SELECT pg_current_snapshot() AS s, "
+    "pg_sequence_last_value(pg_get_serial_sequence('txmq_outbox', 'seq')::regclass) AS v OFFSET 0) q";
 
 }  // namespace
 
@@ -42,7 +44,6 @@ round_reader::round_reader(int batch, bool order_rule) : batch_(batch), order_ru
 void round_reader::reset() {
   open_ = open_transactions();
   resume_.clear();
-  highest_seq_read_ = 0;
   recent_floors_.clear();
   forgotten_floors_up_to_ = 0;
 }
@@ -72,20 +73,27 @@ void round_reader::resume_after(int shard, std::int64_t last_seq, std::uint64_t 
   }
 }
 
-void round_reader::lower_all(std::int64_t floor, std::uint64_t read_no) {
+bool round_reader::lower_all(std::int64_t floor, std::uint64_t read_no) {
+  bool moved = false;
   for (auto it = resume_.begin(); it != resume_.end();) {
-    if (floor <= 0) {
-      it = resume_.erase(it);
+    if (it->second <= floor) {
+      ++it;
       continue;
     }
-    it->second = std::min(it->second, floor);
-    ++it;
+    moved = true;
+    if (floor <= 0) {
+      it = resume_.erase(it);
+    } else {
+      it->second = floor;
+      ++it;
+    }
   }
   recent_floors_[read_no] = floor;
   while (recent_floors_.size() > k_recent_floors) {
     forgotten_floors_up_to_ = recent_floors_.begin()->first;
     recent_floors_.erase(recent_floors_.begin());
   }
+  return moved;
 }
 
 client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>& shards,
@@ -93,13 +101,10 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
   read_result out;
   out.read_no = ++reads_;
   std::optional<std::int64_t> floor;
+  bool lowered = false;  // the rule moved some read point down
   bool in_transaction = false;
   if (order_rule_) {
-    // The snapshot is taken by the SELECT (the transaction's first statement) and kept for the
-    // read; the xid is assigned while the SELECT runs, so after the snapshot.
-    auto snap = pg::exec(conn,
-                         "BEGIN ISOLATION LEVEL REPEATABLE READ; "
-                         "SELECT pg_current_snapshot()::text, pg_current_xact_id()::text");
+    auto snap = pg::exec(conn, k_open_sql);
     if (!snap) {
       (void)pg::exec(conn, "ROLLBACK");
       return snap.error();
@@ -107,17 +112,22 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
     in_transaction = true;
     PGresult* sr = snap.value().get();
     const std::string_view snapshot_text = PQgetvalue(sr, 0, 0);
-    const std::string_view xid_text = PQgetvalue(sr, 0, 1);
+    const std::string_view seq_text = PQgetvalue(sr, 0, 1);
+    const std::string_view xid_text = PQgetvalue(sr, 0, 2);
     auto snapshot = parse_snapshot(snapshot_text);
     std::uint64_t xid = 0;
-    const auto [end, ec] = std::from_chars(xid_text.data(), xid_text.data() + xid_text.size(), xid);
-    if (!snapshot || ec != std::errc() || end != xid_text.data() + xid_text.size()) {
+    std::int64_t seq = 0;
+    const auto x = std::from_chars(xid_text.data(), xid_text.data() + xid_text.size(), xid);
+    const auto q = std::from_chars(seq_text.data(), seq_text.data() + seq_text.size(), seq);
+    if (!snapshot || x.ec != std::errc() || x.ptr != xid_text.data() + xid_text.size() || q.ec != std::errc() ||
+        q.ptr != seq_text.data() + seq_text.size()) {
       (void)pg::exec(conn, "ROLLBACK");
       return client::error(pg::errc::database, "PostgreSQL returned a snapshot the relay cannot read: '" +
-                                                   std::string(snapshot_text) + "', xid '" + std::string(xid_text) + "'");
+                                                   std::string(snapshot_text) + "', xid '" + std::string(xid_text) +
+                                                   "', sequence value '" + std::string(seq_text) + "'");
     }
-    floor = open_.observe(*snapshot, xid, highest_seq_read_);
-    if (floor) lower_all(*floor, out.read_no);
+    floor = open_.observe(*snapshot, xid, seq);
+    if (floor) lowered = lower_all(*floor, out.read_no);
   }
 
   std::string shard_list = "{", after_list = "{";
@@ -146,8 +156,8 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
   }
   shard_list += "}";
   after_list += "}";
-  if (floor) {
-    out.start = *floor > 0 ? read_start::lowered : read_start::full;
+  if (lowered) {
+    out.start = past ? read_start::lowered : read_start::full;
   } else {
     out.start = past ? read_start::resume : read_start::full;
   }
@@ -160,10 +170,6 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
   }
   if (in_transaction) {
     if (auto c = pg::exec(conn, "COMMIT"); !c) return c.error();
-  }
-  PGresult* res = rows.value().get();
-  for (int i = 0, n = PQntuples(res); i < n; ++i) {
-    if (PQgetlength(res, i, 6) == 8) highest_seq_read_ = std::max(highest_seq_read_, big_endian_int8(PQgetvalue(res, i, 6)));
   }
   out.rows = std::move(rows).value();
   return out;

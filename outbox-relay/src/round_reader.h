@@ -9,7 +9,8 @@
 // Each read is its own REPEATABLE READ transaction: the snapshot the rule judges is the one the
 // read sees (pg_current_snapshot() returns the transaction's snapshot), and pg_current_xact_id()
 // in it is an xid assigned after that snapshot. Three round trips: BEGIN with the snapshot, the
-// prepared read (binary result, round_statements.h), COMMIT.
+// prepared read (binary result, round_statements.h), COMMIT. The relay's role needs SELECT (or
+// USAGE) on the outbox's seq sequence, whose last value the opening reads.
 //
 // Not thread-safe: one per relay session, used by the session's thread.
 
@@ -35,6 +36,7 @@ enum class read_start {
   deferred,  // nothing read: the rule moved a point below the round in flight (read_result)
 };
 
+inline constexpr read_start k_read_starts[] = {read_start::resume, read_start::lowered, read_start::full, read_start::deferred};
 [[nodiscard]] const char* read_start_name(read_start s);
 inline constexpr const char* k_reads_help =
     "outbox reads by where they started: resume = past the rows read before, lowered = below that because a transaction "
@@ -77,13 +79,14 @@ class round_reader {
   [[nodiscard]] bool order_rule() const noexcept { return order_rule_; }
 
  private:
-  void lower_all(std::int64_t floor, std::uint64_t read_no);
+  // Moves every resume point above `floor` down to it (0: erased); remembers the floor for rounds
+  // still in flight. Returns whether a point moved.
+  bool lower_all(std::int64_t floor, std::uint64_t read_no);
 
   int batch_;
   bool order_rule_;
   open_transactions open_;
   std::map<int, std::int64_t> resume_;
-  std::int64_t highest_seq_read_ = 0;
   std::uint64_t reads_ = 0;
   // Floors the rule returned at recent reads (read number, floor), for a round still in flight
   // then whose resume point is recorded afterwards.

@@ -61,11 +61,11 @@ TEST(relay_snapshot, a_listed_transaction_that_completed_moves_reads_down) {
   // 103 completed: it was running at the first read, before which nothing had been read, so its
   // rows may lie anywhere: from the start.
   EXPECT_EQ(open.observe(snap("101:108:101"), 108, 500), std::optional<std::int64_t>(0));
-  // 110 was assigned after read 2's xid (108): first seen at read 3, after read 2's snapshot,
-  // when the reads had returned seqs up to 900; its seqs are above that.
+  // 110 was assigned after read 2's xid (108), which read 2 took after it read the sequence at
+  // 500: 110's seqs are above 500.
   EXPECT_EQ(open.observe(snap("101:110:101"), 111, 900), std::nullopt);
   EXPECT_EQ(open.observe(snap("101:112:101,110"), 113, 1200), std::nullopt);
-  EXPECT_EQ(open.observe(snap("101:114:101"), 115, 1500), std::optional<std::int64_t>(900));
+  EXPECT_EQ(open.observe(snap("101:114:101"), 115, 1500), std::optional<std::int64_t>(500));
   // 101, open since before the first read, completes: from the start again.
   EXPECT_EQ(open.observe(snap("115:115:"), 116, 1800), std::optional<std::int64_t>(0));
 }
@@ -78,20 +78,20 @@ TEST(relay_snapshot, a_transaction_above_xmax_that_completed_moves_reads_down) {
   EXPECT_EQ(open.observe(snap("200:206:200,201,202,203,204"), 206, 300), std::nullopt);  // all still running
   // 202 completed (below the new xmax, not listed); the smallest completed one decides.
   EXPECT_EQ(open.observe(snap("200:207:200,201,203,204"), 207, 600), std::optional<std::int64_t>(0));
-  // 208 was assigned after read 3's own xid 207, so after its snapshot: first seen at read 4, its
-  // seqs are above the 800 the reads had returned by then. It completes.
+  // 208 was assigned after read 3's own xid 207, taken after read 3 saw the sequence at 600: its
+  // seqs are above 600. It completes.
   EXPECT_EQ(open.observe(snap("200:208:200,201,203,204"), 209, 800), std::nullopt);
-  EXPECT_EQ(open.observe(snap("200:210:200,201,203,204"), 210, 900), std::optional<std::int64_t>(800));
+  EXPECT_EQ(open.observe(snap("200:210:200,201,203,204"), 210, 900), std::optional<std::int64_t>(600));
 }
 
 TEST(relay_snapshot, sixty_four_bit_xids_need_no_wraparound) {
   open_transactions open;
   const std::uint64_t base = 4294967290u;  // 2^32 - 6: the 32-bit xid would wrap around inside this test
   auto at = [&](std::uint64_t d) { return std::to_string(base + d); };
-  EXPECT_EQ(open.observe(snap(at(0) + ":" + at(4) + ":" + at(1)), base + 5, 0), std::nullopt);
+  EXPECT_EQ(open.observe(snap(at(0) + ":" + at(4) + ":" + at(1)), base + 5, 50), std::nullopt);
   EXPECT_EQ(open.observe(snap(at(1) + ":" + at(12) + ":" + at(1) + "," + at(4) + "," + at(10)), base + 12, 100), std::nullopt);
   // base + 10 (past 2^32) completes; base + 1 and base + 4 (below it) still run.
-  EXPECT_EQ(open.observe(snap(at(1) + ":" + at(14) + ":" + at(1) + "," + at(4)), base + 14, 200), std::optional<std::int64_t>(100));
+  EXPECT_EQ(open.observe(snap(at(1) + ":" + at(14) + ":" + at(1) + "," + at(4)), base + 14, 200), std::optional<std::int64_t>(50));
 }
 
 TEST(relay_snapshot, a_long_transaction_keeps_few_epochs_and_the_lowest_bound) {
