@@ -231,9 +231,10 @@ class relay::impl {
     return pg::exec(conn_.get(), sql, params);
   }
 
-  client::result<detail::read_result> db_read(const std::set<int>& shards, const std::map<int, std::int64_t>* in_flight) {
+  client::result<detail::read_result> db_read(const std::set<int>& shards, const std::map<int, std::int64_t>* in_flight,
+                                              std::uint64_t in_flight_read_no) {
     db_call call(*this);
-    return reader_->read(conn_.get(), shards, in_flight);
+    return reader_->read(conn_.get(), shards, in_flight, in_flight_read_no);
   }
 
   client::result<pg::result_ptr> db_exec_prepared(const char* name, std::span<const pg::param> params, bool binary_result,
@@ -514,10 +515,10 @@ class relay::impl {
 
   // Reads a round of `shards`: past the last seqs of the round in flight (`in_flight`, null when
   // none) or the shards' resume points, as round_reader allows. Errors: the database's.
-  client::result<round> read_round(const std::set<int>& shards, const std::map<int, std::int64_t>* in_flight) {
+  client::result<round> read_round(const std::set<int>& shards, const round* in_flight) {
     round out;
     for (int s : shards) out.rows[s] = 0;
-    auto rows = db_read(shards, in_flight);
+    auto rows = db_read(shards, in_flight ? &in_flight->last_seq : nullptr, in_flight ? in_flight->read_no : 0);
     if (!rows) return rows.error();
     reads_.at(detail::read_start_name(rows.value().start))->inc();
     out.read_no = rows.value().read_no;
@@ -658,7 +659,7 @@ class relay::impl {
       std::optional<round> next;
       bool read_after_delete = false;
       if (!more.empty() && !cur.bad_row && !stopping_.load() && clock::now() < until) {
-        auto r = read_round(more, &cur.last_seq);
+        auto r = read_round(more, &cur);
         if (!r) {
           (void)settle_round(cur);
           out.db_error = r.error();

@@ -46,6 +46,13 @@ void round_reader::reset() {
   resume_.clear();
   recent_floors_.clear();
   forgotten_floors_up_to_ = 0;
+  unobserved_.clear();
+  needs_snapshot_.clear();
+}
+
+bool round_reader::observed(std::uint64_t read_no) const {
+  // Reads older than the window are counted as unobserved: cautious, never wrong.
+  return read_no + k_recent_floors > reads_ && !unobserved_.contains(read_no);
 }
 
 std::optional<std::int64_t> round_reader::resume_point(int shard) const {
@@ -53,10 +60,20 @@ std::optional<std::int64_t> round_reader::resume_point(int shard) const {
   return std::nullopt;
 }
 
-void round_reader::read_from_start(int shard) { resume_.erase(shard); }
+void round_reader::read_from_start(int shard) {
+  resume_.erase(shard);
+  needs_snapshot_.erase(shard);
+}
 
 void round_reader::resume_after(int shard, std::int64_t last_seq, std::uint64_t read_no) {
   if (!order_rule_) return;
+  if (!observed(read_no)) {
+    // Read without a snapshot: nothing says which transactions might still commit below
+    // last_seq. Its next read takes one and starts from the beginning.
+    resume_.erase(shard);
+    needs_snapshot_.insert(shard);
+    return;
+  }
   // A read after this round's (its pipelined successor's) may have seen a transaction complete
   // whose rows lie below last_seq.
   if (read_no < forgotten_floors_up_to_) {
@@ -97,13 +114,26 @@ bool round_reader::lower_all(std::int64_t floor, std::uint64_t read_no) {
 }
 
 client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>& shards,
-                                               const std::map<int, std::int64_t>* in_flight) {
+                                               const std::map<int, std::int64_t>* in_flight, std::uint64_t in_flight_read_no) {
   read_result out;
   out.read_no = ++reads_;
+  // A snapshot is needed only where a read point past 0 is used now or may be set from this
+  // read's rows: shards with resume points or a backlog, a round in flight. A relay keeping up
+  // (every shard drained each round) reads with one statement, as before the rule.
+  bool observe = order_rule_ && in_flight != nullptr;
+  for (int s : shards) observe = observe || resume_.contains(s) || needs_snapshot_.contains(s);
+  if (order_rule_ && in_flight && !observed(in_flight_read_no)) {
+    out.start = read_start::deferred;  // past a round read without a snapshot: never
+    return out;
+  }
+  if (order_rule_ && !observe) {
+    unobserved_.insert(out.read_no);
+    while (!unobserved_.empty() && *unobserved_.begin() + k_recent_floors <= reads_) unobserved_.erase(unobserved_.begin());
+  }
   std::optional<std::int64_t> floor;
   bool lowered = false;  // the rule moved some read point down
   bool in_transaction = false;
-  if (order_rule_) {
+  if (observe) {
     auto snap = pg::exec(conn, k_open_sql);
     if (!snap) {
       (void)pg::exec(conn, "ROLLBACK");

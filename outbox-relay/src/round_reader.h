@@ -59,12 +59,15 @@ class round_reader {
 
   // Reads the oldest `batch` rows of each of `shards` past its read point: for a shard in
   // `in_flight` (the round being published; null when none) past that round's last seq, else past
-  // its resume point, else from its start. When the rule moves a point below a shard's in-flight
+  // its resume point, else from its start (`in_flight_read_no`: the read number of the round in
+  // flight). A read of shards that all drained and have no resume point takes no snapshot (one
+  // statement); a round it returns gives no resume point. When the rule moves a point below a shard's in-flight
   // seq, nothing is read (read_start::deferred): read those shards again, without in_flight, once
   // that round is deleted and resume_after() recorded it. Errors: the database's (the session is
   // left outside any transaction when it is alive).
   [[nodiscard]] client::result<read_result> read(PGconn* conn, const std::set<int>& shards,
-                                                 const std::map<int, std::int64_t>* in_flight);
+                                                 const std::map<int, std::int64_t>* in_flight,
+                                                 std::uint64_t in_flight_read_no = 0);
 
   // Every row of a round read by read `read_no` up to `last_seq` of `shard` was acked and
   // deleted: the shard's next read may start past it (or lower, if a later read's snapshot
@@ -92,6 +95,9 @@ class round_reader {
   // then whose resume point is recorded afterwards.
   std::map<std::uint64_t, std::int64_t> recent_floors_;
   std::uint64_t forgotten_floors_up_to_ = 0;  // the newest read whose floor was dropped
+  std::set<std::uint64_t> unobserved_;        // recent reads that took no snapshot
+  std::set<int> needs_snapshot_;              // shards whose last round came from such a read
+  [[nodiscard]] bool observed(std::uint64_t read_no) const;
 };
 
 }  // namespace txmq::relay::detail
