@@ -6,11 +6,12 @@
 // completed since. Apart from the loop (relay.cc) so that a test can drive reads and writers
 // step by step against a real PostgreSQL.
 //
-// Each read is its own REPEATABLE READ transaction: the snapshot the rule judges is the one the
-// read sees (pg_current_snapshot() returns the transaction's snapshot), and pg_current_xact_id()
-// in it is an xid assigned after that snapshot. Three round trips: BEGIN with the snapshot, the
-// prepared read (binary result, round_statements.h), COMMIT. The relay's role needs SELECT (or
-// USAGE) on the outbox's seq sequence, whose last value the opening reads.
+// A read that uses or may set a point past 0 is its own REPEATABLE READ transaction: the snapshot
+// the rule judges is the one the read sees (pg_current_snapshot() returns the transaction's
+// snapshot), and pg_current_xact_id() in it is an xid assigned after that snapshot. Three round
+// trips: BEGIN with the snapshot, the prepared read (binary result, round_statements.h), COMMIT.
+// A read of drained shards without resume points is the prepared read alone. The relay's role
+// needs SELECT (or USAGE) on the outbox's seq sequence, whose last value the opening reads.
 //
 // Not thread-safe: one per relay session, used by the session's thread.
 
@@ -33,7 +34,8 @@ enum class read_start {
   resume,    // some shard was read past its resume point (or its in-flight round), none moved down
   lowered,   // the rule moved read points down (to a seq above 0): a transaction completed late
   full,      // every shard from its start (no resume point, or the rule moved them to 0)
-  deferred,  // nothing read: the rule moved a point below the round in flight (read_result)
+  deferred,  // nothing read: a point would come below the round in flight, or that round was read
+             // without a snapshot (read())
 };
 
 inline constexpr read_start k_read_starts[] = {read_start::resume, read_start::lowered, read_start::full, read_start::deferred};
