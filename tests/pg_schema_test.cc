@@ -55,6 +55,42 @@ TEST(pg_schema, plain_insert_is_routed_to_a_shard_by_key_and_notifies) {
   PQfreemem(note);
 }
 
+// Version 3: an outbox row's seq is taken after its transaction has an xid (the relay's order
+// rule needs it). The plain bigserial default takes it first: nextval assigns no xid (except
+// when it logs a batch of values).
+TEST(pg_schema, version_3_takes_a_rows_seq_after_its_transactions_xid_and_migrates_version_2) {
+  auto conn = connect_to(test::shared_pg_cluster().create_database("schema_v3"));
+  ASSERT_TRUE(producer::install_schema(conn.get(), 4));
+  auto xid_before_seq = [&] {
+    EXPECT_TRUE(pg::exec(conn.get(), "BEGIN"));
+    // The column's default, evaluated as an INSERT would, then whether the transaction has an xid.
+    const auto seq = one_value(conn.get(),
+                               "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'txmq_outbox'::regclass AND "
+                               "adnum = (SELECT attnum FROM pg_attribute WHERE attrelid = 'txmq_outbox'::regclass AND attname = 'seq')");
+    std::string assigned;
+    if (auto r = pg::exec(conn.get(), "SELECT " + seq); r) {
+      assigned = one_value(conn.get(), "SELECT pg_current_xact_id_if_assigned() IS NOT NULL");
+    }
+    EXPECT_TRUE(pg::exec(conn.get(), "ROLLBACK"));
+    return assigned;
+  };
+  EXPECT_EQ(xid_before_seq(), "t");
+
+  // A database of version 2: the bigserial default, version 2 recorded.
+  ASSERT_TRUE(pg::exec(conn.get(),
+                       "ALTER TABLE txmq_outbox ALTER COLUMN seq SET DEFAULT nextval('txmq_outbox_seq_seq'::regclass); "
+                       "DROP FUNCTION txmq_outbox_next_seq(); UPDATE txmq_schema SET version = 2"));
+  EXPECT_EQ(one_value(conn.get(), "SELECT version FROM txmq_schema"), "2");
+  ASSERT_TRUE(pg::exec(conn.get(), "SELECT nextval('txmq_outbox_seq_seq')"));  // not the 32nd value: no xid from nextval
+  EXPECT_EQ(xid_before_seq(), "f");
+  ASSERT_TRUE(producer::install_schema(conn.get(), 4));  // `txmq outbox init` again: migrates
+  EXPECT_EQ(one_value(conn.get(), "SELECT version FROM txmq_schema"), "3");
+  EXPECT_EQ(xid_before_seq(), "t");
+  ASSERT_TRUE(producer::install_schema(conn.get(), 4));  // and again: idempotent
+  ASSERT_TRUE(pg::exec(conn.get(), "INSERT INTO txmq_outbox (topic, key, payload) VALUES ('t', 'k', 'x'), ('t', 'k', 'y')"));
+  EXPECT_EQ(one_value(conn.get(), "SELECT count(DISTINCT seq) FROM txmq_outbox"), "2");
+}
+
 TEST(pg_schema, sqlstate_is_kept_in_errors) {
   auto conn = connect_to(test::shared_pg_cluster().create_database("schema_errors"));
   ASSERT_TRUE(producer::install_schema(conn.get()));

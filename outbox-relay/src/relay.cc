@@ -2,8 +2,8 @@
 // (shard locks, reads, deletes, heartbeats, stale relays) and the producers it publishes
 // through; every member reads or changes that session's state, so splitting it would pass the
 // whole state between files. Row decoding (outbox_row.cc), the shard plan (shard_plan.cc) and
-// the round's statements with the order of a read's rows (round_statements.cc) live apart
-// because they need none of it.
+// the round's statements with the order of a read's rows (round_statements.cc), and where each
+// read starts (round_reader.cc, open_transactions.cc) live apart because they need none of it.
 
 #include "txmq/relay/relay.h"
 
@@ -25,6 +25,7 @@
 #include "txmq/producer/producer.h"
 #include "txmq/relay/outbox_row.h"
 #include "txmq/relay/shard_plan.h"
+#include "round_reader.h"
 #include "round_statements.h"
 
 namespace txmq::relay {
@@ -80,6 +81,10 @@ class relay::impl {
     row_age_ = &m.add_histogram("txmq_relay_row_age_seconds", "from the row's created_at to the broker's acknowledgement");
     stale_dropped_ = &m.add_counter("txmq_relay_stale_rounds_dropped_total",
                                     "rounds read before a pause and not sent because the database session ended meanwhile");
+    for (auto start : detail::k_read_starts) {
+      reads_[detail::read_start_name(start)] =
+          &m.add_counter("txmq_relay_reads_total", detail::k_reads_help, {{"start", detail::read_start_name(start)}});
+    }
     stale_ended_ = &m.add_counter("txmq_relay_stale_relays_ended_total",
                                   "sessions of relays without a heartbeat for --stale-after, ended so that their shards move");
     // Read at scrape time from the http thread: a statement PostgreSQL does not answer (a
@@ -226,6 +231,12 @@ class relay::impl {
     return pg::exec(conn_.get(), sql, params);
   }
 
+  client::result<detail::read_result> db_read(const std::set<int>& shards, const std::map<int, std::int64_t>* in_flight,
+                                              std::uint64_t in_flight_read_no) {
+    db_call call(*this);
+    return reader_->read(conn_.get(), shards, in_flight, in_flight_read_no);
+  }
+
   client::result<pg::result_ptr> db_exec_prepared(const char* name, std::span<const pg::param> params, bool binary_result,
                                                    bool binary_params = false) {
     db_call call(*this);
@@ -272,10 +283,13 @@ class relay::impl {
                                std::to_string(schema.value().shards) +
                                " shards the outbox trigger routes to (txmq_schema.shards); rows may go unpublished");
     }
+    // The order rule needs schema version 3 (round_reader.h); older ones are read from each
+    // shard's start every time: correct, slower in a backlog.
+    reader_.emplace(options_.batch, schema.value().version >= 3);
+    if (!reader_->order_rule()) log(log_level::warn, detail::old_schema_warning(schema.value().version));
     conn_ = std::move(c).value();
     owned_.clear();
     pending_.clear();
-    resume_.clear();
     db_up_->set(1);
     pg_ok_ = true;
     {
@@ -312,7 +326,7 @@ class relay::impl {
       conn_.reset();
       owned_.clear();
       pending_.clear();
-      resume_.clear();
+      reader_.reset();
       db_up_->set(0);
       owned_gauge_->set(0);
       std::lock_guard lock(status_mutex_);
@@ -405,7 +419,7 @@ class relay::impl {
       }
       owned_.erase(s);
       pending_.erase(s);
-      resume_.erase(s);
+      reader_->read_from_start(s);
       released_->inc();
     }
     const int share = fair_share(shards_, live);
@@ -416,7 +430,7 @@ class relay::impl {
       if (std::string_view(PQgetvalue(r.value().get(), 0, 0)) == "t") {
         owned_.insert(s);
         pending_.insert(s);  // a new owner starts with whatever the shard holds
-        resume_.erase(s);
+        reader_->read_from_start(s);
         acquired_->inc();
       }
     }
@@ -495,27 +509,22 @@ class relay::impl {
     std::size_t sent = 0;
     std::optional<client::error> bad_row;  // rows from it on were not taken
     clock::time_point read_at = clock::now();
+    std::uint64_t read_no = 0;  // round_reader's
+    bool deferred = false;      // nothing read: read again once the round in flight is deleted
   };
 
-  // Reads a round of `shards`, of each only rows past its seq in `after` (0 when absent): the
-  // last seq of the round still in flight, or the shard's resume_ point. Errors: the database's.
-  client::result<round> read_round(const std::set<int>& shards, const std::map<int, std::int64_t>& after) {
+  // Reads a round of `shards`: past the last seqs of the round in flight (`in_flight`, null when
+  // none) or the shards' resume points, as round_reader allows. Errors: the database's.
+  client::result<round> read_round(const std::set<int>& shards, const round* in_flight) {
     round out;
-    std::string shard_list = "{", after_list = "{";
-    for (int s : shards) {
-      const bool first = shard_list.size() == 1;
-      shard_list += (first ? "" : ",") + std::to_string(s);
-      std::int64_t from = 0;
-      if (auto it = after.find(s); it != after.end()) from = it->second;
-      after_list += (first ? "" : ",") + std::to_string(from);
-      out.rows[s] = 0;
-    }
-    shard_list += "}";
-    after_list += "}";
-    const pg::param params[] = {shard_list, after_list, std::to_string(options_.batch)};
-    auto rows = db_exec_prepared(detail::k_read_statement, params, true);
+    for (int s : shards) out.rows[s] = 0;
+    auto rows = db_read(shards, in_flight ? &in_flight->last_seq : nullptr, in_flight ? in_flight->read_no : 0);
     if (!rows) return rows.error();
-    PGresult* res = rows.value().get();
+    reads_.at(detail::read_start_name(rows.value().start))->inc();
+    out.read_no = rows.value().read_no;
+    out.deferred = rows.value().start == detail::read_start::deferred;
+    if (out.deferred) return out;
+    PGresult* res = rows.value().rows.get();
     const auto order = detail::publish_order(res);
     out.messages.reserve(order.size());
     out.shards.reserve(order.size());
@@ -630,14 +639,8 @@ class relay::impl {
   // when it returns, so shards may then be released.
   batch_outcome drain(clock::time_point until) {
     batch_outcome out;
-    // Rows of a transaction that took its seq before a row already read but committed after
-    // that read are below the resume points: a full read now and then (and whenever a shard
-    // drains) publishes them. Everything else starts past what was deleted.
-    if (clock::now() >= next_full_read_) {
-      resume_.clear();
-      next_full_read_ = clock::now() + options_.full_read_interval;
-    }
-    auto first = read_round(pending_, resume_);
+    // Each shard starts where round_reader says (README "Where a read starts", "The order rule").
+    auto first = read_round(pending_, nullptr);
     if (!first) {
       out.db_error = first.error();
       return out;
@@ -654,14 +657,18 @@ class relay::impl {
         if (n >= options_.batch) more.insert(shard);
       }
       std::optional<round> next;
+      bool read_after_delete = false;
       if (!more.empty() && !cur.bad_row && !stopping_.load() && clock::now() < until) {
-        auto r = read_round(more, cur.last_seq);
+        auto r = read_round(more, &cur);
         if (!r) {
           (void)settle_round(cur);
           out.db_error = r.error();
           return out;
         }
-        next = std::move(r).value();
+        // Deferred: a transaction completed with rows that may lie below this round's end; they
+        // are read (in seq order, before anything later of their keys) once it is deleted.
+        read_after_delete = r.value().deferred;
+        if (!read_after_delete) next = std::move(r).value();
       }
       auto [acked, failed] = settle_round(cur);
       if (cur.sent > 0) batches_->inc();
@@ -688,10 +695,19 @@ class relay::impl {
       for (const auto& [shard, n] : cur.rows) {
         if (n < options_.batch) {
           out.drained.insert(shard);
-          resume_.erase(shard);  // its next read is a full one (cheap: it drained, few dead rows ahead)
+          reader_->read_from_start(shard);  // cheap: it drained, few dead rows ahead
         } else if (auto it = cur.last_seq.find(shard); it != cur.last_seq.end()) {
-          resume_[shard] = it->second;  // every row of the round was acked and deleted
+          reader_->resume_after(shard, it->second, cur.read_no);  // every row of the round was acked and deleted
         }
+      }
+      if (read_after_delete) {
+        auto r = read_round(more, nullptr);
+        if (!r) {
+          out.db_error = r.error();
+          return out;
+        }
+        next = std::move(r).value();
+        send_round(*next);
       }
       if (!next) return out;
       cur = std::move(*next);
@@ -723,7 +739,9 @@ class relay::impl {
     }
     owned_.clear();
     for (auto& p : producers_) p->close();
-    log(log_level::info, "stopped");
+    std::string reads;  // how reads started over the relay's life (txmq_relay_reads_total)
+    for (const auto& [start, n] : reads_) reads += (reads.empty() ? "" : ", ") + start + " " + std::to_string(n->value());
+    log(log_level::info, "stopped; reads by start: " + reads);
   }
 
   relay_options options_;
@@ -736,12 +754,11 @@ class relay::impl {
   int shards_ = 0;
   std::set<int> owned_;
   std::set<int> pending_;
-  // Per owned shard in a backlog, the highest seq this session read and deleted in a fully acked
-  // round: its next drain reads past it instead of walking from the shard's start over the
-  // index entries and dead heap tuples of every row deleted since the last full read (about
-  // 3.5 µs each on PostgreSQL's side, the first time they are walked). Absent: read from 0.
-  std::map<int, std::int64_t> resume_;
-  clock::time_point next_full_read_{};
+  // Where each owned shard's next read starts (its resume point, past what this session read and
+  // deleted, as the order rule allows): reading past it spares PostgreSQL a walk from the shard's
+  // start over the index entries and dead heap tuples of every row deleted since (about 3.5 µs
+  // each, the first time they are walked). Made per session (connect_db), for its schema version.
+  std::optional<detail::round_reader> reader_;
   std::set<int> owned_before_;
   common::backoff db_backoff_;
   common::backoff broker_backoff_;
@@ -771,6 +788,7 @@ class relay::impl {
   common::histogram* row_age_;
   common::counter* stale_dropped_;
   common::counter* stale_ended_;
+  std::map<std::string, common::counter*> reads_;
 };
 
 relay::relay(relay_options options) : impl_(std::make_unique<impl>(std::move(options))) {}
@@ -778,14 +796,5 @@ relay::~relay() = default;
 client::result<void> relay::run() { return impl_->run(); }
 void relay::stop() noexcept { impl_->stop(); }
 relay_status relay::status() const { return impl_->status(); }
-
-pg_health_status relay_pg_health(const relay_status& st) {
-  if (!st.database_up) return {false, "PostgreSQL unavailable: " + st.last_error};
-  if (!st.pg_ok) return {false, "PostgreSQL statements fail: " + st.last_error};
-  if (st.pg_waiting >= k_pg_silent) {
-    return {false, "PostgreSQL has not answered a statement for " + std::to_string(st.pg_waiting.count()) + " ms"};
-  }
-  return {};
-}
 
 }  // namespace txmq::relay

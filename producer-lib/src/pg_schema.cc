@@ -64,6 +64,29 @@ ALTER TABLE txmq_outbox SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacu
                              autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000);
 )sql";
 
+// Version 3: a row's seq is taken after its transaction has an xid. The relay resumes a read past
+// rows it already read only while every transaction that was running at its previous read still
+// runs (outbox-relay/README.md, "Where a read starts"); that judges transactions by xid, so a
+// transaction holding a seq must already have one. The bigserial default alone takes the seq
+// first (defaults are evaluated before BEFORE triggers) and the xid only at the row's write.
+// pg_current_xact_id() assigns the top-level xid (also inside a subtransaction) before nextval.
+// The sequence is the one bigserial made (pg_get_serial_sequence keeps finding it: the column
+// still owns it); its name is resolved once, here, not per row.
+constexpr const char* schema_v3 = R"sql(
+DO $do$
+BEGIN
+  EXECUTE format($f$
+CREATE OR REPLACE FUNCTION txmq_outbox_next_seq() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+  PERFORM pg_current_xact_id();
+  RETURN nextval(%L::regclass);
+END
+$fn$$f$, pg_get_serial_sequence('txmq_outbox', 'seq'));
+END
+$do$;
+ALTER TABLE txmq_outbox ALTER COLUMN seq SET DEFAULT txmq_outbox_next_seq();
+)sql";
+
 // The shard of a row: from its key, or its id when it has none; the same function in SQL for
 // every writer, so plain INSERTs from any language land where the relay looks.
 std::string trigger_sql(int shards) {
@@ -121,6 +144,7 @@ client::result<pg_schema_info> install_schema(PGconn* conn, int shards) {
                                                          ": use a newer txmq");
       }
     }
+    if (auto r = pg::exec(c, schema_v3); !r) return r.error();
     if (auto r = pg::exec(c, trigger_sql(shards)); !r) return r.error();
     auto r = pg::exec(c,
                       "INSERT INTO txmq_schema (version, shards) VALUES ($1, $2) "

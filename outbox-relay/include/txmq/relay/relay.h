@@ -51,11 +51,6 @@ struct relay_options {
   // How often shares are recomputed and txmq_relay is updated; a dead relay's shards are taken
   // within about this (its locks vanish with its connection at once).
   std::chrono::milliseconds rebalance_interval{1000};
-  // A shard that still has a backlog after a round is read next from the seq it last deleted,
-  // not from its start (where PostgreSQL would walk every row deleted since). Rows of a
-  // transaction that committed after a later seq was read are below that point: they are
-  // published at the next full read, which happens when the shard drains or this often.
-  std::chrono::milliseconds full_read_interval{10000};
   std::chrono::milliseconds backoff_initial{100};
   std::chrono::milliseconds backoff_max{5000};
   // How long one batch may wait for the broker's acks before it counts as failed (and is

@@ -17,7 +17,9 @@
 namespace txmq::producer {
 
 // 1: outbox, barrier, inbox. 2: txmq_relay, outbox autovacuum tuned for a queue table.
-inline constexpr int pg_schema_version = 2;
+// 3: an outbox row's seq is taken after its transaction has an xid (txmq_outbox_next_seq()),
+// which lets txmq-relay resume reads without breaking per-key order.
+inline constexpr int pg_schema_version = 3;
 inline constexpr int default_outbox_shards = 16;
 
 struct pg_schema_info {

@@ -1,0 +1,208 @@
+#include "round_reader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+
+#include "round_statements.h"
+
+namespace txmq::relay::detail {
+namespace {
+
+// Reads whose floors are kept for rounds still in flight. Only one round is in flight when its
+// successor is read, so two would do; a few more cost nothing.
+constexpr std::size_t k_recent_floors = 8;
+
+// The read's opening: its snapshot (the transaction's first statement takes it), the outbox
+// sequence's last value, then an xid. OFFSET 0 keeps the inner query a separate step, so the
+// sequence is read before pg_current_xact_id() assigns the xid (the rule's bound needs that order).
+constexpr const char* k_open_sql =
+    "BEGIN ISOLATION LEVEL REPEATABLE READ; "
+    "SELECT s::text, coalesce(v, 0), pg_current_xact_id()::text FROM (SELECT pg_current_snapshot() AS s, "
+    "pg_sequence_last_value(pg_get_serial_sequence('txmq_outbox', 'seq')::regclass) AS v OFFSET 0) q";
+
+}  // namespace
+
+const char* read_start_name(read_start s) {
+  switch (s) {
+    case read_start::resume: return "resume";
+    case read_start::lowered: return "lowered";
+    case read_start::full: return "full";
+    case read_start::deferred: return "deferred";
+  }
+  return "full";
+}
+
+std::string old_schema_warning(int version) {
+  return "the outbox schema is version " + std::to_string(version) +
+         ": every read starts at each shard's beginning (per-key order needs version 3 to read past rows already "
+         "read), which is slow in a backlog; run `txmq outbox init --pg CONN` (idempotent) to upgrade it";
+}
+
+round_reader::round_reader(int batch, bool order_rule) : batch_(batch), order_rule_(order_rule) {}
+
+void round_reader::reset() {
+  open_ = open_transactions();
+  resume_.clear();
+  recent_floors_.clear();
+  forgotten_floors_up_to_ = 0;
+  unobserved_.clear();
+  needs_snapshot_.clear();
+}
+
+bool round_reader::observed(std::uint64_t read_no) const {
+  // Reads older than the window are counted as unobserved: cautious, never wrong.
+  return read_no + k_recent_floors > reads_ && !unobserved_.contains(read_no);
+}
+
+std::optional<std::int64_t> round_reader::resume_point(int shard) const {
+  if (auto it = resume_.find(shard); it != resume_.end()) return it->second;
+  return std::nullopt;
+}
+
+void round_reader::read_from_start(int shard) {
+  resume_.erase(shard);
+  needs_snapshot_.erase(shard);
+}
+
+void round_reader::resume_after(int shard, std::int64_t last_seq, std::uint64_t read_no) {
+  if (!order_rule_) return;
+  if (!observed(read_no)) {
+    // Read without a snapshot: nothing says which transactions might still commit below
+    // last_seq. Its next read takes one and starts from the beginning.
+    resume_.erase(shard);
+    needs_snapshot_.insert(shard);
+    return;
+  }
+  // A read after this round's (its pipelined successor's) may have seen a transaction complete
+  // whose rows lie below last_seq.
+  if (read_no < forgotten_floors_up_to_) {
+    resume_.erase(shard);  // a floor of a later read is no longer remembered: from the start
+    return;
+  }
+  for (auto it = recent_floors_.upper_bound(read_no); it != recent_floors_.end(); ++it) {
+    last_seq = std::min(last_seq, it->second);
+  }
+  if (last_seq <= 0) {
+    resume_.erase(shard);
+  } else {
+    resume_[shard] = last_seq;
+  }
+}
+
+bool round_reader::lower_all(std::int64_t floor, std::uint64_t read_no) {
+  bool moved = false;
+  for (auto it = resume_.begin(); it != resume_.end();) {
+    if (it->second <= floor) {
+      ++it;
+      continue;
+    }
+    moved = true;
+    if (floor <= 0) {
+      it = resume_.erase(it);
+    } else {
+      it->second = floor;
+      ++it;
+    }
+  }
+  recent_floors_[read_no] = floor;
+  while (recent_floors_.size() > k_recent_floors) {
+    forgotten_floors_up_to_ = recent_floors_.begin()->first;
+    recent_floors_.erase(recent_floors_.begin());
+  }
+  return moved;
+}
+
+client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>& shards,
+                                               const std::map<int, std::int64_t>* in_flight, std::uint64_t in_flight_read_no) {
+  read_result out;
+  out.read_no = ++reads_;
+  // A snapshot is needed only where a read point past 0 is used now or may be set from this
+  // read's rows: shards with resume points or a backlog, a round in flight. A relay keeping up
+  // (every shard drained each round) reads with one statement, as before the rule.
+  bool observe = order_rule_ && in_flight != nullptr;
+  for (int s : shards) observe = observe || resume_.contains(s) || needs_snapshot_.contains(s);
+  if (order_rule_ && in_flight && !observed(in_flight_read_no)) {
+    out.start = read_start::deferred;  // past a round read without a snapshot: never
+    return out;
+  }
+  if (order_rule_ && !observe) {
+    unobserved_.insert(out.read_no);
+    while (!unobserved_.empty() && *unobserved_.begin() + k_recent_floors <= reads_) unobserved_.erase(unobserved_.begin());
+  }
+  std::optional<std::int64_t> floor;
+  bool lowered = false;  // the rule moved some read point down
+  bool in_transaction = false;
+  if (observe) {
+    auto snap = pg::exec(conn, k_open_sql);
+    if (!snap) {
+      (void)pg::exec(conn, "ROLLBACK");
+      return snap.error();
+    }
+    in_transaction = true;
+    PGresult* sr = snap.value().get();
+    const std::string_view snapshot_text = PQgetvalue(sr, 0, 0);
+    const std::string_view seq_text = PQgetvalue(sr, 0, 1);
+    const std::string_view xid_text = PQgetvalue(sr, 0, 2);
+    auto snapshot = parse_snapshot(snapshot_text);
+    std::uint64_t xid = 0;
+    std::int64_t seq = 0;
+    const auto x = std::from_chars(xid_text.data(), xid_text.data() + xid_text.size(), xid);
+    const auto q = std::from_chars(seq_text.data(), seq_text.data() + seq_text.size(), seq);
+    if (!snapshot || x.ec != std::errc() || x.ptr != xid_text.data() + xid_text.size() || q.ec != std::errc() ||
+        q.ptr != seq_text.data() + seq_text.size()) {
+      (void)pg::exec(conn, "ROLLBACK");
+      return client::error(pg::errc::database, "PostgreSQL returned a snapshot the relay cannot read: '" +
+                                                   std::string(snapshot_text) + "', xid '" + std::string(xid_text) +
+                                                   "', sequence value '" + std::string(seq_text) + "'");
+    }
+    floor = open_.observe(*snapshot, xid, seq);
+    if (floor) lowered = lower_all(*floor, out.read_no);
+  }
+
+  std::string shard_list = "{", after_list = "{";
+  bool past = false;
+  for (int s : shards) {
+    std::int64_t from = 0;
+    if (in_flight) {
+      if (auto it = in_flight->find(s); it != in_flight->end()) {
+        from = it->second;
+        // Past the round in flight only if nothing below its end may have become visible since
+        // it was read; reading lower would return its rows again (they are not deleted yet).
+        if (!order_rule_ || (floor && *floor < from)) {
+          out.start = read_start::deferred;
+          if (in_transaction) {
+            if (auto c = pg::exec(conn, "COMMIT"); !c) return c.error();
+          }
+          return out;
+        }
+      }
+    } else if (order_rule_) {
+      if (auto it = resume_.find(s); it != resume_.end()) from = it->second;
+    }
+    past = past || from > 0;
+    shard_list += (shard_list.size() > 1 ? "," : "") + std::to_string(s);
+    after_list += (after_list.size() > 1 ? "," : "") + std::to_string(from);
+  }
+  shard_list += "}";
+  after_list += "}";
+  if (lowered) {
+    out.start = past ? read_start::lowered : read_start::full;
+  } else {
+    out.start = past ? read_start::resume : read_start::full;
+  }
+
+  const pg::param params[] = {shard_list, after_list, std::to_string(batch_)};
+  auto rows = pg::exec_prepared(conn, k_read_statement, params, true);
+  if (!rows) {
+    if (in_transaction) (void)pg::exec(conn, "ROLLBACK");
+    return rows.error();
+  }
+  if (in_transaction) {
+    if (auto c = pg::exec(conn, "COMMIT"); !c) return c.error();
+  }
+  out.rows = std::move(rows).value();
+  return out;
+}
+
+}  // namespace txmq::relay::detail
