@@ -133,13 +133,25 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
   std::optional<std::int64_t> floor;
   bool lowered = false;  // the rule moved some read point down
   bool in_transaction = false;
+  // Ends the snapshot's transaction, if one was opened: COMMIT after a read, ROLLBACK after a
+  // failure (whose own error is the one reported).
+  const auto end_transaction = [&](bool commit) -> client::result<void> {
+    if (!in_transaction) return outcome::success();
+    in_transaction = false;
+    if (!commit) {
+      (void)pg::exec(conn, "ROLLBACK");
+      return outcome::success();
+    }
+    if (auto c = pg::exec(conn, "COMMIT"); !c) return c.error();
+    return outcome::success();
+  };
   if (observe) {
+    in_transaction = true;  // a failed BEGIN leaves nothing to roll back; ROLLBACK is harmless then
     auto snap = pg::exec(conn, k_open_sql);
     if (!snap) {
-      (void)pg::exec(conn, "ROLLBACK");
+      (void)end_transaction(false);
       return snap.error();
     }
-    in_transaction = true;
     PGresult* sr = snap.value().get();
     const std::string_view snapshot_text = PQgetvalue(sr, 0, 0);
     const std::string_view seq_text = PQgetvalue(sr, 0, 1);
@@ -151,7 +163,7 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
     const auto q = std::from_chars(seq_text.data(), seq_text.data() + seq_text.size(), seq);
     if (!snapshot || x.ec != std::errc() || x.ptr != xid_text.data() + xid_text.size() || q.ec != std::errc() ||
         q.ptr != seq_text.data() + seq_text.size()) {
-      (void)pg::exec(conn, "ROLLBACK");
+      (void)end_transaction(false);
       return client::error(pg::errc::database, "PostgreSQL returned a snapshot the relay cannot read: '" +
                                                    std::string(snapshot_text) + "', xid '" + std::string(xid_text) +
                                                    "', sequence value '" + std::string(seq_text) + "'");
@@ -171,9 +183,7 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
         // it was read; reading lower would return its rows again (they are not deleted yet).
         if (!order_rule_ || (floor && *floor < from)) {
           out.start = read_start::deferred;
-          if (in_transaction) {
-            if (auto c = pg::exec(conn, "COMMIT"); !c) return c.error();
-          }
+          if (auto c = end_transaction(true); !c) return c.error();
           return out;
         }
       }
@@ -186,21 +196,15 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
   }
   shard_list += "}";
   after_list += "}";
-  if (lowered) {
-    out.start = past ? read_start::lowered : read_start::full;
-  } else {
-    out.start = past ? read_start::resume : read_start::full;
-  }
+  out.start = !past ? read_start::full : lowered ? read_start::lowered : read_start::resume;
 
   const pg::param params[] = {shard_list, after_list, std::to_string(batch_)};
   auto rows = pg::exec_prepared(conn, k_read_statement, params, true);
   if (!rows) {
-    if (in_transaction) (void)pg::exec(conn, "ROLLBACK");
+    (void)end_transaction(false);
     return rows.error();
   }
-  if (in_transaction) {
-    if (auto c = pg::exec(conn, "COMMIT"); !c) return c.error();
-  }
+  if (auto c = end_transaction(true); !c) return c.error();
   out.rows = std::move(rows).value();
   return out;
 }
