@@ -94,8 +94,10 @@ declare -A addr pid
 # restarted on an empty data directory before each run: every system starts each run empty,
 # none carries the previous runs' data into its compactions or checkpoints.
 port=$(free_port); http=$(free_port)
-fresh_txmq() {
+txmq_durability=sync
+fresh_txmq() {  # fresh_txmq [sync|async]
   local old=${pid[txmq]:-} p keep=()
+  txmq_durability=${1:-sync}
   if [[ -n $old ]]; then
     kill "$old" 2>/dev/null
     for _ in $(seq 300); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
@@ -104,13 +106,15 @@ fresh_txmq() {
     rm -rf "$dir/txmq"
   fi
   txmq_used=0
-  "$bin/txmq-broker" --data-dir "$dir/txmq" --listen "127.0.0.1:$port" --http "127.0.0.1:$http" >> "$dir/txmq.log" 2>&1 &
+  "$bin/txmq-broker" --data-dir "$dir/txmq" --listen "127.0.0.1:$port" --http "127.0.0.1:$http" \
+    --durability "$txmq_durability" >> "$dir/txmq.log" 2>&1 &
   pids+=($!); pid[txmq]=$!; addr[txmq]=127.0.0.1:$port
   wait_for 30 txmq-broker curl -sf "127.0.0.1:$http/healthz"
 }
-# Before each workload on txmq: a fresh broker unless the current one has not served any yet.
+# Before each workload on txmq: a fresh broker unless the current one has not served any yet
+# (and runs with the durability wanted, sync unless named).
 use_fresh_txmq() {
-  if [[ $txmq_used == 1 ]]; then fresh_txmq; fi
+  if [[ $txmq_used == 1 || $txmq_durability != "${1:-sync}" ]]; then fresh_txmq "${1:-sync}"; fi
   txmq_used=1
 }
 fresh_txmq
@@ -185,7 +189,11 @@ run() {  # run SYSTEM WORKLOAD [extra flags]
   # txmq-single: txmq with one message per produce request, as RabbitMQ and NATS publish, to
   # show what txmq's figures owe to its multi-message requests.
   [[ $s == txmq-single ]] && { batch=1; s=txmq; }
-  if [[ $key == txmq ]]; then use_fresh_txmq; fi
+  # txmq-async: txmq acknowledging before fsync (--durability async), as NATS 2.9 does: the
+  # like-for-like row for NATS's latency (rate and e2e only).
+  local durability=sync
+  [[ $s == txmq-async ]] && { durability=async; s=txmq; }
+  if [[ $key == txmq ]]; then use_fresh_txmq "$durability"; fi
   local out
   if out=$("$bin/txmq-bench" "$w" --system "$s" --broker "${addr[$key]}" --broker-pid "${pid[$key]}" --json --runs 1 \
       --seconds "$seconds" --warmup 1 --message-bytes 256 --in-flight 1000 --batch "$batch" --topic peers --label "$label" "$@" 2> "$dir/run.err"); then :; else
@@ -223,6 +231,7 @@ for round in $(seq "$rounds"); do
     for s in "${order[@]}"; do
       if [[ $w == consume ]]; then run "$s" consume --backlog "$backlog"; else run "$s" "$w" --rate 10000; fi
       if [[ $w == publish && $s == txmq ]]; then run txmq-single publish; fi
+      if [[ ($w == rate || $w == e2e) && $s == txmq ]]; then run txmq-async "$w" --rate 10000; fi
     done
   done
   if [[ $have_tx == yes ]]; then
@@ -279,7 +288,8 @@ section=$dir/section.md
   echo "request or one multi-row INSERT), 1 for RabbitMQ and NATS (one confirm per message). Broker MiB is the"
   echo "proportional set size of the server's process tree at the end of the run; CPU µs/msg is its CPU time over"
   echo "the measured part divided by the messages. NATS JetStream 2.9 acknowledges before fsync (it cannot be"
-  echo "told to sync every write): its rows are a speed reference, not a durability peer."
+  echo "told to sync every write): its rows are a speed reference, not a durability peer. txmq-async is txmq"
+  echo "started with \`--durability async\` (it too acknowledges before fsync), run beside NATS for the latency rows."
   [[ $have_relay == yes ]] || echo "The relay comparison was skipped: this txmq-bench has no \`relay\` workload yet."
   [[ $have_tx == yes ]] || echo "The transaction workload was skipped: this txmq-bench has no \`tx\` workload yet."
   cat "$dir/tables.md"

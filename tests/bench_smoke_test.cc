@@ -130,5 +130,40 @@ TEST(bench_smoke_test, report_leaves_runs_with_errors_out_of_the_medians) {
   EXPECT_EQ(report.out.find("1,500,000"), std::string::npos) << report.out;
 }
 
+// NATS 2.9 acknowledges before fsync: the report sets txmq's durable p99 and txmq-async's (also
+// acknowledging before fsync) beside NATS's, each with its own verdict, from the medians.
+TEST(bench_smoke_test, report_sets_the_latency_of_txmq_durable_and_async_beside_nats) {
+  const auto dir = std::filesystem::temp_directory_path() / ("txmq-bench-nats-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto lines_file = dir / "lines.jsonl";
+  {
+    std::ofstream lines(lines_file);
+    for (const auto* w : {"rate", "e2e"}) {
+      for (double p99 : {12.0, 14.0, 13.0}) {
+        lines << R"({"workload":")" << w << R"(","system":"txmq","messages_per_s":10000,"p99_ms":)" << p99 << "}\n";
+      }
+      for (double p99 : {3.0, 4.0, 3.5}) {
+        lines << R"({"workload":")" << w << R"(","system":"txmq-async","messages_per_s":10000,"p99_ms":)" << p99
+              << "}\n";
+      }
+      lines << R"({"workload":")" << w << R"(","system":"nats","messages_per_s":10000,"p99_ms":2.5})" "\n";
+    }
+  }
+  const auto report = run(binary_path("txmq-bench") + " report " + lines_file.string());
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(report.status, 0) << report.out;
+  EXPECT_NE(report.out.find("p99 at 10,000 msg/s: txmq ≤ 1.5× NATS JetStream's | 13.0 vs 2.50 ms = 5.20× | not met |"),
+            std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find("both acknowledging before fsync: txmq async ≤ 1.5× NATS's | 3.50 vs 2.50 ms = 1.40× | met |"),
+            std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find("publish → delivery p99, both acknowledging before fsync: txmq async ≤ 1.5× NATS's | 3.50"),
+            std::string::npos)
+      << report.out;
+  // txmq-async's rows follow txmq's, before the peers.
+  EXPECT_LT(report.out.find("| txmq-async |"), report.out.find("| nats |")) << report.out;
+}
+
 }  // namespace
 }  // namespace txmq::test
