@@ -250,7 +250,7 @@ class relay::impl {
     pg_ok_ = true;
     db_backoff_.reset();
     db_down_logged_ = false;
-    last_db_error_.clear();
+    db_errors_logged_.clear();
     log(log_level::info, "PostgreSQL statements work again");
     std::lock_guard lock(status_mutex_);
     status_.pg_ok = true;
@@ -300,7 +300,7 @@ class relay::impl {
     log(log_level::info, "connected to PostgreSQL (" + std::to_string(shards_) + " shards)" +
                              (db_down_logged_ ? ", after it was unavailable" : ""));
     db_down_logged_ = false;
-    last_db_error_.clear();
+    db_errors_logged_.clear();
     return outcome::success();
   }
 
@@ -309,13 +309,15 @@ class relay::impl {
   void db_failed(const client::error& e) {
     db_errors_->inc();
     const bool lost = !conn_ || PQstatus(conn_.get()) != CONNECTION_OK;
-    if (e.message != last_db_error_ || !db_down_logged_) {
+    // Once per distinct error of an outage: a server shutting down answers the retries with a
+    // few texts in turn (the lost session, "shutting down", "closed the connection", "refused"),
+    // which must not become one line per retry when they alternate.
+    if (db_errors_logged_.size() < k_max_db_errors_logged && db_errors_logged_.insert(e.message).second) {
       log(log_level::error, std::string(lost ? "PostgreSQL unavailable" : "PostgreSQL statement failed") + ": " + e.message +
                                 (owned_.empty() ? "" : " (" + std::to_string(owned_.size()) + " shards given up)") +
                                 "; retrying with back-off");
-      last_db_error_ = e.message;
-      db_down_logged_ = true;
     }
+    db_down_logged_ = true;
     set_error(e.message);
     pg_ok_ = false;
     {
@@ -769,7 +771,10 @@ class relay::impl {
   // When a statement last took long (PostgreSQL slow or frozen): no stale-relay judging for a while.
   std::optional<clock::time_point> last_slow_db_call_;
   bool broker_down_logged_ = false;
-  std::string last_db_error_;
+  // The error texts already logged in this outage (cleared when statements work again); at
+  // most k_max_db_errors_logged, so an error that names something changing cannot flood the log.
+  static constexpr std::size_t k_max_db_errors_logged = 8;
+  std::set<std::string> db_errors_logged_;
   std::string last_broker_error_;
 
   mutable std::mutex status_mutex_;
