@@ -35,6 +35,7 @@
 #include "cluster_brokers.h"
 #include "etcd_process.h"
 #include "eventually.h"
+#include "fault_support.h"
 #include "history_checker.h"
 #include "keyed_stream.h"
 #include "store_reader.h"
@@ -345,6 +346,9 @@ TEST_F(cluster_replication_test, a_zombie_leaders_late_write_is_not_acknowledged
   auto zc = connect_to(cluster_->broker(zombie).address());
   ASSERT_TRUE(zc);
   ::kill(cluster_->broker(zombie).pid(), SIGSTOP);
+  // kill() returns before a thread running on another CPU has stopped: under load the leader
+  // once took, replicated and acknowledged the "late" write before it stopped.
+  ASSERT_TRUE(wait_stopped(cluster_->broker(zombie).pid())) << "the leader did not stop";
   // A write sent to the paused leader: it reads it only after SIGCONT, when another leads.
   const auto late_id = protocol::uuid::make_v7();
   std::optional<client::result<v1::Frame>> late;
