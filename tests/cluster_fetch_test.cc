@@ -24,6 +24,7 @@
 
 #include "cluster_brokers.h"
 #include "eventually.h"
+#include "fault_support.h"
 #include "txmq/client/admin.h"
 #include "history_checker.h"
 #include "txmq/consumer/consumer.h"
@@ -267,6 +268,7 @@ TEST_F(cluster_fetch_test, a_message_above_the_high_watermark_is_never_delivered
     if (id != leader) followers.push_back(id);
   }
   for (int id : followers) ::kill(cluster().broker(id).pid(), SIGSTOP);
+  for (int id : followers) ASSERT_TRUE(wait_stopped(cluster().broker(id).pid())) << "broker " << id << " did not stop";
   bool acked = true;
   const auto maybe = produce_once(leader, "stream", "m", "maybe", 0, h, 300ms, acked);
   EXPECT_FALSE(acked) << "acknowledged with both followers paused";

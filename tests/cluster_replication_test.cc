@@ -190,6 +190,11 @@ TEST_F(cluster_replication_test, the_checker_finds_lost_acknowledged_writes_in_a
   for (auto& [id, b] : cluster_->all()) {
     if (id != leader) ::kill(b->pid(), SIGSTOP);
   }
+  for (auto& [id, b] : cluster_->all()) {
+    if (id != leader) {
+      ASSERT_TRUE(wait_stopped(b->pid())) << "broker " << id << " did not stop";  // kill() returns first
+    }
+  }
   int acked = 0;
   for (int i = 0; i < 50; ++i) {
     std::string id;

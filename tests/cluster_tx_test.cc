@@ -31,6 +31,7 @@
 
 #include "cluster_brokers.h"
 #include "eventually.h"
+#include "fault_support.h"
 #include "txmq/consumer/consumer.h"
 #include "txmq/producer/transaction.h"
 #include "txmq/protocol/partitioner.h"
@@ -287,6 +288,11 @@ TEST_F(cluster_tx_test, a_commit_answered_ok_survives_the_home_leaders_loss_whil
   const int leader = static_cast<int>(v->leader);
   for (auto& [id, b] : cluster_->all()) {
     if (id != leader) ::kill(b->pid(), SIGSTOP);
+  }
+  for (auto& [id, b] : cluster_->all()) {
+    if (id != leader) {
+      ASSERT_TRUE(wait_stopped(b->pid())) << "broker " << id << " did not stop";  // kill() returns first
+    }
   }
   std::atomic<bool> done{false};
   std::atomic<bool> committed_ok{false};
