@@ -5,10 +5,17 @@
 // seq order (label fault).
 
 #include <atomic>
+#include <cstdlib>
+#include <ctime>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <map>
+#include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <stop_token>
 #include <thread>
 
@@ -316,16 +323,241 @@ TEST(outbox_relay, writer_needs_a_transaction_and_inbox_runs_a_handler_once_per_
   EXPECT_EQ(scalar(db, "SELECT consumer FROM txmq_inbox"), "c2");
 }
 
+// ---- outbox_relay_fault: what a failure prints ------------------------------------------------
+// The crash test fails rarely (once in about a dozen runs, session 15), so a failure has to carry
+// what it takes to find its cause: for an order inversion both messages' broker positions,
+// delivery attempts and publish/handling times against the chaos timeline; for rows not
+// consumed, whether the broker holds them (read back through a fresh group), the group's
+// state per partition and its dead letters; and what the consumer and the relays logged.
+// Each part is bounded to a few lines.
+
+// Rows of a query as text; empty when it failed.
+std::vector<std::vector<std::string>> query_rows(const std::string& conninfo, const std::string& sql) {
+  std::vector<std::vector<std::string>> out;
+  auto conn = pg::connect(conninfo);
+  if (!conn) return out;
+  auto r = pg::exec(conn.value().get(), sql);
+  if (!r) return out;
+  PGresult* res = r.value().get();
+  for (int i = 0; i < PQntuples(res); ++i) {
+    auto& row = out.emplace_back();
+    for (int j = 0; j < PQnfields(res); ++j) row.emplace_back(PQgetvalue(res, i, j));
+  }
+  return out;
+}
+
+std::int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// "+12.345s": a Unix-ms time (as text) relative to the test's start.
+std::string since_start(const std::string& unix_ms_text, std::int64_t t0_ms) {
+  if (unix_ms_text.empty()) return "?";
+  const double s = static_cast<double>(std::stoll(unix_ms_text) - t0_ms) / 1000.0;
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(3) << "+" << s << "s";
+  return o.str();
+}
+
+// Where the broker holds each message id of `topic`: every (partition, offset) it is stored at,
+// read through a new consumer group from the earliest offset (per-key order holds a key's next
+// message back until the previous is acked, so each batch is acked before the next fetch).
+struct broker_copy {
+  std::map<std::string, std::vector<std::pair<std::uint32_t, std::uint64_t>>> at;
+  std::size_t messages = 0;
+  std::string error;
+};
+
+broker_copy read_broker_copy(const std::string& address, const std::string& topic) {
+  broker_copy out;
+  consumer::consumer_options o;
+  o.connection.address = address;
+  o.group = "audit-" + std::to_string(unix_ms());
+  o.topics = {topic};
+  o.ack_deadline = 60s;
+  consumer::consumer c(o);
+  for (int empty = 0, i = 0; empty < 2 && i < 5000; ++i) {
+    auto got = c.fetch(1000, 300ms);
+    if (!got) {
+      out.error = got.error().to_string();
+      return out;
+    }
+    if (got.value().empty()) {
+      ++empty;
+      continue;
+    }
+    empty = 0;
+    std::vector<consumer::delivery_ref> refs;
+    for (const auto& d : got.value()) {
+      out.at[d.id().to_string()].emplace_back(d.message.partition(), d.message.offset());
+      ++out.messages;
+      refs.push_back(d.ref());
+    }
+    if (auto a = c.ack(refs); !a) {
+      out.error = "ack: " + a.error().to_string();
+      return out;
+    }
+  }
+  return out;
+}
+
+std::string positions(const broker_copy& copy, const std::string& id) {
+  auto it = copy.at.find(id);
+  if (it == copy.at.end()) return "not in the broker";
+  std::string s;
+  for (auto& [p, o] : it->second) s += (s.empty() ? "p" : ", p") + std::to_string(p) + "@" + std::to_string(o);
+  return s;
+}
+
+// What the consumer's run() logged, by kind, and its last lines.
+struct consumer_log {
+  std::mutex mutex;
+  std::map<std::string, int> kinds;
+  std::deque<std::string> last;
+
+  void add(std::string_view line) {
+    std::lock_guard lock(mutex);
+    // By its first two words: "handler failed", "ack of", "nack of", "fetch for", "lease of";
+    // "extending N deliveries failed" by its first.
+    const auto first = line.find(' ');
+    const auto second = line.starts_with("extending") ? first : line.find(' ', first + 1);
+    ++kinds[std::string(line.substr(0, std::min(second, line.size())))];
+    last.emplace_back(line.substr(0, 300));
+    if (last.size() > 4) last.pop_front();
+  }
+  std::string summary() {
+    std::lock_guard lock(mutex);
+    std::string s = "consumer log:";
+    for (auto& [k, n] : kinds) s += " [" + k + "] " + std::to_string(n);
+    for (auto& l : last) s += "\n    " + l;
+    return s;
+  }
+};
+
+// Lines of a relay's log that report a failure: their count and the last two.
+std::string relay_failures(const std::string& name, const std::string& log) {
+  std::istringstream in(log);
+  int n = 0, timeouts = 0;
+  std::deque<std::string> last;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("failed") == std::string::npos && line.find("error") == std::string::npos) continue;
+    ++n;
+    if (line.find("delivery timeout") != std::string::npos) ++timeouts;
+    last.push_back(line.substr(0, 400));
+    if (last.size() > 2) last.pop_front();
+  }
+  std::string s = "relay " + name + ": " + std::to_string(n) + " failure lines (" + std::to_string(timeouts) +
+                  " delivery timeouts)";
+  for (auto& l : last) s += "\n    " + l;
+  return s;
+}
+
+std::string describe_faults(const std::string& db, const std::string& broker, std::int64_t t0_ms) {
+  std::ostringstream out;
+  const auto copy = read_broker_copy(broker, "orders");
+  std::size_t twice = 0;
+  for (auto& [id, at] : copy.at) twice += at.size() > 1 ? 1 : 0;
+  out << "broker holds " << copy.messages << " messages of 'orders', " << copy.at.size() << " distinct ids, " << twice
+      << " ids stored more than once" << (copy.error.empty() ? "" : " (read stopped: " + copy.error + ")") << "\n";
+  out << "consumed: " << scalar(db, "SELECT count(*) FROM consumed") << " rows, "
+      << scalar(db, "SELECT count(DISTINCT id) FROM consumed") << " ids, "
+      << scalar(db, "SELECT count(*) FROM consumed c LEFT JOIN written w USING (id) WHERE w.id IS NULL")
+      << " not in written; written: " << scalar(db, "SELECT count(*) FROM written") << "\n";
+
+  // Inversions: consecutive handlings of a key (by n) whose seq went down (or repeated).
+  const auto inversions = query_rows(
+      db,
+      "SELECT key, prev_n, prev_id, prev_seq, prev_part, prev_off, prev_attempt, prev_pub, prev_at, n, id, seq, part, off, "
+      "attempt, publish_ms, at_ms FROM (SELECT c.key, c.n, c.id, w.seq, c.part, c.off, c.attempt, c.publish_ms, "
+      "(extract(epoch FROM c.at) * 1000)::bigint AS at_ms, lag(c.n) OVER k AS prev_n, lag(c.id) OVER k AS prev_id, "
+      "lag(w.seq) OVER k AS prev_seq, lag(c.part) OVER k AS prev_part, lag(c.off) OVER k AS prev_off, "
+      "lag(c.attempt) OVER k AS prev_attempt, lag(c.publish_ms) OVER k AS prev_pub, "
+      "lag((extract(epoch FROM c.at) * 1000)::bigint) OVER k AS prev_at FROM consumed c JOIN written w USING (id) "
+      "WINDOW k AS (PARTITION BY c.key ORDER BY c.n)) x WHERE prev_seq >= seq ORDER BY n LIMIT 6");
+  for (const auto& r : inversions) {
+    out << "inversion on key " << r[0] << ": n=" << r[1] << " seq " << r[3] << " id " << r[2] << " (p" << r[4] << "@" << r[5]
+        << ", attempt " << r[6] << ", published " << since_start(r[7], t0_ms) << ", handled " << since_start(r[8], t0_ms)
+        << "; broker: " << positions(copy, r[2]) << ")\n    then n=" << r[9] << " seq " << r[11] << " id " << r[10] << " (p"
+        << r[12] << "@" << r[13] << ", attempt " << r[14] << ", published " << since_start(r[15], t0_ms) << ", handled "
+        << since_start(r[16], t0_ms) << "; broker: " << positions(copy, r[10]) << ")\n";
+  }
+
+  // Rows committed but not consumed: per key, and whether the broker holds them.
+  const auto missing = query_rows(db,
+                                  "SELECT w.id, w.key, w.seq FROM written w LEFT JOIN consumed c USING (id) "
+                                  "WHERE c.id IS NULL ORDER BY w.key, w.seq");
+  if (!missing.empty()) {
+    std::map<std::string, std::vector<const std::vector<std::string>*>> by_key;
+    std::size_t held = 0;
+    std::vector<std::string> held_examples, lost_examples;
+    for (const auto& r : missing) {
+      by_key[r[1]].push_back(&r);
+      const bool in_broker = copy.at.contains(r[0]);
+      held += in_broker ? 1 : 0;
+      auto& examples = in_broker ? held_examples : lost_examples;
+      if (examples.size() < 3) examples.push_back(r[1] + " seq " + r[2] + " id " + r[0] + " (" + positions(copy, r[0]) + ")");
+    }
+    out << missing.size() << " committed rows not consumed, of " << by_key.size() << " keys; the broker holds " << held
+        << " of them\n";
+    int shown = 0;
+    for (const auto& [key, rows] : by_key) {
+      if (++shown > 6) break;
+      out << "    key " << key << ": " << rows.size() << " rows, seq " << (*rows.front())[2] << ".." << (*rows.back())[2]
+          << ", last consumed seq "
+          << scalar(db, "SELECT max(w.seq) FROM consumed c JOIN written w USING (id) WHERE c.key = '" + key + "'") << "\n";
+    }
+    for (auto& e : held_examples) out << "    held: " << e << "\n";
+    for (auto& e : lost_examples) out << "    lost: " << e << "\n";
+  }
+
+  // The consumer group's state and dead letters.
+  client::connection_options o;
+  o.address = broker;
+  client::admin admin(std::make_shared<client::connection>(o));
+  if (auto g = admin.describe_group("crash"); g) {
+    out << "group crash: " << g.value().dead_letters() << " dead letters;";
+    for (const auto& p : g.value().partitions()) {
+      out << " p" << p.partition() << " acked " << p.acked() << " dispatched " << p.dispatched() << " end " << p.end_offset()
+          << " in flight " << p.in_flight() << " waiting " << p.waiting() << ";";
+    }
+    out << "\n";
+  } else {
+    out << "group crash: describe failed: " << g.error() << "\n";
+  }
+  if (auto d = admin.dlq_list("crash", 3); d) {
+    for (const auto& x : d.value().dead_letters()) {
+      out << "    dead: p" << x.message().partition() << "@" << x.message().offset() << " key "
+          << x.message().key() << " attempts " << x.attempts() << ": " << x.reason() << "\n";
+    }
+  }
+  return out.str();
+}
+
 // Writers commit (and roll back) business rows with outbox rows while relays and the broker are
 // SIGKILLed and PostgreSQL restarts; a pg_inbox consumer records what it handled.
 TEST(outbox_relay_fault, committed_rows_are_consumed_once_in_key_order_through_crashes) {
   auto& cluster = shared_pg_cluster();
-  outbox_setup setup("relay_crash", 16, "orders", {"--ack-deadline", "2s", "--retry-schedule", "200ms"});
+  const auto t0_ms = unix_ms();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    std::ostringstream o;
+    o << std::fixed << std::setprecision(1) << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return o.str();
+  };
+  // Attempts without bound: the handler fails for as long as PostgreSQL restarts (3.0-3.9 s
+  // measured in this test), and 16 attempts (the default) 200 ms apart would move a key's head
+  // message to the dead letters, as promised (docs/semantics.md §2) but not what this test is
+  // about; the diagnosis lists dead letters if there are any.
+  outbox_setup setup("relay_crash", 16, "orders",
+                     {"--ack-deadline", "2s", "--retry-schedule", "200ms", "--max-attempts", "100000"});
   const auto& db = setup.db;
   auto& b = setup.b;
+  // consumed: n in the order handlers inserted, and where the message came from (broker
+  // position, attempt, publish time) for the diagnosis.
   ASSERT_TRUE(pg::exec(setup.conn.get(),
                        "CREATE TABLE written (id uuid PRIMARY KEY, key text NOT NULL, seq bigint NOT NULL);"
-                       "CREATE TABLE consumed (n bigserial, id uuid NOT NULL, key text NOT NULL)"));
+                       "CREATE TABLE consumed (n bigserial, id uuid NOT NULL, key text NOT NULL, part int, off bigint, "
+                       "attempt int, publish_ms bigint, at timestamptz NOT NULL DEFAULT clock_timestamp())"));
   setup.conn.reset();  // PostgreSQL restarts under this test; it must not hold a dead session
   std::vector<std::unique_ptr<relay_process>> relays;
   for (int i = 0; i < 3; ++i) {
@@ -334,6 +566,7 @@ TEST(outbox_relay_fault, committed_rows_are_consumed_once_in_key_order_through_c
   }
 
   consumer::pg_inbox inbox(db, {.consumer = "crash"});
+  consumer_log clog;
   consumer::consumer_options co;
   co.connection.address = b.address();
   co.group = "crash";
@@ -341,11 +574,15 @@ TEST(outbox_relay_fault, committed_rows_are_consumed_once_in_key_order_through_c
   co.concurrency = 4;
   co.max_wait = 200ms;
   co.nack_delay = 200ms;
+  co.log = [&clog](std::string_view line) { clog.add(line); };
   consumer::consumer c(co);
   std::stop_source stop_consumer;
   std::thread consumer_thread([&] {
     auto handler = inbox.wrap([](PGconn* tx, const consumer::delivery& d) -> client::result<void> {
-      auto r = pg::exec(tx, "INSERT INTO consumed (id, key) VALUES ($1, $2)", {d.id().to_string(), d.message.key()});
+      const auto& m = d.message;
+      auto r = pg::exec(tx, "INSERT INTO consumed (id, key, part, off, attempt, publish_ms) VALUES ($1, $2, $3, $4, $5, $6)",
+                        {d.id().to_string(), m.key(), std::to_string(m.partition()), std::to_string(m.offset()),
+                         std::to_string(m.attempt()), std::to_string(m.publish_time_ms())});
       if (!r) return r.error();
       return outcome::success();
     });
@@ -418,20 +655,30 @@ TEST(outbox_relay_fault, committed_rows_are_consumed_once_in_key_order_through_c
   }
 
   // Chaos while the writers run: relays and the broker SIGKILLed at random moments, one
-  // PostgreSQL restart half-way.
+  // PostgreSQL restart half-way. The timeline goes into the diagnosis.
   std::mt19937 rng(20261126);
   int relay_kills = 0, broker_kills = 0;
   bool pg_restarted = false;
+  std::string timeline;
+  auto timed = [&](const std::string& what, auto&& action) {
+    const auto at = elapsed();
+    const auto start = std::chrono::steady_clock::now();
+    action();
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    timeline += " " + what + "@+" + at + "s(" + std::to_string(took) + "ms)";
+  };
   while (done_tx.load() < writers * per_writer) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 600));  // chaos pace
     if (!pg_restarted && done_tx.load() > writers * per_writer / 2) {
-      cluster.restart();
+      timed("pg-restart", [&] { cluster.restart(); });
       pg_restarted = true;
       continue;
     }
     if (rng() % 3 == 0) {
-      b.kill();
-      b.start();
+      timed("broker-kill", [&] {
+        b.kill();
+        b.start();
+      });
       ++broker_kills;
     } else {
       auto& r = *relays[rng() % relays.size()];
@@ -443,20 +690,52 @@ TEST(outbox_relay_fault, committed_rows_are_consumed_once_in_key_order_through_c
   }
   for (auto& t : writer_threads) t.join();
   if (!pg_restarted) {
-    cluster.restart();
+    timed("pg-restart", [&] { cluster.restart(); });
     pg_restarted = true;
   }
   std::cerr << "chaos: " << relay_kills << " relay kills, " << broker_kills << " broker kills, 1 PostgreSQL restart; "
-            << committed_rows.load() << " committed rows\n";
+            << committed_rows.load() << " committed rows; writers done at +" << elapsed() << "s\n";
 
   const auto expected = std::to_string(committed_rows.load());
   EXPECT_EQ(scalar(db, "SELECT count(*) FROM written"), expected);
-  const bool all = eventually([&] { return scalar(db, "SELECT count(DISTINCT id) FROM consumed") == expected; }, 120s);
+  // Every committed row must be consumed; how long that takes is not this test's business. It
+  // waits while consumption progresses and fails when it stalls: a stuck group (a delivery held
+  // forever, a key blocked behind a message never redelivered) consumes nothing, whereas on a
+  // loaded machine a healthy consumer drains the backlog slowly (session 16, two busy loops and a
+  // second run of this test on the 2 cores: ~160 rows/s, steady, and 5,000 rows still to go
+  // after the old fixed 120 s, all of them held by the broker, no dead letter, nothing in flight:
+  // the shape of session 15's "1,430 rows not consumed"). A look every 500 ms: the count is a
+  // query over every consumed row, not worth running 50 times a second beside the consumer.
+  constexpr auto k_stall = 30s, k_drain_limit = 300s;
+  std::string progress;  // one sample every 10 s, for the diagnosis
+  std::string consumed_now;
+  auto next_sample = std::chrono::steady_clock::now();
+  const auto drain_start = std::chrono::steady_clock::now();
+  auto last_progress = drain_start;
+  bool all = false;
+  for (;;) {
+    const auto n = scalar(db, "SELECT count(DISTINCT id) FROM consumed");
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_sample) {
+      progress += " +" + elapsed() + "s:" + n;
+      next_sample += 10s;
+    }
+    if (n == expected) {
+      all = true;
+      break;
+    }
+    if (n != consumed_now) {
+      consumed_now = n;
+      last_progress = now;
+    }
+    if (now - last_progress > k_stall || now - drain_start > k_drain_limit) break;
+    std::this_thread::sleep_for(500ms);  // between two looks at the count
+  }
   stop_consumer.request_stop();
   consumer_thread.join();
   EXPECT_TRUE(all) << "consumed " << scalar(db, "SELECT count(DISTINCT id) FROM consumed") << " of " << expected
-                   << "; outbox left " << scalar(db, "SELECT count(*) FROM txmq_outbox") << "\n"
-                   << relays[0]->log();
+                   << " (no progress for " << k_stall.count() << " s, or " << k_drain_limit.count()
+                   << " s after the writers ended); outbox left " << scalar(db, "SELECT count(*) FROM txmq_outbox") << "; consumed over time:" << progress;
   // Exactly once, nothing invented (a rolled-back row is not in `written`), per key in seq order.
   EXPECT_EQ(scalar(db, "SELECT count(*) FROM consumed"), expected);
   EXPECT_EQ(scalar(db, "SELECT count(*) FROM consumed c LEFT JOIN written w USING (id) WHERE w.id IS NULL"), "0");
@@ -467,7 +746,15 @@ TEST(outbox_relay_fault, committed_rows_are_consumed_once_in_key_order_through_c
   EXPECT_EQ(scalar(db, "SELECT count(*) FROM txmq_outbox"), "0");
   EXPECT_GE(relay_kills, 3);
   EXPECT_GE(broker_kills, 1);
-  for (auto& r : relays) EXPECT_EQ(r->stop(), 0) << r->log();
+  // TXMQ_OUTBOX_DIAGNOSIS=1 prints it after a passing run too.
+  if (::testing::Test::HasFailure() || std::getenv("TXMQ_OUTBOX_DIAGNOSIS") != nullptr) {
+    const std::time_t start = static_cast<std::time_t>(t0_ms / 1000);
+    std::cerr << "diagnosis (times from the test's start, " << std::put_time(std::gmtime(&start), "%H:%M:%S") << "."
+              << std::setfill('0') << std::setw(3) << t0_ms % 1000 << std::setfill(' ') << " UTC):\nchaos:" << timeline << "\n"
+              << describe_faults(db, b.address(), t0_ms) << clog.summary() << "\n";
+    for (std::size_t i = 0; i < relays.size(); ++i) std::cerr << relay_failures(std::to_string(i), relays[i]->log()) << "\n";
+  }
+  for (auto& r : relays) EXPECT_EQ(r->stop(), 0) << relay_failures("", r->log());
 }
 
 }  // namespace

@@ -24,6 +24,9 @@ struct pending_message {
   clock::time_point deadline;
   producer::callback cb;
   std::size_t bytes = 0;
+  // Its place among the topic's accepted messages (impl::accepted_), for the ordered mode's
+  // cut (impl::cut_).
+  std::uint64_t order = 0;
 };
 
 struct batch {
@@ -115,6 +118,7 @@ class producer::impl {
                                                             " messages stayed in flight (is the broker reachable?)"));
     }
     ++in_flight_;
+    p.order = accepted_[topic_name]++;
     const std::string queue = queue_name(topic_name, address);
     auto& topic = topics_[queue];
     if (topic.open && (topic.open->messages.size() + 1 > options_.batch_max_messages ||
@@ -418,24 +422,55 @@ class producer::impl {
     sender_cv_.notify_one();
   }
 
+  // Fails the batch's messages whose delivery timeout has passed, and in the ordered mode also
+  // every message of the topic accepted before a failure (cut_): the batch's later messages
+  // and the topic's later batches. Their deadlines come later, but sending them after an earlier
+  // message was given up would store them before it once the application sends it again (the
+  // relay publishes a given-up row again; a round's later rows of its key were stored first).
   void expire(batch& b, clock::time_point now) {
+    const bool ordered = options_.max_in_flight_batches_per_topic != 0;
+    std::uint64_t cut = 0;
+    if (ordered) {
+      std::lock_guard lock(mutex_);
+      if (auto it = cut_.find(b.topic); it != cut_.end()) cut = it->second;
+    }
     std::vector<std::function<void()>> done;
     std::vector<pending_message> keep;
+    bool gave_up = false;
     for (auto& m : b.messages) {
-      if (m.deadline > now) {
+      const bool overtakes = ordered && (gave_up || m.order < cut);
+      if (m.deadline > now && !overtakes) {
         keep.push_back(std::move(m));
         continue;
       }
-      std::string text = "message " + m.id.to_string() + " to topic '" + b.topic + "' was not acknowledged within the delivery timeout of " +
-                         std::to_string(options_.delivery_timeout.count()) + " ms (" + std::to_string(b.attempts) + " attempts)";
-      if (b.last_error) text += "; last error: " + b.last_error->to_string();
+      std::string text;
+      if (m.deadline > now) {
+        text = "message " + m.id.to_string() + " to topic '" + b.topic +
+               "' was given up too: an earlier message of the topic was given up, and with "
+               "max_in_flight_batches_per_topic set no later message is sent after that (it would be stored before "
+               "the earlier one once that is sent again); send both again, in order";
+      } else {
+        gave_up = true;
+        text = "message " + m.id.to_string() + " to topic '" + b.topic + "' was not acknowledged within the delivery timeout of " +
+               std::to_string(options_.delivery_timeout.count()) + " ms (" + std::to_string(b.attempts) + " attempts)";
+        if (b.last_error) text += "; last error: " + b.last_error->to_string();
+      }
       done.push_back([cb = std::move(m.cb), e = error(errc::delivery_timeout, std::move(text))] { cb(e); });
     }
     b.messages = std::move(keep);
     b.bytes = 0;
     for (const auto& m : b.messages) b.bytes += m.bytes;
+    if (gave_up) cut_topic(b.topic);
     const std::size_t n = done.size();
     if (n != 0) finish(n, std::move(done));
+  }
+
+  // Ordered mode: every message of the topic accepted so far and not yet acknowledged fails
+  // when it is next looked at (expire), without being sent. Later messages go out as usual.
+  void cut_topic(const std::string& topic) {
+    if (options_.max_in_flight_batches_per_topic == 0) return;
+    std::lock_guard lock(mutex_);
+    cut_[topic] = accepted_[topic];
   }
 
   void fail(batch& b, const error& e) {
@@ -443,6 +478,7 @@ class producer::impl {
     for (auto& m : b.messages) done.push_back([cb = std::move(m.cb), e] { cb(e); });
     const auto n = b.messages.size();
     b.messages.clear();
+    if (n != 0) cut_topic(b.topic);
     finish(n, std::move(done));
   }
 
@@ -515,6 +551,11 @@ class producer::impl {
   // batch sequence number (batch::seq); under mutex_.
   std::map<std::string, std::size_t> topic_in_flight_;
   std::uint64_t next_seq_ = 0;
+  // Per topic: messages accepted so far (each message's `order`), and in the ordered mode the
+  // cut: messages accepted before it fail unsent (expire), because an earlier one was given up.
+  // Under mutex_.
+  std::map<std::string, std::uint64_t> accepted_;
+  std::map<std::string, std::uint64_t> cut_;
   std::size_t in_flight_ = 0;
   int flushing_ = 0;
   bool closed_ = false;

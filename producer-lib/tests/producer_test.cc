@@ -437,6 +437,49 @@ TEST(producer, one_batch_in_flight_per_topic_keeps_order_across_retries) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(stored[i].body(), std::to_string(i));
 }
 
+// A message given up after its delivery timeout takes the topic's messages accepted before that
+// moment with it, unsent: sent after it, they would be stored before it once the application
+// sends it again (the relay publishes a given-up row again, and its round's later rows of the
+// key were stored first: a per-key order inversion, outbox_relay_fault).
+TEST(producer, a_message_given_up_fails_the_later_ones_instead_of_letting_them_overtake_it) {
+  fake_broker broker;
+  fake_log log;
+  // The first message's requests are never answered (the broker is away for it); others are.
+  broker.set_handler([&](const auto& s, const v1::Frame& f) {
+    if (!f.has_produce()) return;
+    for (const auto& m : f.produce().messages()) {
+      if (m.body() == "first") return;
+    }
+    answer_from(log)(s, f);
+  });
+  auto o = options_for(broker);
+  o.linger = 0ms;  // each message a batch of its own
+  o.max_in_flight_batches_per_topic = 1;
+  o.delivery_timeout = 1s;
+  o.request_timeout = 200ms;
+  producer p(o);
+  auto first = p.async_send(msg("t", "first"));
+  // The second is accepted after the first's first request timed out: its delivery timeout ends
+  // about 200 ms after the first's, so it would still be sent once the first is given up.
+  ASSERT_TRUE(broker.wait_until([&] { return broker.count(v1::Frame::kProduce) >= 2; }));
+  auto second = p.async_send(msg("t", "second"));
+  const auto r1 = first.get();
+  ASSERT_FALSE(r1);
+  EXPECT_TRUE(r1.error().is(client::errc::delivery_timeout)) << r1.error();
+  const auto r2 = second.get();
+  ASSERT_FALSE(r2) << "the second message was stored although the first, accepted before it, was given up";
+  EXPECT_TRUE(r2.error().is(client::errc::delivery_timeout)) << r2.error();
+  EXPECT_NE(r2.error().message.find("earlier message of the topic was given up"), std::string::npos) << r2.error();
+  for (const auto& f : broker.received(v1::Frame::kProduce)) {
+    for (const auto& m : f.produce().messages()) EXPECT_NE(m.body(), "second");
+  }
+  // A message accepted after that goes out as usual.
+  ASSERT_TRUE(p.send(msg("t", "third")));
+  const auto stored = log.stored();
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].body(), "third");
+}
+
 }  // namespace
 }  // namespace txmq::producer
 

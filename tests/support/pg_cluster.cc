@@ -1,5 +1,6 @@
 #include "pg_cluster.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +37,16 @@ pg_cluster::pg_cluster() {
   dir_ = fs::temp_directory_path() / ("txmq-pg-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   fs::remove_all(dir_);
   fs::create_directories(dir_);
+  start_watchdog();
+  try {
+    init();
+  } catch (...) {
+    end_watchdog(false);  // it removes the directory (and stops a server that started)
+    throw;
+  }
+}
+
+void pg_cluster::init() {
   port_ = free_port();
   // The postgres user must own the directory and be able to reach it.
   fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
@@ -56,6 +67,62 @@ pg_cluster::~pg_cluster() {
   }
   std::error_code ec;
   fs::remove_all(dir_, ec);
+  // A server that did not stop is the watchdog's to stop.
+  end_watchdog(!running_);
+}
+
+void pg_cluster::start_watchdog() {
+  const fs::path script = dir_ / "watchdog.sh";
+  {
+    // `read` returns at the "done" line, or at end of file: when the test process is gone (the
+    // kernel closes its descriptors however it ends). Children the test starts do not hold the
+    // write end: it is close-on-exec.
+    std::ofstream out(script);
+    out << "read -r line\n"
+        << "[ \"$line\" = done ] && exit 0\n"
+        << "runuser -u postgres -- " << bin("pg_ctl") << " -D '" << (dir_ / "data").string()
+        << "' stop -m immediate -w -t 60 >/dev/null 2>&1\n"
+        << "rm -rf '" << dir_.string() << "'\n";
+    if (!out) throw std::runtime_error("cannot write " + script.string());
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 for the PostgreSQL watchdog failed");
+  const std::string sh = "/bin/sh";
+  const std::string script_path = script.string();
+  char* const argv[] = {const_cast<char*>(sh.c_str()), const_cast<char*>(script_path.c_str()), nullptr};
+  // Forked twice, in a session of its own: re-parented once the middle process exits, outside
+  // the test's process group and tree, so ctest's kill of the test's processes on a timeout does
+  // not reach it. Between fork and exec only async-signal-safe calls (the test has threads).
+  // Its only descriptors are the read end (stdin) and /dev/null: it must not keep a socket or
+  // pipe of the test's open (asio sockets are not close-on-exec).
+  const pid_t middle = ::fork();
+  if (middle < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::runtime_error("fork for the PostgreSQL watchdog failed");
+  }
+  if (middle == 0) {
+    ::setsid();
+    if (::fork() != 0) ::_exit(0);
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(fds[0], 0);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::close_range(3, ~0U, 0);
+    ::execv(argv[0], argv);
+    ::_exit(127);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(middle, &status, 0);
+  watchdog_ = fds[1];
+}
+
+void pg_cluster::end_watchdog(bool done) noexcept {
+  if (watchdog_ < 0) return;
+  if (done) (void)!::write(watchdog_, "done\n", 5);
+  ::close(watchdog_);
+  watchdog_ = -1;
 }
 
 void pg_cluster::pg_ctl(const std::string& action) {

@@ -3,6 +3,13 @@
 // A private PostgreSQL 15 server for a test: initdb into a temporary directory owned by the
 // `postgres` user (PostgreSQL refuses to run as root), listening on 127.0.0.1 on a free port
 // and on a private socket directory, fsync on. Stopped and removed by the destructor.
+//
+// Also when the test process dies without running it (SIGKILLed by ctest on its timeout, a
+// crash, _exit): the server is a daemon, not a child of the test, so nothing else would stop it.
+// A watchdog (a shell script started in a session of its own, so that ctest's kill of the
+// test's process tree does not reach it) waits on a pipe whose only writer is this object; when
+// the pipe closes without the destructor's "done" line, it stops the server (pg_ctl stop -m
+// immediate) and removes the directory.
 
 #include <cstdint>
 #include <filesystem>
@@ -41,10 +48,18 @@ class pg_cluster {
 
  private:
   void pg_ctl(const std::string& action);
+  // initdb + start (the constructor's work once the directory and the watchdog exist).
+  void init();
+  // Starts the watchdog (see above) for dir_; watchdog_ is the pipe's write end.
+  void start_watchdog();
+  // Tells the watchdog the directory is taken care of ("done": exit) or not (close only: stop
+  // the server, remove the directory), and closes the pipe.
+  void end_watchdog(bool done) noexcept;
 
   std::filesystem::path dir_;
   std::uint16_t port_ = 0;
   bool running_ = false;
+  int watchdog_ = -1;
 };
 
 // One cluster for a whole test binary (initdb costs ~2 s): made on first use, stopped at exit.
