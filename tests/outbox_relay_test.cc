@@ -2,7 +2,8 @@
 // processes. outbox_relay.*: plain-SQL rows, connection loss and shard takeover, clean stop
 // (ctest label pg). outbox_relay_fault.*: writers, rollbacks, relays and the broker SIGKILLed,
 // PostgreSQL restarted, every committed row consumed exactly once through pg_inbox in per-key
-// seq order (label fault).
+// seq order (label fault). It is one piece: the fault test's diagnosis on failure (chaos timeline,
+// inverted pairs, missing rows, group state) reads the same tables and processes as the test.
 
 #include <atomic>
 #include <cstdlib>

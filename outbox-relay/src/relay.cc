@@ -309,9 +309,6 @@ class relay::impl {
   void db_failed(const client::error& e) {
     db_errors_->inc();
     const bool lost = !conn_ || PQstatus(conn_.get()) != CONNECTION_OK;
-    // Once per distinct error of an outage: a server shutting down answers the retries with a
-    // few texts in turn (the lost session, "shutting down", "closed the connection", "refused"),
-    // which must not become one line per retry when they alternate.
     if (db_errors_logged_.size() < k_max_db_errors_logged && db_errors_logged_.insert(e.message).second) {
       log(log_level::error, std::string(lost ? "PostgreSQL unavailable" : "PostgreSQL statement failed") + ": " + e.message +
                                 (owned_.empty() ? "" : " (" + std::to_string(owned_.size()) + " shards given up)") +
@@ -771,10 +768,8 @@ class relay::impl {
   // When a statement last took long (PostgreSQL slow or frozen): no stale-relay judging for a while.
   std::optional<clock::time_point> last_slow_db_call_;
   bool broker_down_logged_ = false;
-  // The error texts already logged in this outage (cleared when statements work again); at
-  // most k_max_db_errors_logged, so an error that names something changing cannot flood the log.
-  static constexpr std::size_t k_max_db_errors_logged = 8;
-  std::set<std::string> db_errors_logged_;
+  static constexpr std::size_t k_max_db_errors_logged = 8;  // against error texts that keep changing
+  std::set<std::string> db_errors_logged_;  // each text once per outage: a stopping server gives a few in turn
   std::string last_broker_error_;
 
   mutable std::mutex status_mutex_;

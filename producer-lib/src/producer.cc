@@ -1,3 +1,6 @@
+// The producer's batching, per-topic in-flight bound, retries, delivery timeouts and the
+// ordered mode's cut share one lock and one sender thread's state: one piece, kept together so
+// that the ordering rules (producer-lib/README.md "Ordering") are read in one place.
 #include "txmq/producer/producer.h"
 
 #include "txmq/client/leader_router.h"
