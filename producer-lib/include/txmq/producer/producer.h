@@ -12,6 +12,9 @@
 // Ordering: messages of one topic are sent in the order they were accepted, one batch in flight
 // per topic by default, so a retried batch can never be stored after a later one (per-key order
 // holds across retries). Raising max_in_flight_batches_per_topic trades that for throughput.
+// With the limit set, a message given up (delivery timeout or refusal) also fails, unsent, every
+// message of its topic accepted before that moment and not yet acknowledged: sent after it, they
+// would be stored before it once the application sends it again. Send them again, in order.
 
 #include <chrono>
 #include <cstdint>
