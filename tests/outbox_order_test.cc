@@ -147,15 +147,24 @@ std::string new_outbox(const std::string& name) {
   return db;
 }
 
+// The set-up the interleavings below share: a fresh outbox, a relay reading 3 rows a round,
+// writer sessions A and B, and a backlog B committed (so that the relay's reads resume).
+struct two_writers {
+  explicit two_writers(const std::string& name)
+      : db(new_outbox(name)), relay(db, 3), a(connect_to(db)), b(connect_to(db)) {
+    relay.start_backlog(b.get());
+  }
+  std::string db;
+  reading_relay relay;
+  decltype(connect_to(std::string())) a, b;
+};
+
 // The defect of 2026-11-27: writer A's first transaction holds seq s1 while a round past s1 is
 // read; A commits it and then a second transaction on the same key (s2). The next read starts
 // past the round, where s2 is and s1 is not.
 TEST(outbox_order, a_resumed_read_never_publishes_a_writers_next_transaction_first) {
-  const auto db = new_outbox("order_resume");
-  reading_relay relay(db, 3);
-  auto a = connect_to(db);
-  auto b = connect_to(db);
-  relay.start_backlog(b.get());
+  two_writers w("order_resume");
+  auto& [db, relay, a, b] = w;
   run(a.get(), "BEGIN");
   const auto s1 = insert_row(a.get(), "k", "a1");
   for (int i = 0; i < 3; ++i) insert_row(b.get(), "other", "b" + std::to_string(i));  // committed, seqs past s1
@@ -175,11 +184,8 @@ TEST(outbox_order, a_resumed_read_never_publishes_a_writers_next_transaction_fir
 // A transaction first seen at a later read: it took its seq after the earlier read looked at the
 // sequence, so the read after its commit starts there, not at the shard's start.
 TEST(outbox_order, a_late_transaction_moves_reads_down_only_to_the_sequence_before_it) {
-  const auto db = new_outbox("order_lowered");
-  reading_relay relay(db, 3);
-  auto a = connect_to(db);
-  auto b = connect_to(db);
-  relay.start_backlog(b.get());
+  two_writers w("order_lowered");
+  auto& [db, relay, a, b] = w;
   for (int i = 0; i < 3; ++i) insert_row(b.get(), "other", "b" + std::to_string(i));
   auto r0 = relay.read();
   ASSERT_EQ(r0.rows.size(), 3u);
@@ -207,11 +213,8 @@ TEST(outbox_order, a_late_transaction_moves_reads_down_only_to_the_sequence_befo
 // The same while the round is in flight: its successor is read before it is deleted (drain's
 // pipeline), from the round's last seq.
 TEST(outbox_order, a_pipelined_read_never_publishes_a_writers_next_transaction_first) {
-  const auto db = new_outbox("order_pipelined");
-  reading_relay relay(db, 3);
-  auto a = connect_to(db);
-  auto b = connect_to(db);
-  relay.start_backlog(b.get());
+  two_writers w("order_pipelined");
+  auto& [db, relay, a, b] = w;
   run(a.get(), "BEGIN");
   const auto s1 = insert_row(a.get(), "k", "a1");
   for (int i = 0; i < 3; ++i) insert_row(b.get(), "other", "b" + std::to_string(i));
