@@ -531,12 +531,12 @@ class relay::impl {
     out.ids.reserve(order.size() * detail::k_id_bytes);
     for (const auto& [shard, seq, i] : order) {
       const outbox_row_binary binary = detail::binary_row(res, i);
-      auto row = decode_row(binary);
+      auto row = sendable_row(decode_row(binary), *producers_[static_cast<std::size_t>(shard) % producers_.size()]);
       if (!row) {
-        // A row the relay cannot read (a plain INSERT with headers that are not an object)
-        // stops its shard rather than being skipped: skipping would lose it, and a later row of
-        // its key would overtake it. The operator fixes or deletes it; the log names it. (The
-        // round's later shards wait with it; rare enough to keep one loop.)
+        // A row the relay cannot read (headers that are not an object) or the broker refuses for
+        // good (too large) stops its shard rather than being skipped or sent: skipped it would be
+        // lost, sent its key's later rows would be stored first. The operator fixes or deletes it;
+        // the log names it. (The round's later shards wait with it; rare enough to keep one loop.)
         out.bad_row = row.error();
         break;
       }

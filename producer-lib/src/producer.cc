@@ -85,16 +85,7 @@ class producer::impl {
   void async_send(outgoing_message message, callback cb) {
     const auto start = clock::now();
     const auto deadline = start + options_.delivery_timeout;
-    if (message.topic.empty()) {
-      return complete_now(std::move(cb), error(errc::invalid_argument, "a message needs a topic"));
-    }
-    if (auto server = conn_->server(); server && server->max_message_bytes != 0 &&
-                                       message.body.size() > server->max_message_bytes) {
-      return complete_now(std::move(cb), error(protocol::errc::message_too_large,
-                                               "message body of " + std::to_string(message.body.size()) +
-                                                   " bytes to topic '" + message.topic + "' is above the broker's max_message_bytes of " +
-                                                   std::to_string(server->max_message_bytes)));
-    }
+    if (auto refused = check(message); !refused) return complete_now(std::move(cb), refused.error());
     pending_message p;
     p.id = message.id.value_or(protocol::uuid::make_v7());
     p.deadline = deadline;
@@ -147,6 +138,17 @@ class producer::impl {
     }
     lock.unlock();
     sender_cv_.notify_one();
+  }
+
+  client::result<void> check(const outgoing_message& message) const {
+    if (message.topic.empty()) return error(errc::invalid_argument, "a message needs a topic");
+    if (auto server = conn_->server(); server && server->max_message_bytes != 0 &&
+                                       message.body.size() > server->max_message_bytes) {
+      return error(protocol::errc::message_too_large,
+                   "message body of " + std::to_string(message.body.size()) + " bytes to topic '" + message.topic +
+                       "' is above the broker's max_message_bytes of " + std::to_string(server->max_message_bytes));
+    }
+    return outcome::success();
   }
 
   client::result<send_result> send(outgoing_message message) {
@@ -595,6 +597,8 @@ std::future<client::result<send_result>> producer::async_send(outgoing_message m
 }
 
 void producer::async_send(outgoing_message message, callback cb) { impl_->async_send(std::move(message), std::move(cb)); }
+
+client::result<void> producer::check(const outgoing_message& message) const { return impl_->check(message); }
 
 void producer::send_now() { impl_->send_now(); }
 client::result<void> producer::flush(std::chrono::milliseconds timeout) { return impl_->flush(timeout); }

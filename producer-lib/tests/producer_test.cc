@@ -391,9 +391,15 @@ TEST(producer, body_above_the_broker_limit_fails_without_a_request) {
   broker.set_hello_ok(ok);
   producer p(options_for(broker));
   ASSERT_TRUE(p.conn()->wait_connected(5s));
+  // check() answers the same at once (txmq-relay asks it before queueing a key's rows).
+  EXPECT_TRUE(p.check(msg("t", std::string(100, 'x'))));
+  auto checked = p.check(msg("t", std::string(200, 'x')));
+  ASSERT_FALSE(checked);
+  EXPECT_TRUE(checked.error().is(protocol::errc::message_too_large)) << checked.error();
   auto r = p.send(msg("t", std::string(200, 'x')));
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error().is(protocol::errc::message_too_large)) << r.error();
+  EXPECT_EQ(r.error().message, checked.error().message);
   EXPECT_EQ(broker.count(v1::Frame::kProduce), 0u);
 }
 

@@ -69,7 +69,19 @@ void broker_process::start(std::chrono::milliseconds deadline) {
   if (!listen_host_.empty()) argv.insert(argv.end(), {"--advertise", address()});
   argv.insert(argv.end(), args_.begin(), args_.end());
   proc_ = std::make_unique<child_process>(argv, log_path);
-  // Ready = it accepts connections. Poll with a deadline (the broker logs before accepting).
+  // Ready = both listeners accept connections. The wire listener opens first and the admin
+  // HTTP listener after the service is built, so a test that used the HTTP port as soon as the
+  // wire port answered was sometimes refused. Poll with a deadline.
+  const auto accepts = [this](std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    ::inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
+    addr.sin_port = htons(port);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    return ok;
+  };
   const auto until = std::chrono::steady_clock::now() + deadline;
   while (std::chrono::steady_clock::now() < until) {
     if (!proc_->running()) {
@@ -79,18 +91,12 @@ void broker_process::start(std::chrono::milliseconds deadline) {
       s << in.rdbuf();
       throw std::runtime_error("txmq-broker exited during start:\n" + s.str());
     }
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    ::inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
-    addr.sin_port = htons(port_);
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    if (ok) return;
+    if (accepts(port_) && accepts(http_port_)) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling for readiness
   }
   kill();
-  throw std::runtime_error("txmq-broker did not listen on port " + std::to_string(port_) + " in time:\n" + log());
+  throw std::runtime_error("txmq-broker did not listen on ports " + std::to_string(port_) + " and " +
+                           std::to_string(http_port_) + " in time:\n" + log());
 }
 
 int broker_process::stop() {

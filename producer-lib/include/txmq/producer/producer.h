@@ -93,6 +93,12 @@ class producer {
   [[nodiscard]] std::future<client::result<send_result>> async_send(outgoing_message message);
   void async_send(outgoing_message message, callback cb);
 
+  // The refusals async_send answers at once, without sending: no topic (invalid_argument), a
+  // body above the broker's max_message_bytes once it is known (message_too_large). A caller
+  // that queues several messages of a key before their callbacks run (txmq-relay) checks each
+  // first: a message refused at once does not stop the later ones it queues after it.
+  [[nodiscard]] client::result<void> check(const outgoing_message& message) const;
+
   // Sends what is lingering now, without waiting for anything: a caller that has just queued
   // a whole round of messages (txmq-relay) gains nothing from the linger.
   void send_now();
