@@ -93,11 +93,4 @@ client::result<decoded_row> decode_row(const outbox_row_text& row) {
   return out;
 }
 
-client::result<decoded_row> sendable_row(client::result<decoded_row> row, const producer::producer& through) {
-  if (!row) return row;
-  auto ok = through.check(row.value().message);
-  if (!ok) return client::error(ok.error().code, "outbox row " + row.value().message.id->to_string() + ": " + ok.error().message);
-  return row;
-}
-
 }  // namespace txmq::relay

@@ -1,9 +1,10 @@
 // txmq-relay's engine (relay.h), kept as one piece: one thread's loop over one PostgreSQL session
 // (shard locks, reads, deletes, heartbeats, stale relays) and the producers it publishes
 // through; every member reads or changes that session's state, so splitting it would pass the
-// whole state between files. Row decoding (outbox_row.cc), the shard plan (shard_plan.cc) and
-// the round's statements with the order of a read's rows (round_statements.cc), and where each
-// read starts (round_reader.cc, open_transactions.cc) live apart because they need none of it.
+// whole state between files. Row decoding (outbox_row.cc), the shard plan (shard_plan.cc), the
+// round's statements with the order of a read's rows (round_statements.cc), taking a read's rows
+// into a round (round.cc), and where each read starts (round_reader.cc, open_transactions.cc)
+// live apart because they need none of it.
 
 #include "txmq/relay/relay.h"
 
@@ -25,6 +26,7 @@
 #include "txmq/producer/producer.h"
 #include "txmq/relay/outbox_row.h"
 #include "txmq/relay/shard_plan.h"
+#include "round.h"
 #include "round_reader.h"
 #include "round_statements.h"
 
@@ -78,6 +80,8 @@ class relay::impl {
     broker_up_ = &m.add_gauge("txmq_relay_broker_up", "0 after a publish failed, until one succeeds");
     owned_gauge_ = &m.add_gauge("txmq_relay_shards_owned", "outbox shards this relay holds");
     live_gauge_ = &m.add_gauge("txmq_relay_live_relays", "relays connected to the database, this one included");
+    stopped_gauge_ = &m.add_gauge("txmq_relay_shards_stopped",
+                                  "owned shards stopped at a row that cannot be sent (the log names it); fix or delete the row");
     row_age_ = &m.add_histogram("txmq_relay_row_age_seconds", "from the row's created_at to the broker's acknowledgement");
     stale_dropped_ = &m.add_counter("txmq_relay_stale_rounds_dropped_total",
                                     "rounds read before a pause and not sent because the database session ended meanwhile");
@@ -442,6 +446,8 @@ class relay::impl {
     }
     owned_gauge_->set(static_cast<double>(owned_.size()));
     live_gauge_->set(live);
+    std::erase_if(stopped_, [&](const auto& e) { return !owned_.contains(e.first); });  // another relay's now
+    stopped_gauge_->set(static_cast<double>(stopped_.size()));
     {
       std::lock_guard lock(status_mutex_);
       status_.shards_owned = static_cast<int>(owned_.size());
@@ -481,36 +487,8 @@ class relay::impl {
     }
   }
 
-  // The outcomes of a round's messages, filled by the producers' completion callbacks (one
-  // callback per row, not a std::future with its own shared state, mutex and condition
-  // variable per row: the relay's allocation was a third of its profile, issue #15).
-  // Each callback writes only its own slot; the count says when all have (the mutex only
-  // carries the last one's wake-up).
-  struct round_acks {
-    std::mutex mutex;
-    std::condition_variable all_done;
-    std::vector<std::optional<client::result<producer::send_result>>> results;
-    std::atomic<std::size_t> done{0};
-  };
-
-  // A round: the oldest `batch` rows of each of some shards, read with one query, published
-  // together (the broker's fsync is shared by all shards of the round, not paid once per
-  // shard) and deleted with one statement. Rows are ordered shard by shard in seq order and the
-  // producer keeps a topic's messages in the order given, so each shard's order holds.
-  struct round {
-    std::map<int, int> rows;               // per shard read (0 for a shard with nothing)
-    std::map<int, std::int64_t> last_seq;  // per shard, the highest seq read
-    std::vector<producer::outgoing_message> messages;
-    std::vector<int> shards;  // per message
-    std::string ids;          // per message its id's 16 bytes, one after the other (no string per row)
-    std::vector<std::chrono::system_clock::time_point> created;
-    std::shared_ptr<round_acks> acks;  // set by send_round
-    std::size_t sent = 0;
-    std::optional<client::error> bad_row;  // rows from it on were not taken
-    clock::time_point read_at = clock::now();
-    std::uint64_t read_no = 0;  // round_reader's
-    bool deferred = false;      // nothing read: read again once the round in flight is deleted
-  };
+  using round = detail::round;
+  using round_acks = detail::round_acks;
 
   // Reads a round of `shards`: past the last seqs of the round in flight (`in_flight`, null when
   // none) or the shards' resume points, as round_reader allows. Errors: the database's.
@@ -523,30 +501,9 @@ class relay::impl {
     out.read_no = rows.value().read_no;
     out.deferred = rows.value().start == detail::read_start::deferred;
     if (out.deferred) return out;
-    PGresult* res = rows.value().rows.get();
-    const auto order = detail::publish_order(res);
-    out.messages.reserve(order.size());
-    out.shards.reserve(order.size());
-    out.created.reserve(order.size());
-    out.ids.reserve(order.size() * detail::k_id_bytes);
-    for (const auto& [shard, seq, i] : order) {
-      const outbox_row_binary binary = detail::binary_row(res, i);
-      auto row = sendable_row(decode_row(binary), *producers_[static_cast<std::size_t>(shard) % producers_.size()]);
-      if (!row) {
-        // A row the relay cannot read (headers that are not an object) or the broker refuses for
-        // good (too large) stops its shard rather than being skipped or sent: skipped it would be
-        // lost, sent its key's later rows would be stored first. The operator fixes or deletes it;
-        // the log names it. (The round's later shards wait with it; rare enough to keep one loop.)
-        out.bad_row = row.error();
-        break;
-      }
-      ++out.rows[shard];
-      out.last_seq[shard] = row.value().seq;
-      out.ids.append(binary.id);
-      out.created.push_back(row.value().created_at);
-      out.messages.push_back(std::move(row.value().message));
-      out.shards.push_back(shard);
-    }
+    detail::take_rows(rows.value().rows.get(), out, [this](int shard, const producer::outgoing_message& m) {
+      return producers_[static_cast<std::size_t>(shard) % producers_.size()]->check(m);
+    });
     return out;
   }
 
@@ -601,7 +558,7 @@ class relay::impl {
   // delivery timeout). Returns the acked ids and the first failure.
   settled settle_round(round& r) {
     std::string acked;
-    std::optional<client::error> failed = r.bad_row;
+    std::optional<client::error> failed;
     const auto now = std::chrono::system_clock::now();
     if (r.acks) {
       std::unique_lock lock(r.acks->mutex);
@@ -657,7 +614,7 @@ class relay::impl {
       }
       std::optional<round> next;
       bool read_after_delete = false;
-      if (!more.empty() && !cur.bad_row && !stopping_.load() && clock::now() < until) {
+      if (!more.empty() && !stopping_.load() && clock::now() < until) {
         auto r = read_round(more, &cur);
         if (!r) {
           (void)settle_round(cur);
@@ -671,6 +628,7 @@ class relay::impl {
       }
       auto [acked, failed] = settle_round(cur);
       if (cur.sent > 0) batches_->inc();
+      note_stops(cur);
       if (failed) {
         // `next` was never sent; its rows are read again after the back-off, in order.
         if (auto d = delete_acked(acked); !d) out.db_error = d.error();
@@ -711,6 +669,26 @@ class relay::impl {
       if (!next) return out;
       cur = std::move(*next);
     }
+  }
+
+  // Shards stopped at a row that cannot be sent (round::stopped): logged once per row and reason,
+  // counted in txmq_relay_shards_stopped; a shard read again without a stop goes on.
+  void note_stops(const round& r) {
+    for (const auto& [shard, n] : r.rows) {
+      const auto stop = r.stopped.find(shard);
+      const auto known = stopped_.find(shard);
+      if (stop == r.stopped.end()) {
+        if (known == stopped_.end()) continue;
+        log(log_level::info, "shard " + std::to_string(shard) + " goes on: the row it stopped at was fixed or deleted");
+        stopped_.erase(known);
+      } else if (known == stopped_.end() || known->second != stop->second.message) {
+        log(log_level::error, "shard " + std::to_string(shard) + " stops: " + stop->second.to_string() +
+                                  "; the shard's later rows wait until the row is fixed or deleted");
+        set_error(stop->second.to_string());
+        stopped_[shard] = stop->second.message;
+      }
+    }
+    stopped_gauge_->set(static_cast<double>(stopped_.size()));
   }
 
   // Sleeps until `deadline`, a NOTIFY (the database socket is readable) or stop().
@@ -771,6 +749,7 @@ class relay::impl {
   static constexpr std::size_t k_max_db_errors_logged = 8;  // against error texts that keep changing
   std::set<std::string> db_errors_logged_;  // each text once per outage: a stopping server gives a few in turn
   std::string last_broker_error_;
+  std::map<int, std::string> stopped_;  // shard -> why it stopped (note_stops)
 
   mutable std::mutex status_mutex_;
   relay_status status_;
@@ -785,6 +764,7 @@ class relay::impl {
   common::gauge* broker_up_;
   common::gauge* owned_gauge_;
   common::gauge* live_gauge_;
+  common::gauge* stopped_gauge_;
   common::histogram* row_age_;
   common::counter* stale_dropped_;
   common::counter* stale_ended_;

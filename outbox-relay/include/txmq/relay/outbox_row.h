@@ -54,9 +54,5 @@ struct outbox_row_binary {
 [[nodiscard]] client::result<decoded_row> decode_row(const outbox_row_text& row);
 // The same from the binary columns; errors also for an id, created_at or seq of the wrong size.
 [[nodiscard]] client::result<decoded_row> decode_row(const outbox_row_binary& row);
-// The decoded row if `through` would send it, else its refusal (a body over the broker's
-// max_message_bytes) naming the row: a refusal at once does not stop the later rows a caller
-// queues after it, so the relay checks each row before queueing any (README "Failures").
-[[nodiscard]] client::result<decoded_row> sendable_row(client::result<decoded_row> row, const producer::producer& through);
 
 }  // namespace txmq::relay

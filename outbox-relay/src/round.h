@@ -1,0 +1,68 @@
+#pragma once
+
+// A round of the relay (relay.cc's drain): the oldest `batch` rows of some shards, read with one
+// query, published together (the broker's fsync is shared by all shards of the round, not paid
+// once per shard) and deleted with one statement. Rows are ordered shard by shard in seq order
+// and the producer keeps a topic's messages in the order given, so each shard's order holds.
+// take_rows() turns a read's result into one; apart from the loop so a test can drive it.
+
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "txmq/client/error.h"
+#include "txmq/producer/producer.h"
+
+namespace txmq::relay::detail {
+
+// The outcomes of a round's messages, filled by the producers' completion callbacks (one
+// callback per row, not a std::future with its own shared state, mutex and condition
+// variable per row: the relay's allocation was a third of its profile, issue #15).
+// Each callback writes only its own slot; the count says when all have (the mutex only
+// carries the last one's wake-up).
+struct round_acks {
+  std::mutex mutex;
+  std::condition_variable all_done;
+  std::vector<std::optional<client::result<producer::send_result>>> results;
+  std::atomic<std::size_t> done{0};
+};
+
+struct round {
+  std::map<int, int> rows;               // per shard read, the rows taken (0 for a shard with nothing)
+  std::map<int, std::int64_t> last_seq;  // per shard, the highest seq taken
+  std::vector<producer::outgoing_message> messages;
+  std::vector<int> shards;  // per message
+  std::string ids;          // per message its id's 16 bytes, one after the other (no string per row)
+  std::vector<std::chrono::system_clock::time_point> created;
+  std::shared_ptr<round_acks> acks;  // set by send_round
+  std::size_t sent = 0;
+  // Shards stopped at a row that cannot be sent, with the reason naming the row: its earlier rows
+  // were taken, it and the shard's later rows were not (README "Failures and back-off").
+  std::map<int, client::error> stopped;
+  std::chrono::steady_clock::time_point read_at = std::chrono::steady_clock::now();
+  std::uint64_t read_no = 0;  // round_reader's
+  bool deferred = false;      // nothing read: read again once the round in flight is deleted
+};
+
+// Whether a decoded message of `shard` can be sent (producer::check of the shard's publisher).
+using send_check = std::function<client::result<void>(int shard, const producer::outgoing_message&)>;
+
+// Takes the rows of a read (round_statements.h's binary result) into `out`, in publish order,
+// each shard up to its first row that cannot be read (headers that are not a JSON object) or
+// sent (`check`: a body over the broker's max_message_bytes). That row stops its shard
+// (out.stopped) rather than being skipped or sent: skipped it would be lost, sent the refusal
+// comes at once while the shard's later rows, queued after it, are stored before it is fixed.
+// The other shards go on.
+void take_rows(const PGresult* res, round& out, const send_check& check);
+
+}  // namespace txmq::relay::detail
