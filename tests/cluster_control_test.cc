@@ -81,9 +81,15 @@ class cluster_control_test : public ::testing::Test {
   // Waits for `n` registered nodes and a controller among them.
   cluster_state wait_formed(std::size_t n) {
     cluster_state st;
+    // Each node must also know it registered: under load a put can reach etcd while its answer
+    // times out, and that node then has its key in etcd but no session of its own yet (it
+    // registers again), so it has no session to lose when a test pauses etcd next.
     const bool formed = eventually([&] {
       st = state();
-      return st.nodes.size() == n && st.controller.has_value();
+      if (st.nodes.size() != n || !st.controller.has_value()) return false;
+      for (const auto& node : st.nodes)
+        if (node_log(node.id).find("registered as") == std::string::npos) return false;
+      return true;
     });
     EXPECT_TRUE(formed) << logs();
     return st;
