@@ -388,6 +388,10 @@ class rocksdb_store final : public store {
   void close() override;
   // Wakes the writer thread for requests queued without a wake-up (txmq/storage/batched_wakeups.h).
   void wake_writer() { queue_cv_.notify_one(); }
+  // For tests (storage_snapshot_test): RocksDB snapshots held now ("rocksdb.num-snapshots"),
+  // and the live table bytes of the log family ("rocksdb.live-sst-files-size").
+  std::uint64_t snapshots_held() const;
+  std::uint64_t log_table_bytes() const;
 
  private:
   // The readers' view of transaction records (durable_tx_snapshot()); set at open and by the

@@ -71,6 +71,16 @@ result<std::uint64_t> rocksdb_store::count_dedupe_entries() const {
   return n;
 }
 
+std::uint64_t rocksdb_store::snapshots_held() const {
+  std::uint64_t n = 0;
+  return db_->GetIntProperty(rocksdb::DB::Properties::kNumSnapshots, &n) ? n : 0;
+}
+
+std::uint64_t rocksdb_store::log_table_bytes() const {
+  std::uint64_t n = 0;
+  return db_->GetIntProperty(handles_[cf_log], rocksdb::DB::Properties::kLiveSstFilesSize, &n) ? n : 0;
+}
+
 store_stats rocksdb_store::stats() const {
   std::lock_guard lk(stats_mu_);
   return stats_;
