@@ -41,7 +41,6 @@ void rocksdb_store::enforce_retention(completion<retention_result> done) {
         if (!it->status().ok()) return status_error(it->status(), "scanning for expired messages");
         if (cut == meta.start_offset) continue;
         ctx.batch.DeleteRange(handles_[cf_log], log_key(r.id(), p, meta.start_offset), log_key(r.id(), p, cut));
-        ctx.log_trimmed = true;
         meta.start_offset = cut;
         meta.bytes = bytes;
         ctx.put(cf_default, partition_meta_key(r.id(), p), encode(meta));
