@@ -6,7 +6,8 @@
 # Usage: scripts/bench-rocksdb-work.sh BROKER_BINARY WORKLOAD [SECONDS]
 #        workloads: publish1 publish100 tx e2e   (1,000 in flight, 256-byte messages; e2e at 10,000/s)
 # Environment: BENCH (txmq-bench binary, default build/bin/txmq-bench), TX_ARGS (extra arguments of
-# the tx workload, e.g. "--txid v4").
+# the tx workload, e.g. "--txid v4"), KEEP_LOG (a path: the run's RocksDB LOG is copied there, for
+# scripts/rocksdb-log-summary.py).
 # shellcheck disable=SC2206
 set -euo pipefail
 broker=$1; w=$2; secs=${3:-8}; bench=${BENCH:-build/bin/txmq-bench}
@@ -28,6 +29,7 @@ esac
 echo "store operations: $(curl -s "127.0.0.1:$http/metrics" | awk '$1 == "txmq_store_operations_total" { print $2 }')"
 kill $pid; wait $pid 2>/dev/null || true; pid=""
 log=$dir/data/LOG
+[[ -n ${KEEP_LOG:-} ]] && cp "$log" "$KEEP_LOG"
 grep 'table #.*bytes OK' "$log" | sed 's/.*\] \[\([a-z]*\)\].*: \([0-9]*\) bytes OK.*/\1 \2/' |
   awk '{ n[$1]++; b[$1] += $2 } END { for (k in n) printf "flush %s: %d, %.0f MB\n", k, n[k], b[k] / 1e6 }' | sort
 grep 'compacted to' "$log" | sed 's/.*\] \[\([a-z]*\)\] compacted.*MB in(\([0-9.]*\), \([0-9.]*\).*out(\([0-9.]*\).*/\1 \2 \3 \4/' |

@@ -13,8 +13,9 @@
 // group N, one fsync covers several groups under load, offsets, dedupe decisions and
 // transaction resolutions are decided by one thread in one order, and nothing is acknowledged
 // or shown to readers before its fsync: high watermarks and new topics are published by the
-// syncer, and transaction records are read at the snapshot of the last group made durable
-// that wrote one (durable_tx_snapshot()), since the batch is in the memtable before its fsync.
+// syncer, and transaction records are read as the last durable group left them
+// (read_durable_txs(): a snapshot only while one that wrote them waits for its fsync), since
+// the batch is in the memtable before its fsync.
 
 #include <algorithm>
 #include <atomic>
@@ -228,11 +229,6 @@ struct group_ctx {
   std::int64_t now_ms = 0;
   bool sync = false;
   bool wrote_tx = false;  // a transaction record changed: readers see it once durable
-  // A retention pass removed log entries. RocksDB keeps every entry a snapshot can see, and
-  // the readers' snapshot of transaction records is replaced only by a group that wrote one (or
-  // was taken at open): without a new one, a store that only publishes after a restart kept
-  // everything written before it on disk whatever retention removed.
-  bool log_trimmed = false;
   std::uint64_t messages = 0;
   std::uint64_t bytes = 0;
 };
@@ -290,8 +286,11 @@ struct written_group {
   std::vector<std::shared_ptr<topic_state>> new_topics;
   std::optional<error> failure;  // the group was not written
   // Taken right after the write when the group changed a transaction record; becomes the
-  // readers' view of transactions once the group is durable (dropped if it fails).
+  // readers' view of transactions once the group is durable while a later group that wrote one
+  // is not (dropped otherwise: rocksdb_store::tx_snapshot_).
   std::shared_ptr<const rocksdb::Snapshot> tx_snapshot;
+  // Counted in tx_groups_unsynced_ (begin_tx_write() before its write).
+  bool tx_pending = false;
   bool sync = false;
   bool wrote = false;
   std::size_t operations = 0;
@@ -388,12 +387,31 @@ class rocksdb_store final : public store {
   void close() override;
   // Wakes the writer thread for requests queued without a wake-up (txmq/storage/batched_wakeups.h).
   void wake_writer() { queue_cv_.notify_one(); }
+  // For tests (storage_snapshot_test): RocksDB snapshots held now ("rocksdb.num-snapshots"),
+  // and the live table bytes of the log family ("rocksdb.live-sst-files-size").
+  std::uint64_t snapshots_held() const;
+  std::uint64_t log_table_bytes() const;
 
  private:
-  // The readers' view of transaction records (durable_tx_snapshot()); set at open and by the
-  // syncer.
+  // The readers' view of transaction records (read_durable_txs(); storage/README.md "The
+  // transaction snapshot"). A RocksDB snapshot keeps on disk every entry it can see (what
+  // retention and acks delete), and releasing one marks every bottommost table file below it
+  // for a rewrite (RocksDB 7.8's BottommostFiles compaction), so one is held only while needed:
+  // while a group that wrote a transaction record is written but not yet durable
+  // (tx_groups_unsynced_ > 0). Then tx_snapshot_ is the state before the oldest such group (or,
+  // once it is durable, right after it); otherwise it is null and readers read the latest state,
+  // whose transaction records are all durable. The writer takes it (and bumps tx_epoch_) before
+  // writing such a group when none is held; the syncer replaces it as groups become durable and
+  // drops it when none is left. A reader that read without one retries with one if tx_epoch_
+  // moved meanwhile (a group with transaction records may have been written during its read).
   mutable std::mutex tx_snapshot_mu_;
   std::shared_ptr<const rocksdb::Snapshot> tx_snapshot_;
+  std::size_t tx_groups_unsynced_ = 0;
+  std::atomic<std::uint64_t> tx_epoch_{0};
+  // Writer thread, before writing a group that changes a transaction record.
+  void begin_tx_write();
+  // Syncer, for each group begin_tx_write() counted, in order; `durable`: no error for it.
+  void end_tx_write(written_group& g, bool durable);
 
   // ---- writer side
   template <class T, class Fn>
@@ -437,8 +455,9 @@ class rocksdb_store final : public store {
   void move_tx_index(group_ctx& ctx, const std::optional<std::string>& from, const std::optional<std::string>& to);
   // Format 1 → 2 (rocksdb_store_open.cc): the index built from every record, once.
   result<void> build_tx_index();
-  // Listings of the index (rocksdb_store_tx.cc).
-  result<std::vector<tx_record>> list_indexed_txs(tx_state state, std::size_t limit, std::optional<txid> after) const;
+  // Listings of the index (rocksdb_store_tx.cc), read at `at` (read_durable_txs()).
+  result<std::vector<tx_record>> list_indexed_txs(tx_state state, std::size_t limit, std::optional<txid> after,
+                                                  const rocksdb::Snapshot* at) const;
   // Snapshots: the home partition's transactions read at `snap`, and a follower's replaced.
   result<void> snapshot_txs(std::string_view topic, std::uint32_t partition, const rocksdb::Snapshot* snap,
                             v1::GroupSnapshot& out) const;
@@ -506,9 +525,13 @@ class rocksdb_store final : public store {
   // A snapshot of the database now, released when the last holder drops it.
   std::shared_ptr<const rocksdb::Snapshot> take_snapshot() const;
   // ---- reader side
-  // Transaction records as the last durable group left them (find_tx, list_txs): a commit
-  // written but not yet fsynced, or whose fsync failed, still reads PREPARED.
-  std::shared_ptr<const rocksdb::Snapshot> durable_tx_snapshot() const;
+  // Runs fn(snapshot) reading transaction records as the last durable group left them
+  // (find_tx, list_txs, due_checks, count_unresolved_txs): a commit written but not yet
+  // fsynced, or whose fsync failed, still reads PREPARED. `snapshot` is null while every
+  // written transaction record is durable; fn may run more than once (it starts afresh).
+  template <class Fn>
+  auto read_durable_txs(Fn&& fn) const -> decltype(fn(nullptr));
+  result<std::optional<tx_record>> find_tx_at(const txid& id, const rocksdb::Snapshot* at) const;
   std::shared_ptr<topic_state> find_topic(std::string_view name) const;
   std::shared_ptr<topic_state> find_topic(std::uint32_t id) const;
   topic_info info_of(const topic_state& t) const;
@@ -606,6 +629,25 @@ void rocksdb_store::submit(bool sync, std::size_t bytes, completion<T> done, Fn&
   }
   queue_.push_back(std::move(op));
   if (!hold_writer_wakeup(this)) queue_cv_.notify_one();
+}
+
+template <class Fn>
+auto rocksdb_store::read_durable_txs(Fn&& fn) const -> decltype(fn(nullptr)) {
+  for (;;) {
+    std::shared_ptr<const rocksdb::Snapshot> snapshot;
+    std::uint64_t epoch = 0;
+    {
+      std::lock_guard lk(tx_snapshot_mu_);
+      snapshot = tx_snapshot_;
+      epoch = tx_epoch_.load();
+    }
+    auto r = fn(snapshot.get());
+    // Without a snapshot the read saw the latest state. If it saw a record the writer wrote
+    // after this read began, RocksDB's sequence number (released by the write, acquired by the
+    // read) orders the writer's epoch bump before this load: the read is done again, with the
+    // snapshot the writer set before that write.
+    if (snapshot || tx_epoch_.load() == epoch) return r;
+  }
 }
 
 template <class Fn>

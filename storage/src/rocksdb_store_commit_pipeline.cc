@@ -56,16 +56,20 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
   } else {
     finalize(ctx);
     if (ctx.batch.Count() > 0) {
+      if (ctx.wrote_tx) {
+        begin_tx_write();
+        g.tx_pending = true;
+      }
       // Not synced here: the syncer makes this and every group written meanwhile durable with
       // one fsync before anyone hears of them.
       auto s = db_->Write(rocksdb::WriteOptions(), &ctx.batch);
       if (!s.ok()) {
         g.failure = latch_failure(error(to_error(s), "writing a commit group to RocksDB failed: " + s.ToString()),
                                   s.IsNoSpace());
-      } else if (ctx.wrote_tx || ctx.log_trimmed) {
-        // Before the next group is written: this snapshot holds this group and those before.
-        // After a retention pass too, so that the snapshot it replaces (once this group is
-        // durable) no longer keeps the removed entries from compaction.
+      } else if (ctx.wrote_tx) {
+        // Before the next group is written: this snapshot holds this group and those before,
+        // the readers' view once this group is durable if a later one with transaction
+        // records is not yet.
         g.tx_snapshot = take_snapshot();
       }
       g.wrote = true;
@@ -167,10 +171,7 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
             topics_[t->record.name()] = t;
           }
         }
-        if (g.tx_snapshot) {
-          std::lock_guard lk(tx_snapshot_mu_);
-          tx_snapshot_ = std::move(g.tx_snapshot);
-        }
+        if (g.tx_pending) end_tx_write(g, true);
         for (auto& [p, meta] : g.publish) {
           p->start_offset.store(meta.start_offset, std::memory_order_release);
           p->bytes.store(meta.bytes, std::memory_order_release);
@@ -184,6 +185,7 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
         stats_.bytes_appended += g.bytes;
         stats_.largest_group = std::max<std::uint64_t>(stats_.largest_group, g.operations);
       }
+      if (err && g.tx_pending) end_tx_write(g, false);
       for (auto& f : g.finishers) f->finish(err ? &*err : nullptr);
     }
   };
@@ -378,9 +380,38 @@ std::shared_ptr<const rocksdb::Snapshot> rocksdb_store::take_snapshot() const {
                                                   [db](const rocksdb::Snapshot* s) { db->ReleaseSnapshot(s); });
 }
 
-std::shared_ptr<const rocksdb::Snapshot> rocksdb_store::durable_tx_snapshot() const {
+void rocksdb_store::begin_tx_write() {
   std::lock_guard lk(tx_snapshot_mu_);
-  return tx_snapshot_;
+  if (tx_groups_unsynced_++ == 0) {
+    // Every transaction record written so far is durable (or the store is latched and this
+    // write will not be acknowledged): readers may be reading the latest state, which is about
+    // to hold records not yet durable. From now on they read this state, and a read that began
+    // without a snapshot and overlaps the write is done again (read_durable_txs).
+    tx_snapshot_ = take_snapshot();
+    tx_epoch_.fetch_add(1);
+  }
+}
+
+void rocksdb_store::end_tx_write(written_group& g, bool durable) {
+  // Both released after the lock is let go (a release takes RocksDB's mutex): this group's own
+  // snapshot when it is not used, and the view it replaces.
+  std::shared_ptr<const rocksdb::Snapshot> mine = std::move(g.tx_snapshot);
+  std::shared_ptr<const rocksdb::Snapshot> replaced;
+  g.tx_pending = false;
+  std::lock_guard lk(tx_snapshot_mu_);
+  --tx_groups_unsynced_;
+  // A group that failed leaves the view as it was: its records may be in the memtable without
+  // being durable, and a failure latches the store (no later write is acknowledged).
+  if (!durable || failed_) return;
+  if (tx_groups_unsynced_ == 0) {
+    // Nothing with transaction records waits for an fsync: no snapshot is needed, and holding
+    // one would keep deleted entries on disk and, released later, start RocksDB's rewrite of
+    // every bottommost file below it.
+    replaced = std::move(tx_snapshot_);
+    tx_snapshot_.reset();
+  } else if (mine) {
+    replaced = std::exchange(tx_snapshot_, std::move(mine));
+  }
 }
 
 std::optional<std::string> rocksdb_store::wget(group_ctx& ctx, cf_index cf, const std::string& key) {

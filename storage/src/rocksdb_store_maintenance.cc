@@ -41,7 +41,6 @@ void rocksdb_store::enforce_retention(completion<retention_result> done) {
         if (!it->status().ok()) return status_error(it->status(), "scanning for expired messages");
         if (cut == meta.start_offset) continue;
         ctx.batch.DeleteRange(handles_[cf_log], log_key(r.id(), p, meta.start_offset), log_key(r.id(), p, cut));
-        ctx.log_trimmed = true;
         meta.start_offset = cut;
         meta.bytes = bytes;
         ctx.put(cf_default, partition_meta_key(r.id(), p), encode(meta));
@@ -69,6 +68,16 @@ result<std::uint64_t> rocksdb_store::count_dedupe_entries() const {
     return true;
   }));
   return n;
+}
+
+std::uint64_t rocksdb_store::snapshots_held() const {
+  std::uint64_t n = 0;
+  return db_->GetIntProperty(rocksdb::DB::Properties::kNumSnapshots, &n) ? n : 0;
+}
+
+std::uint64_t rocksdb_store::log_table_bytes() const {
+  std::uint64_t n = 0;
+  return db_->GetIntProperty(handles_[cf_log], rocksdb::DB::Properties::kLiveSstFilesSize, &n) ? n : 0;
 }
 
 store_stats rocksdb_store::stats() const {

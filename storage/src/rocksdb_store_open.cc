@@ -340,8 +340,9 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     }
   }
 
-  // Everything in the database at open is durable (recovered from the WAL and the tables).
-  tx_snapshot_ = take_snapshot();
+  // Everything in the database at open is durable (recovered from the WAL and the tables):
+  // readers read it without a snapshot (tx_snapshot_ stays null until a group writes a
+  // transaction record).
   // Named, so that top, perf and gdb tell the pipeline's threads apart (docs/BENCHMARKS.md profiles).
   syncer_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "txmq-syncer");

@@ -294,10 +294,13 @@ void rocksdb_store::record_checks(std::vector<check_update> updates, completion<
 }
 
 result<std::optional<tx_record>> rocksdb_store::find_tx(const txid& id) const {
+  return read_durable_txs([&](const rocksdb::Snapshot* at) { return find_tx_at(id, at); });
+}
+
+result<std::optional<tx_record>> rocksdb_store::find_tx_at(const txid& id, const rocksdb::Snapshot* at) const {
   std::string value;
-  const auto snapshot = durable_tx_snapshot();
   rocksdb::ReadOptions ro;
-  ro.snapshot = snapshot.get();
+  ro.snapshot = at;
   auto s = db_->Get(ro, handles_[cf_tx], std::string(id.raw()), &value);
   if (s.IsNotFound()) return std::optional<tx_record>{};
   if (!s.ok()) return status_error(s, "looking up transaction " + id.to_string());
@@ -307,22 +310,28 @@ result<std::optional<tx_record>> rocksdb_store::find_tx(const txid& id) const {
 
 result<std::vector<tx_record>> rocksdb_store::due_checks(std::int64_t until_ms, std::size_t limit,
                                                          std::int64_t from_ms) const {
-  std::vector<tx_record> out;
   std::string lower(1, 't');
   put_u64(lower, time_key(from_ms));
   std::string upper(1, 't');
   put_u64(upper, time_key(until_ms) + 1);
-  auto r = scan(cf_index_, lower, upper, [&](std::string_view k, std::string_view) -> result<bool> {
-    if (k.size() != 1 + 8 + 16) return errc::corruption;
-    auto id = protocol::uuid::from_bytes(k.substr(9));
-    if (!id) return errc::corruption;
-    auto rec = find_tx(id.value());
-    if (!rec) return rec.error();
-    if (rec.value() && rec.value()->state == tx_state::prepared) out.push_back(std::move(*rec.value()));
-    return out.size() < limit;
+  // Index and records at one view: an entry of a Prepare not yet durable is not listed either.
+  return read_durable_txs([&](const rocksdb::Snapshot* at) -> result<std::vector<tx_record>> {
+    std::vector<tx_record> out;
+    auto r = scan(
+        cf_index_, lower, upper,
+        [&](std::string_view k, std::string_view) -> result<bool> {
+          if (k.size() != 1 + 8 + 16) return errc::corruption;
+          auto id = protocol::uuid::from_bytes(k.substr(9));
+          if (!id) return errc::corruption;
+          auto rec = find_tx_at(id.value(), at);
+          if (!rec) return rec.error();
+          if (rec.value() && rec.value()->state == tx_state::prepared) out.push_back(std::move(*rec.value()));
+          return out.size() < limit;
+        },
+        at);
+    if (!r) return r.error();
+    return out;
   });
-  if (!r) return r.error();
-  return out;
 }
 
 void rocksdb_store::move_tx_index(group_ctx& ctx, const std::optional<std::string>& from,
@@ -334,32 +343,35 @@ void rocksdb_store::move_tx_index(group_ctx& ctx, const std::optional<std::strin
 
 result<std::vector<tx_record>> rocksdb_store::list_txs(std::optional<tx_state> state, std::size_t limit,
                                                       std::optional<txid> after) const {
-  if (state == tx_state::prepared || state == tx_state::abandoned) return list_indexed_txs(*state, limit, after);
-  std::vector<tx_record> out;
-  std::string from = after ? prefix_end(std::string(after->raw())) : std::string();
+  if (state == tx_state::prepared || state == tx_state::abandoned) {
+    return read_durable_txs([&](const rocksdb::Snapshot* at) { return list_indexed_txs(*state, limit, after, at); });
+  }
   // prefix_end of a 16-byte id is the next id, which is what "after" means.
-  const auto snapshot = durable_tx_snapshot();
-  auto r = scan(
-      cf_tx, from, "",
-      [&](std::string_view, std::string_view v) -> result<bool> {
-        TXMQ_TRY(auto rec, to_tx_record(v));
-        if (!state || rec.state == *state) out.push_back(std::move(rec));
-        return out.size() < limit;
-      },
-      snapshot.get());
-  if (!r) return r.error();
-  return out;
+  std::string from = after ? prefix_end(std::string(after->raw())) : std::string();
+  return read_durable_txs([&](const rocksdb::Snapshot* at) -> result<std::vector<tx_record>> {
+    std::vector<tx_record> out;
+    auto r = scan(
+        cf_tx, from, "",
+        [&](std::string_view, std::string_view v) -> result<bool> {
+          TXMQ_TRY(auto rec, to_tx_record(v));
+          if (!state || rec.state == *state) out.push_back(std::move(rec));
+          return out.size() < limit;
+        },
+        at);
+    if (!r) return r.error();
+    return out;
+  });
 }
 
 result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(tx_state state, std::size_t limit,
-                                                               std::optional<txid> after) const {
+                                                               std::optional<txid> after,
+                                                               const rocksdb::Snapshot* at) const {
   std::vector<tx_record> out;
   if (limit == 0) return out;
-  // Index and records at one snapshot: both change in one batch, so every entry names a record
+  // Index and records at one view: both change in one batch, so every entry names a record
   // in its state. A record that is not (a store damaged by hand) is skipped, not listed.
-  const auto snapshot = durable_tx_snapshot();
   rocksdb::ReadOptions ro;
-  ro.snapshot = snapshot.get();
+  ro.snapshot = at;
   auto read = [&](std::string_view key) -> result<bool> {
     std::string value;
     auto s = db_->Get(ro, handles_[cf_tx], rocksdb::Slice(key.data(), key.size()), &value);
@@ -381,7 +393,7 @@ result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(tx_state state, s
           TXMQ_TRY(read(k.substr(1)));
           return out.size() < limit;
         },
-        snapshot.get()));
+        at));
     return out;
   }
   // PREPARED: the due index is in time order; the page is the `limit` smallest txids after
@@ -402,7 +414,7 @@ result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(tx_state state, s
         }
         return true;
       },
-      snapshot.get()));
+      at));
   std::sort_heap(ids.begin(), ids.end());
   for (auto& id : ids) {
     TXMQ_TRY(read(id));
@@ -411,23 +423,24 @@ result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(tx_state state, s
 }
 
 result<tx_counts> rocksdb_store::count_unresolved_txs() const {
-  tx_counts out;
-  const auto snapshot = durable_tx_snapshot();
-  TXMQ_TRY(scan(
-      cf_index_, std::string(1, 'a'), std::string(1, 'b'),
-      [&](std::string_view, std::string_view) -> result<bool> {
-        ++out.abandoned;
-        return true;
-      },
-      snapshot.get()));
-  TXMQ_TRY(scan(
-      cf_index_, std::string(1, 't'), std::string(1, 'u'),
-      [&](std::string_view, std::string_view) -> result<bool> {
-        ++out.prepared;
-        return true;
-      },
-      snapshot.get()));
-  return out;
+  return read_durable_txs([&](const rocksdb::Snapshot* at) -> result<tx_counts> {
+    tx_counts out;
+    TXMQ_TRY(scan(
+        cf_index_, std::string(1, 'a'), std::string(1, 'b'),
+        [&](std::string_view, std::string_view) -> result<bool> {
+          ++out.abandoned;
+          return true;
+        },
+        at));
+    TXMQ_TRY(scan(
+        cf_index_, std::string(1, 't'), std::string(1, 'u'),
+        [&](std::string_view, std::string_view) -> result<bool> {
+          ++out.prepared;
+          return true;
+        },
+        at));
+    return out;
+  });
 }
 
 }  // namespace txmq::storage::detail
