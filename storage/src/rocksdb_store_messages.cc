@@ -67,6 +67,14 @@ position rocksdb_store::append_one(group_ctx& ctx, topic_state& t, const encoded
   return {p, offset, false};
 }
 
+void rocksdb_store::sample_log_record(std::string_view record) {
+  const auto change = log_sampler_.observe(record);
+  if (!change) return;
+  // Applies to the table files written from now on (flushes and compactions); a failure only
+  // leaves the previous setting, so it is logged by RocksDB and not an error of the group.
+  db_->SetOptions(handles_[cf_log], {{"compression", *change ? "kLZ4Compression" : "kNoCompression"}}).PermitUncheckedError();
+}
+
 bool valid_messages(const std::vector<v1::Message>& messages) {
   return !messages.empty() && std::all_of(messages.begin(), messages.end(), [](const v1::Message& m) {
     const auto& id = m.id();
