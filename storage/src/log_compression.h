@@ -5,11 +5,12 @@
 //
 // Why (issue #15, docs/BENCHMARKS.md "Eleventh round: publish 100 per request"): at publish
 // 100 per request a quarter of the broker's CPU is RocksDB's flush and compaction threads, and
-// most of that is the kernel's copy of every table file into page-cache pages (on the 2 vCPU
-// VM a fresh page costs far more than the copy). LZ4 makes compressible messages (text, JSON,
-// the bench's bodies) several times smaller in every table file, but on incompressible ones
-// (encrypted, already compressed) each flush and compaction pays for the attempt and keeps the
-// block as it was: +20-37 % broker CPU per message in the same A/B. Neither fixed setting is
+// in some minutes most of that is the kernel's copy of every table file into page-cache pages
+// (on the 2 vCPU VM a fresh page can cost far more than the copy). LZ4 makes compressible
+// messages (text, JSON, the bench's bodies) several times smaller in every table file, but on
+// incompressible ones (encrypted, already compressed) each flush and compaction pays for the
+// attempt and keeps the block as it was: +11 % broker CPU per message in an A/B with LZ4
+// always on, up to +40 % in single runs. Neither fixed setting is
 // right for every topic mix, so the store watches what it is given and switches the log
 // family's compression (RocksDB applies it to the files written from then on; each block
 // records its own compression, so files of both kinds are read alike, also by older builds).
