@@ -71,6 +71,7 @@ int broker_command(const std::string& workload, int argc, char** argv) {
     ("topic", po::value(&o.topic)->default_value(o.topic), "prefix of the topic/queue/stream/table made for each run")
     ("partitions", po::value(&o.partitions)->default_value(o.partitions), "partitions of a new txmq topic")
     ("message-bytes", po::value(&o.message_bytes)->default_value(o.message_bytes), "message body size")
+    ("random-bodies", po::bool_switch(&o.random_bodies), "bodies of random bytes (incompressible) instead of one repeated byte")
     ("in-flight", po::value(&o.in_flight)->default_value(o.in_flight), "publish, consume: messages in flight")
     ("batch", po::value(&o.batch)->default_value(o.batch), "publish: messages per request")
     ("rate", po::value(&o.rate)->default_value(o.rate), "rate, e2e: messages per second")

@@ -36,6 +36,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "keys.h"
+#include "log_compression.h"
 #include "txmq/storage/store.h"
 #include "txmq/storage/v1/records.pb.h"
 #include "txmq/v1/frame.pb.h"
@@ -493,6 +494,9 @@ class rocksdb_store final : public store {
   void erase_delivery_due(group_ctx& ctx, std::string_view group, std::uint32_t tid, std::uint32_t p,
                           std::uint64_t offset);
   void finalize(group_ctx& ctx);
+  // Feeds a log record to log_sampler_ and switches the log family's compression when it
+  // says so (writer thread; log_compression.h).
+  void sample_log_record(std::string_view record);
   // Drops the cached record of a prepared transaction (prepared_): its stored record changes.
   void forget_prepared(const txid& id) {
     if (auto it = prepared_.find(id); it != prepared_.end()) {
@@ -560,6 +564,11 @@ class rocksdb_store final : public store {
   // Writer-only: the greatest message id in the dedupe index. Ids are UUIDv7, so a new one is
   // usually greater, and then it cannot be a duplicate: no lookup needed.
   protocol::uuid max_stored_id_;
+  // Writer-only: whether the messages stored lately compress, and so whether the log family's
+  // table files are written with LZ4 (log_compression.h). Off at open; never on without LZ4 in
+  // the RocksDB linked (log_lz4_).
+  log_compression_sampler log_sampler_;
+  bool log_lz4_ = false;
   // Writer-only: no key of the tx family is greater (bytewise) than this one: the last key at
   // open, raised by finalize() with every group's greatest tx key, so it is never below a key
   // written since (a failed group's keys only raise it: more look-ups, none skipped wrongly).

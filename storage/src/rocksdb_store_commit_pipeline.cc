@@ -442,6 +442,7 @@ void rocksdb_store::finalize(group_ctx& ctx) {
   }
   for (auto& [k, log] : ctx.logs) {
     log.finish();
+    if (log_lz4_) sample_log_record(log.value);
     ctx.batch.Put(handles_[cf_log], log_key(log.topic_id, log.partition, log.base), log.value);
     log.state->meta.bytes += log.value.size();
     log.state->meta.next_offset = log.state->next;

@@ -67,6 +67,24 @@ position rocksdb_store::append_one(group_ctx& ctx, topic_state& t, const encoded
   return {p, offset, false};
 }
 
+void rocksdb_store::sample_log_record(std::string_view record) {
+  const auto change = log_sampler_.observe(record);
+  if (!change) return;
+  // Applies to the table files written from now on (flushes and compactions); a failure only
+  // leaves the previous setting, so it is logged by RocksDB and not an error of the group.
+  // L1's target size counts stored (compressed) bytes: kept at one memtable of messages as
+  // they arrive (open()'s setting), so that compressed files still move down by trivial moves
+  // instead of being merged again by every L0->L1 compaction (3.4x the bytes flushed with the
+  // setting of open, against 1.3x uncompressed: docs/BENCHMARKS.md, eleventh round).
+  const auto base = *change ? std::max<std::uint64_t>(static_cast<std::uint64_t>(static_cast<double>(options_.write_buffer_bytes) *
+                                                                                  log_sampler_.average_ratio()),
+                                                      1u << 20)
+                            : options_.write_buffer_bytes;
+  db_->SetOptions(handles_[cf_log], {{"compression", *change ? "kLZ4Compression" : "kNoCompression"},
+                                     {"max_bytes_for_level_base", std::to_string(base)}})
+      .PermitUncheckedError();
+}
+
 bool valid_messages(const std::vector<v1::Message>& messages) {
   return !messages.empty() && std::all_of(messages.begin(), messages.end(), [](const v1::Message& m) {
     const auto& id = m.id();

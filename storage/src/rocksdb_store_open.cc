@@ -1,6 +1,7 @@
 // The store's opening: the RocksDB options, refusal of what is not a txmq store or is damaged,
 // the in-memory state rebuilt from the database, and open_store().
 
+#include <rocksdb/convenience.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/sst_partitioner.h>
 #include <rocksdb/table.h>
@@ -133,6 +134,8 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   rocksdb::BlockBasedTableOptions tx_table = table;
   tx_table.metadata_cache_options.unpartitioned_pinning = rocksdb::PinningTier::kAll;
 
+  const auto supported = rocksdb::GetSupportedCompressions();
+  log_lz4_ = std::find(supported.begin(), supported.end(), rocksdb::kLZ4Compression) != supported.end();
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   for (std::size_t i = 0; i < cf_count; ++i) {
     rocksdb::ColumnFamilyOptions cf;
@@ -159,6 +162,8 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
       // written before keep their files and are read as before.
       cf.sst_partitioner_factory = rocksdb::NewSstPartitionerFixedPrefixFactory(log_prefix(0, 0).size());
       cf.max_bytes_for_level_base = options_.write_buffer_bytes;
+      // Uncompressed at open; the writer switches LZ4 on while the messages stored compress
+      // well, and off again when they stop (sample_log_record(), log_compression.h).
     }
     if (i == cf_dedupe || i == cf_tx) {
       // Expired entries leave through the compaction filter, so only when their file is

@@ -41,11 +41,21 @@ std::int64_t to_ns(clock_type::time_point t) {
 }
 
 // A body of the configured size whose first 8 bytes carry a steady-clock time (the consumer
-// runs in this process, so publish -> delivery needs no clock sync).
-std::string make_body(std::size_t bytes, clock_type::time_point sent) {
+// runs in this process, so publish -> delivery needs no clock sync); the rest is one repeated
+// byte, or with `random` bytes of a xorshift generator (incompressible).
+std::string make_body(std::size_t bytes, clock_type::time_point sent, bool random = false) {
   std::string body(std::max(bytes, sizeof(std::int64_t)), 'x');
   const auto ns = to_ns(sent);
   std::memcpy(body.data(), &ns, sizeof ns);
+  if (random) {
+    thread_local std::uint64_t state = 0x9e3779b97f4a7c15u;
+    for (std::size_t i = sizeof ns; i < body.size(); i += sizeof state) {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      std::memcpy(body.data() + i, &state, std::min(sizeof state, body.size() - i));
+    }
+  }
   return body;
 }
 
@@ -103,7 +113,7 @@ figures publish_closed(publisher& pub, const broker_bench_options& o, usage_mete
   std::function<void(std::size_t)> issue = [&](std::size_t n) {
     const auto start = clock_type::now();
     std::vector<std::string> bodies;
-    for (std::size_t i = 0; i < n; ++i) bodies.push_back(make_body(o.message_bytes, start));
+    for (std::size_t i = 0; i < n; ++i) bodies.push_back(make_body(o.message_bytes, start, o.random_bodies));
     pub.send(std::move(bodies), [&, n, start](bool ok) {
       if (!ok) f.errors += n;
       if (measuring) {
@@ -146,7 +156,7 @@ figures publish_count(publisher& pub, const broker_bench_options& o, std::size_t
     issued += n;
     const auto now = clock_type::now();
     std::vector<std::string> bodies;
-    for (std::size_t i = 0; i < n; ++i) bodies.push_back(make_body(o.message_bytes, now));
+    for (std::size_t i = 0; i < n; ++i) bodies.push_back(make_body(o.message_bytes, now, o.random_bodies));
     pub.send(std::move(bodies), [&, n](bool ok) {
       if (!ok) f.errors += n;
       f.messages += n;
@@ -212,7 +222,7 @@ figures publish_rate(system_under_test& sys, publisher& pub, const broker_bench_
     for (; sent < due; ++sent) {
       const auto scheduled = start + std::chrono::duration_cast<clock_type::duration>(interval * static_cast<double>(sent));
       std::vector<std::string> one;
-      one.push_back(make_body(o.message_bytes, scheduled));
+      one.push_back(make_body(o.message_bytes, scheduled, o.random_bodies));
       pub.send(std::move(one), [&, scheduled](bool ok) {
         if (!ok) ++f.errors;
         if (measured(scheduled)) {

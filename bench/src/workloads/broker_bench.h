@@ -25,6 +25,9 @@ struct broker_bench_options {
   std::uint32_t partitions = 4;
   std::uint32_t replicas = 0;    // txmq cluster: replicas of the new topic (0: the broker default)
   std::size_t message_bytes = 256;
+  // Bodies of pseudo-random bytes instead of one repeated byte: what compression makes of the
+  // stored messages is then what it makes of encrypted or already compressed payloads.
+  bool random_bodies = false;
   std::size_t in_flight = 1000;  // publish, consume's fill: messages in flight
   std::size_t batch = 100;       // publish: messages per request (txmq produce, SQL INSERT)
   double rate = 10'000;          // rate, e2e: messages per second
