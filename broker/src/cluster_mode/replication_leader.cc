@@ -528,20 +528,33 @@ void replication::change_isr(const key& k, std::vector<cluster::node_id> isr, co
 void replication::write_state(const key& k, cluster::partition_state state, const char* why) {
   auto it = leading_.find(k);
   const auto* e = entry_of(k);
-  if (it == leading_.end() || !e || it->second.isr_write_pending) return;
+  if (it == leading_.end() || !e || it->second.isr_write_pending || clock::now() < it->second.isr_retry_after) return;
   it->second.isr_write_pending = true;
-  // Logged as before for the ISR changes (tests and operators look for these lines).
   const char* what = state.leader_epoch == e->state.leader_epoch ? "ISR change" : "new leader epoch";
-  common::log::info("partition ", k.first, "/", k.second, ": ", what, " (", why, ") written to etcd at revision ",
-                    e->mod_revision);
   std::weak_ptr<bool> alive = alive_;
   node_.write_isr(k.first, k.second, state, e->mod_revision,
-                  [this, alive, k, what, epoch = it->second.epoch](result<void> r) {  // on the cluster thread
-    asio::post(io_, [this, alive, k, what, epoch, r = std::move(r)] {
+                  [this, alive, k, what, why, revision = e->mod_revision,
+                   epoch = it->second.epoch](result<void> r) {  // on the cluster thread
+    asio::post(io_, [this, alive, k, what, why, revision, epoch, r = std::move(r)] {
       if (alive.expired() || !*alive.lock()) return;
       auto it = leading_.find(k);
-      if (it != leading_.end() && it->second.epoch == epoch) it->second.isr_write_pending = false;
-      if (!r) common::log::info("partition ", k.first, "/", k.second, ": ", what, " not written: ", r.error().message);
+      const bool current = it != leading_.end() && it->second.epoch == epoch;
+      if (current) it->second.isr_write_pending = false;
+      if (r) {
+        if (current) it->second.isr_retry_delay = std::chrono::milliseconds(0);
+        common::log::info("partition ", k.first, "/", k.second, ": ", what, " (", why, ") written to etcd over revision ",
+                          revision);
+        return;
+      }
+      std::string retry;
+      if (current) {
+        auto& d = it->second.isr_retry_delay;
+        d = std::clamp(d * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
+        it->second.isr_retry_after = clock::now() + d;
+        retry = "; tried again in " + std::to_string(d.count()) + " ms at the earliest";
+      }
+      common::log::info("partition ", k.first, "/", k.second, ": ", what, " not written (", why, "): ", r.error().message,
+                        retry);
     });
   });
 }
@@ -604,7 +617,7 @@ void replication::lead_tick(const cluster::cluster_state& state) {
         group_leadership(k, true);
       }));
     }
-    if (!lp.epoch_recorded || lp.isr_write_pending) continue;
+    if (!lp.epoch_recorded || lp.isr_write_pending || now < lp.isr_retry_after) continue;
     // A follower that has not caught up for replica_lag_max leaves the ISR (in etcd first).
     for (auto m : e.state.isr) {
       if (m == node_.id()) continue;
