@@ -420,8 +420,9 @@ TEST_F(cluster_faults_test, etcd_sigkilled_and_restarted_under_a_keyed_stream_lo
 
   history_verdict verdict;
   for (std::int32_t p = 0; p < partitions; ++p) {
-    const auto leader = static_cast<int>(c.view(k_topic, p)->leader);
-    ASSERT_TRUE(c.consume_all(leader, k_topic, p, h, "check-" + std::to_string(p))) << c.logs();
+    // Leadership may still move: a leader whose session lapsed while etcd was away is replaced
+    // seconds after etcd returns (seen once: p0 moved 2 -> 3 during this read).
+    ASSERT_TRUE(c.consume_all_from_leader(k_topic, p, h, "check-" + std::to_string(p))) << c.logs();
   }
   verdict = h.check();
   std::cout << "etcd outage: " << verdict.summary() << "\n";

@@ -168,7 +168,8 @@ bool cluster_brokers::consume_all(int id, const std::string& topic, std::int32_t
   // out or came back empty (seen once in a SIGKILL run, unexplained).
   int fetches = 0, empty = 0, fetch_failures = 0, ack_failures = 0;
   std::string last_failure;
-  const bool all = eventually([&] {
+  bool moved = false;
+  const bool found = eventually([&] {
     v1::Frame f;
     auto* fetch = f.mutable_fetch();
     fetch->set_group(group);
@@ -181,6 +182,12 @@ bool cluster_brokers::consume_all(int id, const std::string& topic, std::int32_t
     if (!r) {
       ++fetch_failures;
       last_failure = "fetch: " + r.error().to_string();
+      // Leadership moved (the controller reassigns a partition whose leader's session lapsed
+      // during an etcd outage, seconds after etcd returns): this broker will not serve it again.
+      if (r.error().is(protocol::errc::not_leader)) {
+        moved = true;
+        return true;
+      }
     } else if (!r.value().has_fetch_response()) {
       ++fetch_failures;
       last_failure = "fetch answered with " + r.value().ShortDebugString().substr(0, 200);
@@ -214,6 +221,7 @@ bool cluster_brokers::consume_all(int id, const std::string& topic, std::int32_t
     }
     return seen.size() >= end - std::min(end, start);
   }, 120s);
+  const bool all = found && !moved;
   if (!all) {
     std::uint64_t first_missing = start;
     while (seen.contains(first_missing)) ++first_missing;
@@ -223,6 +231,15 @@ bool cluster_brokers::consume_all(int id, const std::string& topic, std::int32_t
               << last_failure << "\n";
   }
   return all;
+}
+
+bool cluster_brokers::consume_all_from_leader(const std::string& topic, std::int32_t partition, history& h,
+                                              const std::string& group) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const auto v = view(topic, partition);
+    if (v && v->leader > 0 && consume_all(static_cast<int>(v->leader), topic, partition, h, group)) return true;
+  }
+  return false;
 }
 
 std::vector<std::int64_t> cluster_brokers::nodes(int from) {

@@ -96,7 +96,11 @@ class cluster_brokers {
   // `group` (acking each delivery), until it has read every offset from start_offset() to
   // end_offset(); false
   // when it does not within 120 s (and says how far it got on stderr).
+  // Leaves early (false) when the broker answers NOT_LEADER.
   bool consume_all(int id, const std::string& topic, std::int32_t partition, history& h, const std::string& group);
+  // consume_all from the partition's leader, asked again (up to 3 times) when leadership moves
+  // during the read; the group's progress moves with the partition.
+  bool consume_all_from_leader(const std::string& topic, std::int32_t partition, history& h, const std::string& group);
   // The nodes Metadata lists (registered in etcd), as broker `from` sees them.
   std::vector<std::int64_t> nodes(int from);
   // GET /metrics of broker `id`: the value of the first sample whose line starts with `name`
