@@ -501,6 +501,14 @@ class relay::impl {
     out.read_no = rows.value().read_no;
     out.deferred = rows.value().start == detail::read_start::deferred;
     if (out.deferred) return out;
+    // Before its first handshake a producer does not know the broker's max_message_bytes, and
+    // check() lets a too-large row through (refused with its whole batch, one failed round):
+    // a just-started relay gives its connections up to a second, once per read, while none knows.
+    const auto until = clock::now() + std::min(options_.publish_timeout, milliseconds(1000));
+    for (auto& p : producers_) {
+      const auto left = std::chrono::duration_cast<milliseconds>(until - clock::now());
+      if (!p->conn()->server() && left.count() > 0) (void)p->conn()->wait_connected(left);
+    }
     detail::take_rows(rows.value().rows.get(), out, [this](int shard, const producer::outgoing_message& m) {
       return producers_[static_cast<std::size_t>(shard) % producers_.size()]->check(m);
     });
