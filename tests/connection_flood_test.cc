@@ -200,11 +200,6 @@ ms percentile(std::vector<ms> v, double p) {
   return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
 }
 
-double metric(const std::string& text, const std::string& name) {
-  const auto at = text.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
-}
-
 // The 1-minute load average (other builds and tests on the machine).
 double load_average() {
   std::ifstream in("/proc/loadavg");

@@ -42,13 +42,6 @@ std::vector<std::string> relay_args(const std::string& db, const broker_process&
           "--backoff-max", "500ms", "--stale-after", "3s"};
 }
 
-// One value of a metric line "name value" in a /metrics text; -1 when absent.
-double metric(const std::string& text, const std::string& name) {
-  const auto at = text.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + name.size() + 2));
-}
-
 // Everything a relay fault test runs: a database with the outbox, a broker and its topic,
 // a writer inserting committed rows, and a consumer recording each row once through pg_inbox.
 class relay_world {

@@ -28,13 +28,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The value of an unlabelled counter in a /metrics text; -1 when absent.
-double metric(const std::string& text, const std::string& name) {
-  const auto at = text.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + name.size() + 2));
-}
-
 TEST(relay_refusal, a_row_over_the_brokers_message_limit_stops_its_shard_until_it_is_deleted) {
   const std::string db = shared_pg_cluster().create_database("relay_refusal");
   auto conn = connect_to(db);

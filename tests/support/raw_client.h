@@ -46,6 +46,12 @@ class raw_client {
 // `authorization`, when given, is sent as the Authorization header ("Bearer TOKEN").
 std::string http_get(std::uint16_t port, const std::string& path, const std::string& authorization = "");
 
+// The value of an unlabelled metric line "name value" in a /metrics text; -1 when absent.
+inline double metric(const std::string& text, const std::string& name) {
+  const auto at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+}
+
 // Builders for common requests.
 v1::Message make_message(const std::string& body, std::optional<std::string> key = std::nullopt);
 v1::Frame produce_frame(const std::string& topic, std::vector<v1::Message> messages);
