@@ -200,6 +200,13 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
       // answers them instead.
       cf.memtable_prefix_bloom_size_ratio = 0.05;
       cf.memtable_whole_key_filtering = true;
+      // Small files below L0. Records are keyed by UUIDv7 txids (time-ordered), so an
+      // L0->L1 compaction overlaps only the newest L1 file: the one whose range the outcomes
+      // of transactions prepared before the flush fall into. At the default 64 MiB that file
+      // was rewritten by every L0->L1 compaction (720 MB compacted for 217 MB flushed in a
+      // 33 s transaction run, a quarter of a core); at 4 MiB, 314 MB for 285 MB (issue #15,
+      // docs/BENCHMARKS.md "Twelfth round"). Options only: existing files are read as before.
+      cf.target_file_size_base = 4u << 20;
     }
     cfs.emplace_back(k_cf_names[i], cf);
   }
