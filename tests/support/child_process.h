@@ -1,7 +1,8 @@
 #pragma once
 
 // A child process for a test: any binary, its stdout and stderr to a file, SIGKILLed (or
-// SIGTERMed) by the test. The destructor kills what is still running.
+// SIGTERMed) by the test. The destructor kills what is still running, and a child started
+// from the test's main thread is SIGKILLed by the kernel if the test process dies first.
 
 #include <sys/types.h>
 
