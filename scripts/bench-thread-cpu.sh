@@ -3,10 +3,17 @@
 # thread rocksdb:high and compaction thread rocksdb:low) under publish, 100 per request, 1,000 in
 # flight, 256-byte messages, with what RocksDB wrote meanwhile (scripts/rocksdb-log-summary.py on
 # the broker's LOG). Fresh broker on loopback, data in a temporary directory (issue #15, tenth
-# round). Compactions need runs of 20 s or more to show.
-# Usage: scripts/bench-thread-cpu.sh BROKER [SECONDS]   Environment: BENCH (default build/bin/txmq-bench)
+# round). Compactions need runs of 20 s or more to show. WORKLOAD: publish100 (default), publish1,
+# or tx (Prepare + COMMIT; the unit is then a transaction: issue #15, twelfth round).
+# Usage: scripts/bench-thread-cpu.sh BROKER [SECONDS] [WORKLOAD]   Environment: BENCH (default build/bin/txmq-bench)
 set -euo pipefail
-broker=$1; secs=${2:-20}; bench=${BENCH:-build/bin/txmq-bench}
+broker=$1; secs=${2:-20}; workload=${3:-publish100}; bench=${BENCH:-build/bin/txmq-bench}
+case $workload in
+  publish100) run=(publish --batch 100 --topic cpu); counter=txmq_messages_in_total; unit=msg ;;
+  publish1) run=(publish --batch 1 --topic cpu); counter=txmq_messages_in_total; unit=msg ;;
+  tx) run=(tx); counter=txmq_tx_prepares_total; unit=tx ;;
+  *) echo "unknown workload $workload (publish100, publish1, tx)" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d /var/tmp/txmq-thread-cpu.XXXXXX); pid=""
 trap '[[ -n $pid ]] && kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
@@ -17,16 +24,16 @@ for _ in $(seq 100); do curl -sf "127.0.0.1:$http/healthz" > /dev/null 2>&1 && b
 # CPU ticks per thread name (threads of one name summed).
 ticks() { for t in /proc/$pid/task/*; do echo "$(tr ' ' _ < "$t/comm") $(awk '{ print $14 + $15 }' "$t/stat")"; done |
             awk '{ c[$1] += $2 } END { for (k in c) print k, c[k] }' | sort; }
-messages() { curl -sf "127.0.0.1:$http/metrics" | awk '$1 == "txmq_messages_in_total" { print int($2) }'; }
+messages() { curl -sf "127.0.0.1:$http/metrics" | awk -v c="$counter" '$1 == c { print int($2) }'; }
 ticks > "$dir/cpu0"; m0=$(messages)
 echo "load before: $(cat /proc/loadavg)"
-"$bench" publish --broker 127.0.0.1:$port --broker-pid $pid --runs 1 --message-bytes 256 --in-flight 1000 \
-  --batch 100 --seconds "$secs" --warmup 1 --topic cpu | grep -E '^txmq' || true
+"$bench" "${run[@]}" --broker 127.0.0.1:$port --broker-pid $pid --runs 1 --message-bytes 256 --in-flight 1000 \
+  --seconds "$secs" --warmup 1 | grep -E '^txmq|tx/s' || true
 ticks > "$dir/cpu1"; m1=$(messages)
 echo "load after: $(cat /proc/loadavg)"
 kill $pid; wait $pid 2>/dev/null || true; pid=""
-n=$((m1 - m0)); echo "messages: $n"
-join "$dir/cpu0" "$dir/cpu1" | awk -v n="$n" -v hz="$(getconf CLK_TCK)" '
-  { d = ($3 - $2) / hz; tot += d; printf "%-14s %7.2f s %6.3f us/msg\n", $1, d, d * 1e6 / n }
-  END { printf "%-14s %7.2f s %6.3f us/msg\n", "all", tot, tot * 1e6 / n }'
+n=$((m1 - m0)); echo "${unit}s: $n"
+join "$dir/cpu0" "$dir/cpu1" | awk -v n="$n" -v u="$unit" -v hz="$(getconf CLK_TCK)" '
+  { d = ($3 - $2) / hz; tot += d; printf "%-14s %7.2f s %6.3f us/%s\n", $1, d, d * 1e6 / n, u }
+  END { printf "%-14s %7.2f s %6.3f us/%s\n", "all", tot, tot * 1e6 / n, u }'
 python3 "$here/rocksdb-log-summary.py" "$dir/data/LOG"
