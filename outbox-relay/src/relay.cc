@@ -81,7 +81,8 @@ class relay::impl {
     owned_gauge_ = &m.add_gauge("txmq_relay_shards_owned", "outbox shards this relay holds");
     live_gauge_ = &m.add_gauge("txmq_relay_live_relays", "relays connected to the database, this one included");
     stopped_gauge_ = &m.add_gauge("txmq_relay_shards_stopped",
-                                  "owned shards stopped at a row that cannot be sent (the log names it): fix or delete the row, or grant or create its topic");
+                                  "owned shards stopped at a row that cannot be sent (the log names it): fix or delete the row, "
+                                  "or grant or create its topic");
     row_age_ = &m.add_histogram("txmq_relay_row_age_seconds", "from the row's created_at to the broker's acknowledgement");
     stale_dropped_ = &m.add_counter("txmq_relay_stale_rounds_dropped_total",
                                     "rounds read before a pause and not sent because the database session ended meanwhile");
