@@ -81,7 +81,8 @@ class relay::impl {
     owned_gauge_ = &m.add_gauge("txmq_relay_shards_owned", "outbox shards this relay holds");
     live_gauge_ = &m.add_gauge("txmq_relay_live_relays", "relays connected to the database, this one included");
     stopped_gauge_ = &m.add_gauge("txmq_relay_shards_stopped",
-                                  "owned shards stopped at a row that cannot be sent (the log names it); fix or delete the row");
+                                  "owned shards stopped at a row that cannot be sent (the log names it): fix or delete the row, "
+                                  "or grant or create its topic");
     row_age_ = &m.add_histogram("txmq_relay_row_age_seconds", "from the row's created_at to the broker's acknowledgement");
     stale_dropped_ = &m.add_counter("txmq_relay_stale_rounds_dropped_total",
                                     "rounds read before a pause and not sent because the database session ended meanwhile");
@@ -636,11 +637,16 @@ class relay::impl {
       }
       auto [acked, failed] = settle_round(cur);
       if (cur.sent > 0) batches_->inc();
+      // A topic the broker refuses stops only the shards whose next row targets it (round.h).
+      const auto failures = failed ? detail::sort_failures(cur) : detail::round_failures{};
       note_stops(cur);
       if (failed) {
-        // `next` was never sent; its rows are read again after the back-off, in order.
+        // `next` was never sent; its rows are read again, in order: after the back-off if the
+        // broker failed, at once if it only refused topics (their shards wait for the next poll).
         if (auto d = delete_acked(acked); !d) out.db_error = d.error();
-        out.broker_error = failed;
+        out.broker_error = failures.broker_error;
+        out.published = out.published || !acked.empty();
+        out.drained.insert(failures.refused.begin(), failures.refused.end());
         return out;
       }
       if (next) {
@@ -687,11 +693,11 @@ class relay::impl {
       const auto known = stopped_.find(shard);
       if (stop == r.stopped.end()) {
         if (known == stopped_.end()) continue;
-        log(log_level::info, "shard " + std::to_string(shard) + " goes on: the row it stopped at was fixed or deleted");
+        log(log_level::info, "shard " + std::to_string(shard) + " goes on: the row it stopped at was sent, fixed or deleted");
         stopped_.erase(known);
       } else if (known == stopped_.end() || known->second != stop->second.message) {
         log(log_level::error, "shard " + std::to_string(shard) + " stops: " + stop->second.to_string() +
-                                  "; the shard's later rows wait until the row is fixed or deleted");
+                                  "; the shard's later rows wait until the row is fixed or deleted (or the broker takes its topic)");
         set_error(stop->second.to_string());
         stopped_[shard] = stop->second.message;
       }

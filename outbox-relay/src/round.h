@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct round {
   std::map<int, std::int64_t> last_seq;  // per shard, the highest seq taken
   std::vector<producer::outgoing_message> messages;
   std::vector<int> shards;  // per message
+  // Per message its topic, as an index into topic_names (a short vector: no string per row).
+  std::vector<std::uint32_t> topic_of;
+  std::vector<std::string> topic_names;
   std::string ids;          // per message its id's 16 bytes, one after the other (no string per row)
   std::vector<std::chrono::system_clock::time_point> created;
   std::shared_ptr<round_acks> acks;  // set by send_round
@@ -64,5 +68,27 @@ using send_check = std::function<client::result<void>(int shard, const producer:
 // comes at once while the shard's later rows, queued after it, are stored before it is fixed.
 // The other shards go on.
 void take_rows(const PGresult* res, round& out, const send_check& check);
+
+// Whether the broker's answer to a ProduceRequest refuses its topic's messages until an operator
+// acts, not the broker being unavailable: NOT_AUTHORIZED (no produce grant on the topic),
+// UNKNOWN_TOPIC (auto_create_topics off), INVALID_ARGUMENT (a topic name or headers it does not
+// take), MESSAGE_TOO_LARGE (its max_message_bytes lowered since the producer learnt it). A
+// ProduceRequest carries one topic (the producer batches per topic), so the refusal concerns
+// exactly the topic of the messages it fails; the broker refuses the whole request before
+// storing any of it. Everything else (connection, timeout, STORE_UNAVAILABLE, STORE_FULL,
+// NOT_LEADER, SHUTTING_DOWN, ...) is the broker's trouble: the round failed, back off.
+[[nodiscard]] bool refuses_topic(const client::error& e) noexcept;
+
+struct round_failures {
+  std::set<int> refused;                      // shards stopped by a refusal of their row's topic
+  std::optional<client::error> broker_error;  // the first failure that is not such a refusal
+};
+
+// After a round is settled with failures: a shard whose first unacknowledged row targets a topic
+// the broker refused (refuses_topic) stops there, as take_rows' stops do (out.stopped, the reason
+// names the row, the topic and the code). The topic's later rows of the round were not sent either
+// (the producer gives up, unsent, the topic's messages queued after a refusal), so failures of a
+// refused topic are never the broker's; any other failure is.
+round_failures sort_failures(round& r);
 
 }  // namespace txmq::relay::detail
