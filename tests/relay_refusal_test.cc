@@ -40,10 +40,7 @@ TEST(relay_refusal, a_row_over_the_brokers_message_limit_stops_its_shard_until_i
     client::admin admin(std::make_shared<client::connection>(o));
     ASSERT_TRUE(admin.create_topic({"t", 2}));
   }
-  // A key of the other shard than 'k' (the trigger's shard function, producer-lib/src/pg_schema.cc).
-  const std::string other = scalar(db,
-                                   "SELECT key FROM (SELECT 'o' || i AS key FROM generate_series(0, 99) i) s WHERE "
-                                   "((hashtext(key)::bigint % 2) + 2) % 2 <> ((hashtext('k')::bigint % 2) + 2) % 2 LIMIT 1");
+  const std::string other = key_of_other_shard(db, "k");
   ASSERT_FALSE(other.empty());
   // One transaction, one key, so one read of the relay takes all three in this order.
   ASSERT_TRUE(pg::exec(conn.get(),

@@ -1,7 +1,8 @@
 #pragma once
 
 // Small PostgreSQL helpers of the outbox tests: a connection that throws, one value of a
-// query, and the shards txmq-relay processes hold (advisory locks in pg_locks).
+// query, a key of another shard, and the shards txmq-relay processes hold (advisory locks in
+// pg_locks).
 
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,13 @@ inline std::string scalar(const std::string& conninfo, const std::string& sql) {
   auto r = pg::exec(conn.value().get(), sql);
   if (!r || PQntuples(r.value().get()) != 1) return "";
   return PQgetvalue(r.value().get(), 0, 0);
+}
+
+// A key ("o0".."o99") whose row lands in another shard of a 2-shard outbox than `key`'s (the
+// trigger's shard function, producer-lib/src/pg_schema.cc); "" when the query failed.
+inline std::string key_of_other_shard(const std::string& conninfo, const std::string& key) {
+  return scalar(conninfo, "SELECT k FROM (SELECT 'o' || i AS k FROM generate_series(0, 99) i) s WHERE "
+                          "((hashtext(k)::bigint % 2) + 2) % 2 <> ((hashtext('" + key + "')::bigint % 2) + 2) % 2 LIMIT 1");
 }
 
 inline constexpr const char* k_shard_locks =
