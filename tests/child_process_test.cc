@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -26,18 +27,33 @@ bool ended(pid_t pid) {
   return field == "Z" || field == "X";
 }
 
-TEST(child_process, a_child_dies_when_the_test_process_is_killed) {
+// The process runs `program` (its exec is done).
+bool execed(pid_t pid, const std::string& program) {
+  std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string first;
+  std::getline(cmdline, first, '\0');
+  return first == program;
+}
+
+// Forks a "test process" that starts a long sleep through child_process (from its main thread,
+// or from a worker thread that has ended by then) and is SIGKILLed, as ctest's timeout would,
+// without running any destructor. True when the sleep ended within 10 s.
+void expect_child_dies_with_test_process(bool from_worker_thread) {
   const auto dir = std::filesystem::temp_directory_path() / ("txmq-child-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);
-  // The "test process": a fork of this one that starts a long sleep and is then SIGKILLed,
-  // as ctest's timeout would, without running any destructor.
   const pid_t test_process = ::fork();
   ASSERT_GE(test_process, 0);
   if (test_process == 0) {
     ::close(pipe_fds[0]);
-    auto* child = new child_process({"/bin/sleep", "600"}, dir / "sleep.log");  // never destroyed
+    child_process* child = nullptr;  // never destroyed
+    const auto start = [&] { child = new child_process({"/bin/sleep", "600"}, dir / "sleep.log"); };
+    if (from_worker_thread) {
+      std::thread(start).join();  // the thread that asked for the child is gone
+    } else {
+      start();
+    }
     const pid_t pid = child->pid();
     (void)!::write(pipe_fds[1], &pid, sizeof pid);
     for (;;) ::pause();
@@ -59,6 +75,32 @@ TEST(child_process, a_child_dies_when_the_test_process_is_killed) {
   if (!gone) ::kill(grandchild, SIGKILL);
   EXPECT_TRUE(gone) << "the child of a SIGKILLed test process still runs";
   std::filesystem::remove_all(dir);
+}
+
+TEST(child_process, a_child_dies_when_the_test_process_is_killed) { expect_child_dies_with_test_process(false); }
+
+TEST(child_process, a_child_of_a_worker_thread_dies_when_the_test_process_is_killed) {
+  expect_child_dies_with_test_process(true);
+}
+
+TEST(child_process, a_child_of_a_worker_thread_outlives_that_thread) {
+  // The death signal follows the thread that forked: the spawner thread forks for workers, so
+  // a broker a worker thread started runs on after the worker ends, until it is stopped.
+  std::unique_ptr<child_process> child;
+  const auto log = std::filesystem::temp_directory_path() / ("txmq-child-" + std::to_string(::getpid()) + ".log");
+  std::thread([&] {
+    child = std::make_unique<child_process>(std::vector<std::string>{"/bin/sleep", "600"}, log);
+    // The worker ends only once the child has exec'ed the sleep (so it had set any death
+    // signal by then): ended earlier, a signal tied to this thread would not have been armed.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!execed(child->pid(), "/bin/sleep") && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling a condition with a deadline
+    }
+  }).join();
+  // A SIGKILL from a dying parent thread would end it at once; the parent's wait tells.
+  EXPECT_TRUE(child->running());
+  EXPECT_EQ(child->stop(), 128 + SIGTERM) << "the sleep must end by the test's SIGTERM, not an earlier signal";
+  std::filesystem::remove(log);
 }
 
 }  // namespace

@@ -194,10 +194,11 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
     }
     if (i == cf_tx) {
       cf.compaction_filter = filters_[1].get();
-      // Every Prepare looks its (random, UUIDv4) txid up to tell a retry from a new
-      // transaction; nearly all are new, and the skip-list walk for those misses was the top
-      // frame of the transaction profile (docs/BENCHMARKS.md, issue #15). The bloom filter
-      // answers them instead.
+      // A Prepare whose txid is not above every stored one (any txid a client did not make
+      // UUIDv7, or one from a producer whose clock lags) is looked up to tell a retry from a
+      // new transaction; nearly all are new, and the skip-list walk for those misses was the
+      // top frame of the transaction profile when txids were random (docs/BENCHMARKS.md, issue
+      // #15). The bloom filter answers them instead.
       cf.memtable_prefix_bloom_size_ratio = 0.05;
       cf.memtable_whole_key_filtering = true;
       // Small files below L0. Records are keyed by UUIDv7 txids (time-ordered), so an

@@ -1,8 +1,8 @@
 #pragma once
 
 // A child process for a test: any binary, its stdout and stderr to a file, SIGKILLed (or
-// SIGTERMed) by the test. The destructor kills what is still running, and a child started
-// from the test's main thread is SIGKILLed by the kernel if the test process dies first.
+// SIGTERMed) by the test. The destructor kills what is still running, and the kernel SIGKILLs
+// the child if the test process dies first (whichever thread of the test started it).
 
 #include <sys/types.h>
 
