@@ -3,7 +3,8 @@
 // the relay's principal may produce to topic 'a' but not 'b': 'a' flows, the shard of the 'b' rows
 // stops with NOT_AUTHORIZED, no publish failure is counted and txmq_relay_broker_up stays 1; once
 // the grant is given the 'b' rows follow in order. (b) auto_create_topics off, rows for a missing
-// topic stop their shard until the topic is created. Label pg.
+// topic stop their shard until the topic is created. (c) a topic name the broker does not take
+// (INVALID_ARGUMENT) stops its shard until an operator mends the row. Label pg.
 
 #include <algorithm>
 #include <filesystem>
@@ -199,6 +200,49 @@ TEST(relay_topic_refusal, a_missing_topic_with_auto_create_off_stops_only_its_sh
   EXPECT_TRUE(eventually([&] { return c.of("a").size() == 2; }, 20s));
   EXPECT_TRUE(eventually([&] { return relay_metric(relay, "txmq_relay_shards_stopped") == 0; }, 20s)) << relay.log();
   EXPECT_EQ(relay_metric(relay, "txmq_relay_publish_failures_total"), 0) << relay.log();
+  EXPECT_EQ(relay.stop(), 0) << relay.log();
+}
+
+TEST(relay_topic_refusal, a_topic_name_the_broker_does_not_take_stops_only_its_shard_until_the_row_goes) {
+  // A control character in a topic name: PostgreSQL stores it, the broker refuses the request
+  // (INVALID_ARGUMENT) before storing anything. Only an operator can mend such a row (update or
+  // delete it); meanwhile the other shards flow.
+  const std::string db = shared_pg_cluster().create_database("relay_topic_invalid");
+  auto conn = connect_to(db);
+  ASSERT_TRUE(producer::install_schema(conn.get(), 2));
+  const auto [kx, ka] = keys_of_two_shards(db);
+  ASSERT_FALSE(ka.empty());
+  broker_process b;
+  b.start();
+  client::connection_options o;
+  o.address = b.address();
+  client::admin admin(std::make_shared<client::connection>(o));
+  ASSERT_TRUE(admin.create_topic({"x", 2}));  // where the mended rows go; the consumer reads it from the start
+  // Two rows of one key for that topic: the second must not be stored before the first.
+  for (const char* body : {"x1", "x2"}) {
+    ASSERT_TRUE(pg::exec(conn.get(), "INSERT INTO txmq_outbox (topic, key, headers, payload) VALUES "
+                                     "(E'bad\\ttopic', '" + kx + "', '{}', convert_to('" + body + "', 'UTF8'))"));
+  }
+  insert(conn.get(), "a", ka, {"a1"});
+  collector c(b.address(), {"a", "x"}, "");
+  relay_process relay({"--pg", db, "--broker", b.address(), "--relay-id", "invalid", "--poll-interval", "200ms",
+                       "--publish-timeout", "3s", "--backoff-max", "200ms"});
+  relay.start();
+  ASSERT_TRUE(eventually([&] { return relay_metric(relay, "txmq_relay_shards_stopped") == 1; }, 30s)) << relay.log();
+  EXPECT_NE(relay.log().find("INVALID_ARGUMENT"), std::string::npos) << relay.log();
+  ASSERT_TRUE(eventually([&] { return c.has("a1"); }, 20s)) << relay.log();
+  insert(conn.get(), "a", ka, {"a2"});
+  ASSERT_TRUE(eventually([&] { return c.has("a2"); }, 20s)) << relay.log();
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM txmq_outbox"), "2") << relay.log();
+  EXPECT_EQ(relay_metric(relay, "txmq_relay_publish_failures_total"), 0) << relay.log();
+  EXPECT_EQ(relay_metric(relay, "txmq_relay_broker_up"), 1) << relay.log();
+
+  // The operator mends the rows' topic: the shard goes on, in order.
+  ASSERT_TRUE(pg::exec(conn.get(), "UPDATE txmq_outbox SET topic = 'x' WHERE topic <> 'a'"));
+  ASSERT_TRUE(eventually([&] { return c.of("x").size() == 2; }, 30s)) << relay.log();
+  EXPECT_EQ(c.of("x"), (std::vector<std::string>{"x1", "x2"}));
+  EXPECT_TRUE(eventually([&] { return scalar(db, "SELECT count(*) FROM txmq_outbox") == "0"; }, 20s));
+  EXPECT_TRUE(eventually([&] { return relay_metric(relay, "txmq_relay_shards_stopped") == 0; }, 20s)) << relay.log();
   EXPECT_EQ(relay.stop(), 0) << relay.log();
 }
 
