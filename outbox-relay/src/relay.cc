@@ -148,8 +148,9 @@ class relay::impl {
       return client::error(client::errc::bad_address, "--broker: " + addr.error().message);
     }
     // Shard s always goes through publisher s % n (one connection each), so each shard's rows
-    // stay in one ordered stream while several shards' batches are in flight at once and share
-    // the broker's fsyncs.
+    // stay in one ordered stream. Several let several shards' batches be in flight at once; one
+    // (the default) sends a round in seq order, ids ascending, which costs the broker less per
+    // row (docs/BENCHMARKS.md, "Thirteenth round").
     for (int i = 0; i < std::max(1, options_.publishers); ++i) {
       producers_.push_back(std::make_unique<producer::producer>(po));
     }
