@@ -1,3 +1,6 @@
+// The producer against a fake broker: batching, limits, retries, ordering and routing all drive
+// one producer class through one fake, so its tests are kept as one piece beside producer.cc.
+
 #include "txmq/producer/producer.h"
 
 #include <atomic>
