@@ -150,7 +150,7 @@ result<void> connection::impl::wait_connected(std::chrono::milliseconds timeout)
   return error(errc::not_connected, std::move(text));
 }
 
-void connection::impl::async_request(v1::Frame request, response_callback cb, std::optional<std::chrono::milliseconds> timeout) {
+void connection::impl::async_request(v1::Frame& request, response_callback cb, std::optional<std::chrono::milliseconds> timeout) {
   if (!address_) return cb(address_error_);
   const std::uint64_t id = next_id_.fetch_add(1);
   request.set_correlation_id(id);
@@ -177,7 +177,7 @@ result<v1::Frame> connection::impl::request(v1::Frame request, std::optional<std
   }
   auto done = std::make_shared<std::promise<result<v1::Frame>>>();
   auto future = done->get_future();
-  async_request(std::move(request), [done](result<v1::Frame> r) { done->set_value(std::move(r)); }, timeout);
+  async_request(request, [done](result<v1::Frame> r) { done->set_value(std::move(r)); }, timeout);
   // Every request is answered: by the broker, by its timeout timer, or by close().
   return future.get();
 }
@@ -196,7 +196,12 @@ result<std::shared_ptr<connection>> connection::connect(connection_options optio
 result<void> connection::wait_connected(std::chrono::milliseconds timeout) { return impl_->wait_connected(timeout); }
 
 void connection::async_request(v1::Frame request, response_callback cb, std::optional<std::chrono::milliseconds> timeout) {
-  impl_->async_request(std::move(request), std::move(cb), timeout);
+  impl_->async_request(request, std::move(cb), timeout);
+}
+
+void connection::async_request_encoding_now(v1::Frame& request, response_callback cb,
+                                            std::optional<std::chrono::milliseconds> timeout) {
+  impl_->async_request(request, std::move(cb), timeout);
 }
 
 result<v1::Frame> connection::request(v1::Frame request, std::optional<std::chrono::milliseconds> timeout) {

@@ -55,7 +55,9 @@ class connection::impl {
 
   result<void> wait_connected(std::chrono::milliseconds timeout);
 
-  void async_request(v1::Frame request, response_callback cb, std::optional<std::chrono::milliseconds> timeout);
+  // Encodes `request` here, on the caller's thread (setting its correlation id), and leaves it to
+  // the caller: both public forms of async_request come here.
+  void async_request(v1::Frame& request, response_callback cb, std::optional<std::chrono::milliseconds> timeout);
 
   result<v1::Frame> request(v1::Frame request, std::optional<std::chrono::milliseconds> timeout);
 

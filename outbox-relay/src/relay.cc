@@ -135,10 +135,14 @@ class relay::impl {
     po.connection.reconnect_backoff_initial = options_.backoff_initial;
     po.connection.reconnect_backoff_max = options_.backoff_max;
     po.linger = milliseconds(1);
-    // A round carries up to batch rows of every owned shard; larger requests mean fewer fsyncs
-    // per row (batch_max_bytes, 1 MiB, still bounds them).
-    po.batch_max_messages = 4000;
+    // A round carries up to batch rows of every owned shard, and goes out as one request per
+    // topic and publisher as far as the broker's frame limit allows (the producer keeps batches
+    // under it): with one batch in flight per topic, each further request of a round waited for
+    // the previous one's fsync (1 MiB requests: three per round of 16 x 500 rows of 256 bytes;
+    // one instead, 8-19 % more rows/s: docs/BENCHMARKS.md, "Thirteenth round").
     po.max_in_flight_messages = static_cast<std::size_t>(options_.batch) * 1024 + 4000;
+    po.batch_max_messages = po.max_in_flight_messages;
+    po.batch_max_bytes = std::size_t{1} << 30;
     po.max_in_flight_batches_per_topic = 1;  // a shard's rows in seq order across retries
     po.delivery_timeout = options_.publish_timeout;
     po.request_timeout = options_.publish_timeout;
@@ -148,8 +152,9 @@ class relay::impl {
       return client::error(client::errc::bad_address, "--broker: " + addr.error().message);
     }
     // Shard s always goes through publisher s % n (one connection each), so each shard's rows
-    // stay in one ordered stream while several shards' batches are in flight at once and share
-    // the broker's fsyncs.
+    // stay in one ordered stream. Several let several shards' batches be in flight at once; one
+    // (the default) sends a round in seq order, ids ascending, which costs the broker less per
+    // row (docs/BENCHMARKS.md, "Thirteenth round").
     for (int i = 0; i < std::max(1, options_.publishers); ++i) {
       producers_.push_back(std::make_unique<producer::producer>(po));
     }

@@ -2,8 +2,8 @@
 
 // A round of the relay (relay.cc's drain): the oldest `batch` rows of some shards, read with one
 // query, published together (the broker's fsync is shared by all shards of the round, not paid
-// once per shard) and deleted with one statement. Rows are ordered shard by shard in seq order
-// and the producer keeps a topic's messages in the order given, so each shard's order holds.
+// once per shard) and deleted with one statement. Rows are ordered by seq (over all shards) and
+// the producer keeps a topic's messages in the order given, so each shard's order holds.
 // take_rows() turns a read's result into one; apart from the loop so a test can drive it.
 
 #include <libpq-fe.h>

@@ -28,8 +28,9 @@ inline constexpr std::size_t k_id_bytes = 16;
 // round trip (pg::exec without parameters), so that connecting meets no more steps than before.
 [[nodiscard]] std::string round_statements_setup_sql();
 
-// Where a row of the read's result goes: shard by shard, each in seq order, which is the order
-// the rows are published in (per-key order); never the order the plan returned them in.
+// Where a row of the read's result goes: in seq order over all its shards (so each shard's rows,
+// and each key's, in seq order), which is the order the rows are published in; never the order
+// the plan returned them in.
 struct row_position {
   int shard = 0;
   std::int64_t seq = 0;

@@ -46,7 +46,7 @@ TEST(relay_options, defaults) {
   EXPECT_EQ(c.relay.broker, "127.0.0.1:7878");
   EXPECT_EQ(c.relay.shards, 0);
   EXPECT_EQ(c.relay.batch, 500);
-  EXPECT_EQ(c.relay.publishers, 2);
+  EXPECT_EQ(c.relay.publishers, 1);
   EXPECT_EQ(c.relay.poll_interval, 1s);
   EXPECT_EQ(c.relay.rebalance_interval, 1s);
   EXPECT_EQ(c.relay.publish_timeout, 10s);

@@ -1,3 +1,6 @@
+// The producer against a fake broker: batching, limits, retries, ordering and routing all drive
+// one producer class through one fake, so its tests are kept as one piece beside producer.cc.
+
 #include "txmq/producer/producer.h"
 
 #include <atomic>
@@ -164,6 +167,41 @@ TEST(producer, batch_max_bytes_cuts_batches) {
   auto produces = broker.received(v1::Frame::kProduce);
   EXPECT_GE(produces.size(), 3u);
   for (const auto& f : produces) EXPECT_LE(f.produce().messages_size(), 2);
+}
+
+// txmq-relay sets batch_max_bytes far above any frame limit and relies on this cut: a batch
+// above the broker's max_frame_bytes would fail whole (frame_too_large, not retried).
+TEST(producer, batches_stay_under_the_brokers_frame_limit) {
+  fake_broker broker;
+  fake_log log;
+  broker.set_handler(answer_from(log));
+  v1::HelloOk ok;
+  ok.set_protocol_version(1);
+  ok.set_max_frame_bytes(64 << 10);
+  ok.set_max_message_bytes(32 << 10);
+  broker.set_hello_ok(ok);
+  auto o = options_for(broker);
+  o.linger = 10s;
+  o.batch_max_messages = 100000;
+  o.batch_max_bytes = std::size_t{1} << 30;
+  producer p(o);
+  ASSERT_TRUE(p.conn()->wait_connected(5s));
+  std::vector<std::future<client::result<send_result>>> results;
+  for (int i = 0; i < 300; ++i) {
+    auto m = msg("a-topic-with-a-longer-name-than-most", std::string(1000, 'x'));
+    m.key = "key-" + std::to_string(i);
+    m.headers = {{"h", "v"}};
+    results.push_back(p.async_send(std::move(m)));
+  }
+  ASSERT_TRUE(p.flush(5s));
+  for (auto& f : results) {
+    auto r = f.get();
+    EXPECT_TRUE(r) << r.error();
+  }
+  auto produces = broker.received(v1::Frame::kProduce);
+  EXPECT_EQ(messages_in(produces), 300u);
+  EXPECT_GE(produces.size(), 5u);  // 300 KB in frames of at most 64 KiB
+  for (const auto& f : produces) EXPECT_LE(f.ByteSizeLong(), std::size_t{64} << 10);
 }
 
 TEST(producer, a_lone_message_waits_for_the_linger) {

@@ -127,6 +127,12 @@ class connection {
   // The frame's correlation_id is set by the connection.
   void async_request(v1::Frame request, response_callback cb,
                      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // The same, for a request the caller keeps: it is encoded before this returns (its
+  // correlation_id set) and left to the caller. The producer lends a batch's messages to the
+  // request this way (RepeatedPtrField::UnsafeArenaAddAllocated) instead of copying each one in,
+  // and takes them back afterwards: it keeps them for a retry.
+  void async_request_encoding_now(v1::Frame& request, response_callback cb,
+                                  std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   // Blocking form of async_request. Errors as async_request, plus errc::would_deadlock when
   // called on the io thread (from a callback).

@@ -46,7 +46,9 @@ struct relay_options {
   std::string relay_id;                     // shown in txmq_relay and application_name; default host:pid
   int shards = 0;                           // 0 = txmq_schema.shards
   int batch = 500;                          // rows per shard per round (read, publish, delete)
-  int publishers = 2;                       // broker connections; shard s always uses s % publishers
+  // Broker connections; shard s always uses s % publishers. One: a round goes out in seq order in
+  // one stream, its ids ascending at the broker (cheaper there than two streams over the same ids).
+  int publishers = 1;
   std::chrono::milliseconds poll_interval{1000};  // fallback when no NOTIFY arrives
   // How often shares are recomputed and txmq_relay is updated; a dead relay's shards are taken
   // within about this (its locks vanish with its connection at once).

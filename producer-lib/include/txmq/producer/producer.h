@@ -53,7 +53,9 @@ struct producer_options {
   // How long a message waits for others of its topic before its batch is sent.
   std::chrono::milliseconds linger{5};
   std::size_t batch_max_messages = 500;
-  std::size_t batch_max_bytes = 1u << 20;  // bodies + keys + headers, roughly the wire size
+  // Bodies + keys + topics + headers, roughly the wire size; never more than 7/8 of the broker's
+  // max_frame_bytes once the connection knows it (a larger request would be refused whole).
+  std::size_t batch_max_bytes = 1u << 20;
   // Messages accepted and not yet completed. send()/async_send() block while it is reached.
   std::size_t max_in_flight_messages = 10000;
   // 1 (default) keeps a topic's batches strictly in order across retries; 0 = no limit.
