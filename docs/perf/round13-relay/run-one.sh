@@ -16,14 +16,19 @@ for _ in $(seq 600); do curl -sf "127.0.0.1:$http/healthz" > /dev/null 2>&1 && b
 bench_pid=$!
 "$here/sample.py" $bpid $bench_pid "$PG" 5 > "$dir/sample.out" &
 spid=$!
+# The txmq-relay the bench started (polled for up to 10 s).
+relay_child() {
+  local c
+  for _ in $(seq 5000); do
+    for c in $(cat /proc/$bench_pid/task/$bench_pid/children 2>/dev/null); do
+      [[ $(cat /proc/$c/comm 2>/dev/null) == txmq-relay* ]] && { echo "$c"; return; }
+    done
+    sleep 0.002
+  done
+}
 if [[ ${PERF:-0} == 1 ]]; then
   out=${OUT:-/var/tmp/relayx-perf}; mkdir -p "$out"
-  rp=""
-  for _ in $(seq 5000); do
-    rp=$(cat /proc/$bench_pid/task/$bench_pid/children 2>/dev/null | tr ' ' '\n' | while read -r c; do
-      [[ -n $c && $(cat /proc/$c/comm 2>/dev/null) == txmq-relay* ]] && echo "$c"; done | head -1)
-    [[ -n $rp ]] && break; sleep 0.002
-  done
+  rp=$(relay_child)
   sleep 0.3
   be=$(psql "$PG" -Atc "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'txmq-relay:bench-backlog%'")
   perf record -F 999 -g --call-graph dwarf,16384 -o "$out/relay.data" -p "$rp" -- sleep 1.5 > /dev/null 2>&1 &
@@ -34,12 +39,7 @@ if [[ ${PERF:-0} == 1 ]]; then
 fi
 if [[ ${PERF_DIRECT:-0} == 1 ]]; then  # the broker during the direct run, which follows the backlog relay's exit
   out=${OUT:-/var/tmp/relayx-perf}; mkdir -p "$out"
-  rp=""
-  for _ in $(seq 5000); do
-    rp=$(cat /proc/$bench_pid/task/$bench_pid/children 2>/dev/null | tr ' ' '\n' | while read -r c; do
-      [[ -n $c && $(cat /proc/$c/comm 2>/dev/null) == txmq-relay* ]] && echo "$c"; done | head -1)
-    [[ -n $rp ]] && break; sleep 0.002
-  done
+  rp=$(relay_child)
   while [[ -d /proc/$rp ]]; do sleep 0.005; done
   sleep 0.15
   perf record -F 999 -g --call-graph dwarf,16384 -o "$out/broker-direct.data" -p $bpid -- sleep 0.8 > /dev/null 2>&1
