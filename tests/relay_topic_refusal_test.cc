@@ -95,7 +95,27 @@ class collector {
 };
 
 // Two keys of different shards of a 2-shard outbox.
-std::pair<std::string, std::string> keys_of_two_shards(const std::string& db) { return {"k", key_of_other_shard(db, "k")}; }
+// A connection to `db` with a 2-shard outbox installed, and a key of each shard (`key` "k").
+struct two_shard_outbox {
+  pg::connection_ptr conn;
+  std::string key = "k";
+  std::string other_key;
+};
+
+void make_outbox(const std::string& db, two_shard_outbox& out) {
+  out.conn = connect_to(db);
+  ASSERT_TRUE(producer::install_schema(out.conn.get(), 2));
+  out.other_key = key_of_other_shard(db, out.key);
+  ASSERT_FALSE(out.other_key.empty());
+}
+
+// The admin client of broker `b`, as `token` when auth is on.
+client::admin admin_of(const broker_process& b, const std::string& token = "") {
+  client::connection_options o;
+  o.address = b.address();
+  o.auth_token = token;
+  return client::admin(std::make_shared<client::connection>(o));
+}
 
 void insert(PGconn* conn, const std::string& topic, const std::string& key, const std::vector<std::string>& bodies) {
   std::string values;
@@ -111,17 +131,13 @@ double relay_metric(relay_process& relay, const std::string& name) {
 
 TEST(relay_topic_refusal, a_topic_the_relay_may_not_produce_to_stops_only_its_shard_until_granted) {
   const std::string db = shared_pg_cluster().create_database("relay_topic_acl");
-  auto conn = connect_to(db);
-  ASSERT_TRUE(producer::install_schema(conn.get(), 2));
-  const auto [kb, ka] = keys_of_two_shards(db);
-  ASSERT_FALSE(ka.empty());
+  two_shard_outbox outbox;
+  ASSERT_NO_FATAL_FAILURE(make_outbox(db, outbox));
+  auto& [conn, kb, ka] = outbox;
   temp_file admin_token("txmq-topic-refusal-admin", k_admin_token);
   broker_process b({"--auth", "--admin-token-file", admin_token.path.string()});
   b.start();
-  client::connection_options o;
-  o.address = b.address();
-  o.auth_token = k_admin_token;
-  client::admin admin(std::make_shared<client::connection>(o));
+  client::admin admin = admin_of(b, k_admin_token);
   ASSERT_TRUE(admin.create_topic({"a", 2}));
   ASSERT_TRUE(admin.create_topic({"b", 2}));
   auto principal = admin.create_principal("relay");
@@ -167,15 +183,12 @@ TEST(relay_topic_refusal, a_topic_the_relay_may_not_produce_to_stops_only_its_sh
 
 TEST(relay_topic_refusal, a_missing_topic_with_auto_create_off_stops_only_its_shard_until_created) {
   const std::string db = shared_pg_cluster().create_database("relay_topic_missing");
-  auto conn = connect_to(db);
-  ASSERT_TRUE(producer::install_schema(conn.get(), 2));
-  const auto [km, ka] = keys_of_two_shards(db);
-  ASSERT_FALSE(ka.empty());
+  two_shard_outbox outbox;
+  ASSERT_NO_FATAL_FAILURE(make_outbox(db, outbox));
+  auto& [conn, km, ka] = outbox;
   broker_process b({"--auto-create-topics", "false"});
   b.start();
-  client::connection_options o;
-  o.address = b.address();
-  client::admin admin(std::make_shared<client::connection>(o));
+  client::admin admin = admin_of(b);
   ASSERT_TRUE(admin.create_topic({"a", 2}));
 
   insert(conn.get(), "m", km, {"m1", "m2"});
@@ -208,15 +221,12 @@ TEST(relay_topic_refusal, a_topic_name_the_broker_does_not_take_stops_only_its_s
   // (INVALID_ARGUMENT) before storing anything. Only an operator can mend such a row (update or
   // delete it); meanwhile the other shards flow.
   const std::string db = shared_pg_cluster().create_database("relay_topic_invalid");
-  auto conn = connect_to(db);
-  ASSERT_TRUE(producer::install_schema(conn.get(), 2));
-  const auto [kx, ka] = keys_of_two_shards(db);
-  ASSERT_FALSE(ka.empty());
+  two_shard_outbox outbox;
+  ASSERT_NO_FATAL_FAILURE(make_outbox(db, outbox));
+  auto& [conn, kx, ka] = outbox;
   broker_process b;
   b.start();
-  client::connection_options o;
-  o.address = b.address();
-  client::admin admin(std::make_shared<client::connection>(o));
+  client::admin admin = admin_of(b);
   ASSERT_TRUE(admin.create_topic({"x", 2}));  // where the mended rows go; the consumer reads it from the start
   // Two rows of one key for that topic: the second must not be stored before the first.
   for (const char* body : {"x1", "x2"}) {
