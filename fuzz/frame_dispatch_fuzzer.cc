@@ -1,7 +1,7 @@
 // Fuzz target: bytes as a client would send them, through the broker's frame reader and request
 // dispatch, on an in-memory store. The broker must answer every request with a reply or a typed
-// error (never INTERNAL, never silence) and never crash; a stream it cannot read ends the
-// connection, as net/connection.cc does.
+// error (never INTERNAL or STORAGE_ERROR, never silence) and never crash; a stream it cannot
+// read ends the connection, as net/connection.cc does.
 //
 // One input is one client connection. The io_context, the in-memory store and the service are
 // kept across inputs and rebuilt every FRAME_DISPATCH_FRESH_EVERY inputs (default 500): opening
@@ -123,6 +123,12 @@ std::size_t fresh_every() {
   return n > 0 ? static_cast<std::size_t>(n) : 500;
 }
 
+// FRAME_DISPATCH_TRACE=1 prints each request and its answer (replaying a finding by hand).
+bool trace() {
+  static const bool on = std::getenv("FRAME_DISPATCH_TRACE") != nullptr;
+  return on;
+}
+
 // Never destroyed at exit: RocksDB's own statics may already be gone by then (closing a store
 // from a static destructor aborted in PeriodicTaskScheduler). Reachable, so not a leak to LSan.
 world* current = nullptr;
@@ -182,10 +188,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (client->answers.size() != before + 1) finding("more than one answer", request);
     const v1::Frame& answer = client->answers.back();
+    if (trace()) std::fprintf(stderr, "> %s\n< %s\n", request.ShortDebugString().c_str(), answer.ShortDebugString().c_str());
     if (answer.correlation_id() != request.correlation_id()) finding("answer to another correlation id", request);
     if (answer.has_error() && answer.error().code() == v1::INTERNAL) {
       std::fprintf(stderr, "INTERNAL: %s\n", answer.error().message().c_str());
       finding("INTERNAL error for a request", request);
+    }
+    // The in-memory store has no disk to fail: a storage error means the broker stored bytes
+    // it cannot read back (a message with an unknown group field once made a partition unreadable).
+    if (answer.has_error() && answer.error().code() == v1::STORAGE_ERROR) {
+      std::fprintf(stderr, "STORAGE_ERROR: %s\n", answer.error().message().c_str());
+      finding("STORAGE_ERROR from the in-memory store", request);
     }
   }
   // The connection ends with the input, as a client that hangs up; what it left parked (a long

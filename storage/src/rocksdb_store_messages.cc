@@ -137,46 +137,45 @@ void rocksdb_store::append(append_request request, completion<append_result> don
 
 namespace {
 
-// One field of protobuf's wire format (protocol/wire.h): its number, and its bytes (wire type 2)
-// or value (varints; the fixed-size ones are skipped). False on a truncated or malformed one.
-bool read_field(std::string_view& in, std::uint32_t& field, std::string_view& bytes, std::uint64_t& value) {
+// One field of protobuf's wire format (protocol/wire.h): its number and wire type, and its bytes
+// (wire type 2) or value (varints; the other types are skipped). False on a truncated or
+// malformed one.
+bool read_field(std::string_view& in, std::uint32_t& field, std::uint32_t& type, std::string_view& bytes,
+                std::uint64_t& value) {
   namespace wire = protocol::wire;
   std::uint64_t number = 0;
-  std::uint32_t type = 0;
   if (!wire::take_tag(in, number, type)) return false;
   field = static_cast<std::uint32_t>(number);
   if (type == wire::k_varint) return wire::take_varint(in, value);
   if (type == wire::k_len) return wire::take_bytes(in, bytes);
-  return wire::skip_value(in, type);
+  return wire::skip_field(in, number, type);
 }
 
 // What delivery needs of an encoded txmq.v1.Message (field numbers of message.proto); `base`
 // is where `m` starts in the buffer the offsets count from. A later field overrides an earlier
-// one, as protobuf's parser does.
+// one, as protobuf's parser does; a field of the wrong wire type is an unknown field to that
+// parser (a client may send one: the broker stores it as it came), so it is passed over here too.
 bool summarize(std::string_view m, std::size_t base, raw_message& out) {
+  namespace wire = protocol::wire;
   const char* start = m.data();
   while (!m.empty()) {
     std::uint32_t field = 0;
+    std::uint32_t type = 0;
     std::string_view bytes;
     std::uint64_t value = 0;
-    if (!read_field(m, field, bytes, value)) return false;
-    switch (field) {
-      case 3:  // key
-        out.has_key = true;
-        out.key_begin = base + static_cast<std::size_t>(bytes.data() - start);
-        out.key_size = bytes.size();
-        break;
-      case 5:  // body
-        out.body_bytes = bytes.size();
-        break;
-      case 6:  // publish_time_ms
-        out.publish_time_ms = static_cast<std::int64_t>(value);
-        break;
-      case 7:  // deliver_at_ms
-        out.deliver_at_ms = static_cast<std::int64_t>(value);
-        break;
-      default:
-        break;
+    if (!read_field(m, field, type, bytes, value)) return false;
+    const bool len = type == wire::k_len;
+    const bool varint = type == wire::k_varint;
+    if (field == 3 && len) {  // key
+      out.has_key = true;
+      out.key_begin = base + static_cast<std::size_t>(bytes.data() - start);
+      out.key_size = bytes.size();
+    } else if (field == 5 && len) {  // body
+      out.body_bytes = bytes.size();
+    } else if (field == 6 && varint) {  // publish_time_ms
+      out.publish_time_ms = static_cast<std::int64_t>(value);
+    } else if (field == 7 && varint) {  // deliver_at_ms
+      out.deliver_at_ms = static_cast<std::int64_t>(value);
     }
   }
   return true;
@@ -208,10 +207,11 @@ result<read_result> rocksdb_store::read(const read_request& req) const {
     std::uint64_t i = 0;
     while (!in.empty()) {
       std::uint32_t field = 0;
+      std::uint32_t type = 0;
       std::string_view m;
       std::uint64_t ignored = 0;
-      if (!read_field(in, field, m, ignored)) return errc::corruption;
-      if (field != 2) continue;  // MessageBatch.messages
+      if (!read_field(in, field, type, m, ignored)) return errc::corruption;
+      if (field != 2 || type != protocol::wire::k_len) continue;  // MessageBatch.messages
       const std::uint64_t offset = base + i++;
       if (offset < from) continue;
       if (offset >= end) break;

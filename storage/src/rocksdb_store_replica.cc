@@ -30,30 +30,33 @@ std::uint32_t epoch_at(const std::vector<epoch_entry>& epochs, std::uint64_t off
 
 namespace {
 
-using protocol::wire::skip_value;
+using protocol::wire::skip_field;
 using protocol::wire::take_bytes;
 using protocol::wire::take_varint;
 
 // The fields of a stored txmq.v1.Message the store needs (message.proto: id 1, body 5,
-// publish_time_ms 6), every field's wire format checked.
+// publish_time_ms 6), every field's wire format checked. A field of the wrong wire type is an
+// unknown field to protobuf's parser, which keeps it (a client may have sent one, and the leader
+// stored it as it came): skipped here too, or the follower would refuse what its leader took.
 bool scan_message(std::string_view m, raw_entry& out) {
+  namespace wire = protocol::wire;
   out.id = {};
   out.publish_time_ms = 0;
   out.body_bytes = 0;
   while (!m.empty()) {
     std::uint64_t field = 0;
     std::uint32_t wt = 0;
-    if (!protocol::wire::take_tag(m, field, wt)) return false;
-    if (field == 1 || field == 5) {
+    if (!wire::take_tag(m, field, wt)) return false;
+    if ((field == 1 || field == 5) && wt == wire::k_len) {
       std::string_view b;
-      if (wt != 2 || !take_bytes(m, b)) return false;
+      if (!take_bytes(m, b)) return false;
       if (field == 1) out.id = b;
       else out.body_bytes = b.size();
-    } else if (field == 6) {
+    } else if (field == 6 && wt == wire::k_varint) {
       std::uint64_t v = 0;
-      if (wt != 0 || !take_varint(m, v)) return false;
+      if (!take_varint(m, v)) return false;
       out.publish_time_ms = static_cast<std::int64_t>(v);
-    } else if (!skip_value(m, wt)) {
+    } else if (!skip_field(m, field, wt)) {
       return false;
     }
   }
@@ -305,7 +308,7 @@ result<raw_read> rocksdb_store::read_raw(const read_request& req) const {
       if (rest.front() != 0x12) {
         std::uint64_t field = 0;
         std::uint32_t wt = 0;
-        if (!protocol::wire::take_tag(rest, field, wt) || field == 2 || !skip_value(rest, wt)) return errc::corruption;
+        if (!protocol::wire::take_tag(rest, field, wt) || field == 2 || !skip_field(rest, field, wt)) return errc::corruption;
         continue;
       }
       raw_entry e;

@@ -4,6 +4,8 @@
 #include <set>
 #include <thread>
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include "store_test_fixture.h"
 #include "txmq/protocol/partitioner.h"
 
@@ -187,6 +189,64 @@ TEST_F(store_test, message_fields_round_trip) {
   EXPECT_EQ(back.deliver_at_ms(), got.deliver_at_ms());
   EXPECT_EQ(back.publish_time_ms(), got.publish_time_ms());
   EXPECT_EQ(back.offset(), 0u);
+}
+
+// Protobuf's parser keeps a field it does not know, or one of a known number but the wrong wire
+// type, and serializes it again: a client's message is stored with them. The raw read that
+// delivery uses must see what that parser sees. Before the fix a varint field 3 was taken as the
+// key at a garbage position (the broker then threw from std::string::substr in a fetch: the
+// frame_dispatch fuzzer's finding), and a group made the whole read fail as corruption.
+TEST_F(store_test, a_raw_read_sees_a_message_with_unknown_fields_as_protobuf_parses_it) {
+  // Each topic's raw read against the parsed read of the same messages.
+  auto same_as_parsed = [&](const std::string& topic, const std::vector<int>& unknown_counts) {
+    read_request rr;
+    rr.topic = topic;
+    rr.raw = true;
+    auto raw = value_of(store_->read(rr), "raw read");
+    auto parsed = read(topic, 0);
+    ASSERT_EQ(raw.raw.size(), unknown_counts.size());
+    ASSERT_EQ(parsed.messages.size(), unknown_counts.size());
+    for (std::size_t i = 0; i < unknown_counts.size(); ++i) {
+      SCOPED_TRACE(topic + " " + std::to_string(i));
+      const auto& r = raw.raw[i];
+      const auto& m = parsed.messages[i];
+      EXPECT_EQ(r.offset, i);
+      EXPECT_EQ(r.has_key, m.has_key());
+      if (r.has_key) {
+        EXPECT_EQ(raw.raw_bytes.substr(r.key_begin, r.key_size), m.key());
+      }
+      EXPECT_EQ(r.body_bytes, m.body().size());
+      EXPECT_EQ(r.publish_time_ms, m.publish_time_ms());
+      EXPECT_EQ(r.deliver_at_ms, m.deliver_at_ms());
+      v1::Message again;
+      ASSERT_TRUE(again.ParseFromString(raw.raw_bytes.substr(r.begin, r.size)));
+      EXPECT_EQ(again.id(), m.id());
+      EXPECT_EQ(again.GetReflection()->GetUnknownFields(again).field_count(), unknown_counts[i]);
+    }
+  };
+
+  // Known numbers with the wrong wire type (the fuzzer's finding: a varint field 3).
+  create_topic("wrong-types", 1);
+  v1::Message keyless = make_message("a");
+  auto* u = keyless.GetReflection()->MutableUnknownFields(&keyless);
+  u->AddVarint(3, 7);              // the key's number, as a varint
+  u->AddFixed32(5, 1);             // the body's number, as fixed32
+  u->AddLengthDelimited(7, "zz");  // deliver_at_ms's number, length-delimited
+  v1::Message keyed = make_message("bb", "k");
+  keyed.set_deliver_at_ms(k_start_ms - 1);
+  keyed.GetReflection()->MutableUnknownFields(&keyed)->AddVarint(3, 1);  // after the real key
+  append("wrong-types", {keyless, keyed});
+  same_as_parsed("wrong-types", {3, 1});
+
+  // Groups, nested, one of them under the key's number.
+  create_topic("groups", 1);
+  v1::Message grouped = make_message("c", "k2");
+  auto* g = grouped.GetReflection()->MutableUnknownFields(&grouped)->AddGroup(20);
+  g->AddVarint(1, 5);
+  g->AddGroup(2)->AddLengthDelimited(3, "x");
+  grouped.GetReflection()->MutableUnknownFields(&grouped)->AddGroup(3)->AddVarint(1, 9);
+  append("groups", {grouped, make_message("d")});
+  same_as_parsed("groups", {2, 0});
 }
 
 TEST_F(store_test, append_to_unknown_topic_fails_unless_auto_create_is_asked) {

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <future>
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include "store_test_fixture.h"
 
 namespace txmq::storage::test {
@@ -264,6 +266,51 @@ TEST_F(replica_test, a_raw_read_and_raw_append_copy_the_stored_bytes_ids_include
   EXPECT_EQ(truncate("f", 1, 3), 3u);
   EXPECT_THAT(bodies(read("f", 1).messages), ElementsAre("m0", "m1", "m2"));
   EXPECT_FALSE(value_of(store_->find_id(protocol::uuid::from_bytes(ids[4]).value()), "find_id").has_value());
+}
+
+// A client's message may carry fields protobuf's parser keeps as unknown (a group, a known number
+// with the wrong wire type): the leader stores them, so its raw read and the follower's check of
+// each entry must pass them over as that parser does. The check refused both before the fix, and
+// replication of the partition stopped there.
+TEST_F(replica_test, a_raw_read_and_append_carry_messages_with_unknown_fields) {
+  create_topic("t", 1);
+  begin_epoch("t", 0, 1);
+  v1::Message odd = make_message("body");
+  auto* u = odd.GetReflection()->MutableUnknownFields(&odd);
+  u->AddVarint(5, 3);              // the body's number, as a varint
+  u->AddLengthDelimited(6, "x");   // publish_time_ms's number, length-delimited
+  u->AddGroup(30)->AddGroup(1)->AddFixed64(2, 8);
+  append("t", {odd, make_message("plain")});
+
+  read_request rr;
+  rr.topic = "t";
+  auto raw = value_of(store_->read_raw(rr), "read_raw");
+  ASSERT_EQ(raw.runs.size(), 1u);
+  ASSERT_EQ(raw.runs[0].count, 2u);
+  auto parsed = read("t", 0);
+  std::string_view rest = raw.runs[0].entries;
+  for (std::size_t i = 0; i < 2; ++i) {
+    raw_entry e;
+    ASSERT_TRUE(next_raw_entry(rest, e, true)) << i;
+    EXPECT_EQ(e.id, parsed.messages[i].id());
+    EXPECT_EQ(e.body_bytes, parsed.messages[i].body().size());
+    EXPECT_EQ(e.publish_time_ms, parsed.messages[i].publish_time_ms());
+  }
+  EXPECT_TRUE(rest.empty());
+
+  replica_append_request req;
+  req.topic = "f";
+  req.base_offset = 0;
+  req.leader_epoch = 1;
+  req.raw = std::move(raw.runs[0]);
+  req.auto_create_partitions = 1;
+  EXPECT_EQ(value_of(call_sync<std::uint64_t>([&](auto done) { store_->replica_append(std::move(req), done); }),
+                     "replica_append raw"),
+            2u);
+  auto copied = read("f", 0);
+  ASSERT_EQ(copied.messages.size(), 2u);
+  EXPECT_EQ(copied.messages[0].body(), "body");
+  EXPECT_EQ(copied.messages[0].GetReflection()->GetUnknownFields(copied.messages[0]).field_count(), 3);
 }
 
 TEST_F(replica_test, a_raw_append_with_a_malformed_entry_writes_nothing) {

@@ -164,7 +164,7 @@ struct raw_batch {
     std::uint32_t wt = 0;
     if (!wire::take_tag(s, field, wt)) return false;
     if (field != 1) {
-      if (!wire::skip_value(s, wt)) return false;
+      if (!wire::skip_field(s, field, wt)) return false;
       others.append(field_start.substr(0, field_start.size() - s.size()));
       continue;
     }
@@ -188,7 +188,7 @@ struct raw_batch {
         wire::put_varint(batch.messages.entries, m.size());
         batch.messages.entries.append(m);
         ++batch.messages.count;
-      } else if (!wire::skip_value(b, t)) {
+      } else if (!wire::skip_field(b, f, t)) {
         return false;
       }
     }

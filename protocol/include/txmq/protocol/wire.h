@@ -46,7 +46,11 @@ inline constexpr std::uint32_t k_fixed32 = 5;
   return true;
 }
 
-// Skips one value of `wire_type` (proto3 has no groups: wire types 3 and 4 are refused).
+inline constexpr std::uint32_t k_start_group = 3;
+inline constexpr std::uint32_t k_end_group = 4;
+
+// Skips one value of a scalar or length-delimited `wire_type`; false for the group wire types,
+// which skip_field handles.
 [[nodiscard]] inline bool skip_value(std::string_view& s, std::uint32_t wire_type) {
   std::uint64_t v = 0;
   std::string_view b;
@@ -63,6 +67,31 @@ inline constexpr std::uint32_t k_fixed32 = 5;
       return true;
     default: return false;
   }
+}
+
+// A group's contents after its start tag for `field`, through its matching end tag, nested to
+// protobuf's own recursion limit (100).
+[[nodiscard]] inline bool skip_group(std::string_view& s, std::uint64_t field, int depth) {
+  if (depth >= 100) return false;
+  for (;;) {
+    std::uint64_t tag = 0;
+    if (!take_varint(s, tag) || (tag >> 3) == 0) return false;
+    const auto type = static_cast<std::uint32_t>(tag & 7);
+    if (type == k_end_group) return (tag >> 3) == field;
+    if (type == k_start_group) {
+      if (!skip_group(s, tag >> 3, depth + 1)) return false;
+    } else if (!skip_value(s, type)) {
+      return false;
+    }
+  }
+}
+
+// Skips one field's value given its tag. Groups (wire types 3 and 4) are not in proto3's schema,
+// but protobuf's parser keeps one a client sent as an unknown field and serializes it again, so
+// a stored message may hold one. An end tag with no group open is malformed.
+[[nodiscard]] inline bool skip_field(std::string_view& s, std::uint64_t field, std::uint32_t wire_type) {
+  if (wire_type == k_start_group) return skip_group(s, field, 0);
+  return skip_value(s, wire_type);
 }
 
 inline void put_varint(std::string& out, std::uint64_t v) {
