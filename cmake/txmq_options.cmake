@@ -17,12 +17,22 @@ if(TXMQ_SANITIZE)
   endif()
 endif()
 
+# Test code (not the libraries it tests) builds at -O1 -g1 in the RelWithDebInfo build: the
+# test sources are 45 % of a cold build's compile time, and in a sample of 14 of them -O1 -g1
+# took 31 % off it (105 s -> 72.5 s; -O2 -g -> -O1 -g1), minutes of a cold 2-core CI run. Line
+# tables stay, so a failure's backtrace still names file and line; the code under test keeps
+# the release flags, so the tests exercise what ships.
+add_library(txmq_test_flags INTERFACE)
+add_library(txmq::test_flags ALIAS txmq_test_flags)
+target_compile_options(txmq_test_flags INTERFACE $<$<CONFIG:RelWithDebInfo>:-O1 -g1>)
+
 # txmq_add_test(NAME LABEL SOURCES... [LIBS ...]): one gtest executable registered with ctest,
 # every test case carrying LABEL so `ctest -L unit` selects a slice.
 function(txmq_add_test name label)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main txmq::warnings)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main txmq::warnings
+                        txmq::test_flags)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
