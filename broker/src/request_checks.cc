@@ -1,5 +1,8 @@
 #include "request_checks.h"
 
+#include <google/protobuf/unknown_field_set.h>
+#include <google/protobuf/wire_format.h>
+
 #include "txmq/protocol/errc.h"
 #include "txmq/protocol/message_id.h"
 #include "txmq/storage/errc.h"
@@ -126,9 +129,16 @@ result<std::set<std::string>> check_messages(const message_batch& batch, const m
     if (auto bad = bad_headers(m.headers())) return error(errc::invalid_argument, which(i) + " " + *bad);
     std::size_t size = m.body().size() + m.key().size();
     for (const auto& [name, value] : m.headers()) size += name.size() + value.size();
+    // Fields this broker does not know are stored and delivered as they came (protobuf keeps
+    // them), so they count too: else a message of any size up to the frame could be stored, and
+    // a fetch answer could never hold it within max_frame_bytes.
+    if (const auto& unknown = m.GetReflection()->GetUnknownFields(m); !unknown.empty()) {
+      size += google::protobuf::internal::WireFormat::ComputeUnknownFieldsSize(unknown);
+    }
     if (size > limits.max_message_bytes) {
-      return error(errc::message_too_large, which(i) + " is " + std::to_string(size) + " bytes (key, header names and values, body); max_message_bytes is " +
-                                                std::to_string(limits.max_message_bytes));
+      return error(errc::message_too_large, which(i) + " is " + std::to_string(size) +
+                                                " bytes (key, header names and values, body, fields unknown to the broker); "
+                                                "max_message_bytes is " + std::to_string(limits.max_message_bytes));
     }
   }
   std::set<std::string> new_topics;

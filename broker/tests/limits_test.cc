@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/unknown_field_set.h>
 #include <gtest/gtest.h>
 
 #include "handler_test_support.h"
@@ -115,6 +116,25 @@ TEST_F(message_limits_test, header_names_and_values_count_against_max_message_by
   (*m.mutable_headers())["ab"] = std::string(38, 'v');
   auto produced = request(c, produce_frame("t", {m}));
   EXPECT_TRUE(produced.has_produce_response()) << produced.ShortDebugString();
+}
+
+// A field the broker does not know is stored and delivered with the message (protobuf keeps it),
+// so its bytes count against max_message_bytes like the body's.
+TEST_F(message_limits_test, fields_unknown_to_the_broker_count_against_max_message_bytes) {
+  settings.max_message_bytes = 100;
+  ASSERT_NO_FATAL_FAILURE(start());
+  auto c = client();
+  ASSERT_TRUE(request(c, create_topic_frame("t", 1)).has_topic_info());
+  auto m = message(std::string(50, 'b'));
+  // Field 15, 48 bytes: 1 tag byte + 1 length byte + 48 = 50, so 100 in all.
+  m.GetReflection()->MutableUnknownFields(&m)->AddLengthDelimited(15, std::string(48, 'u'));
+  auto produced = request(c, produce_frame("t", {m}));
+  ASSERT_TRUE(produced.has_produce_response()) << produced.ShortDebugString();
+  auto big = message(std::string(50, 'b'));
+  big.GetReflection()->MutableUnknownFields(&big)->AddLengthDelimited(15, std::string(49, 'u'));
+  const auto text = refused_by_both(c, big, v1::MESSAGE_TOO_LARGE);
+  EXPECT_NE(text.find("101 bytes"), std::string::npos) << text;
+  EXPECT_EQ(store_->topic("t")->partitions[0].next_offset, 1u);
 }
 
 // 64 headers of 256 bytes (name and value): the most a message may carry.
