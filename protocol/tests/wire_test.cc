@@ -45,17 +45,10 @@ TEST(wire, skip_field_passes_over_every_wire_type_protobuf_writes_groups_include
   EXPECT_TRUE(skips_all(bytes));
   // Cut anywhere inside, the walk fails instead of reading past the end.
   for (std::size_t n = 1; n < bytes.size(); ++n) {
-    std::string_view cut(bytes.data(), n);
-    std::string_view probe = cut;
-    bool whole_fields = true;
-    while (!probe.empty() && whole_fields) {
-      std::uint64_t field = 0;
-      std::uint32_t type = 0;
-      whole_fields = take_tag(probe, field, type) && skip_field(probe, field, type);
-    }
+    const std::string_view cut(bytes.data(), n);
     v1::Message parsed;
     // protobuf agrees on which prefixes are whole messages.
-    EXPECT_EQ(whole_fields, parsed.ParseFromArray(cut.data(), static_cast<int>(cut.size()))) << n;
+    EXPECT_EQ(skips_all(cut), parsed.ParseFromArray(cut.data(), static_cast<int>(cut.size()))) << n;
   }
 }
 
