@@ -190,15 +190,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const v1::Frame& answer = client->answers.back();
     if (trace()) std::fprintf(stderr, "> %s\n< %s\n", request.ShortDebugString().c_str(), answer.ShortDebugString().c_str());
     if (answer.correlation_id() != request.correlation_id()) finding("answer to another correlation id", request);
-    if (answer.has_error() && answer.error().code() == v1::INTERNAL) {
-      std::fprintf(stderr, "INTERNAL: %s\n", answer.error().message().c_str());
-      finding("INTERNAL error for a request", request);
-    }
-    // The in-memory store has no disk to fail: a storage error means the broker stored bytes
-    // it cannot read back (a message with an unknown group field once made a partition unreadable).
-    if (answer.has_error() && answer.error().code() == v1::STORAGE_ERROR) {
-      std::fprintf(stderr, "STORAGE_ERROR: %s\n", answer.error().message().c_str());
-      finding("STORAGE_ERROR from the in-memory store", request);
+    // INTERNAL is a bug by definition. The in-memory store has no disk to fail, so a storage
+    // error means the broker stored bytes it cannot read back (a message with an unknown group
+    // field once made a partition unreadable).
+    if (answer.has_error() && (answer.error().code() == v1::INTERNAL || answer.error().code() == v1::STORAGE_ERROR)) {
+      std::fprintf(stderr, "%s: %s\n", v1::ErrorCode_Name(answer.error().code()).c_str(), answer.error().message().c_str());
+      finding("INTERNAL or STORAGE_ERROR for a request", request);
     }
   }
   // The connection ends with the input, as a client that hangs up; what it left parked (a long
