@@ -118,15 +118,19 @@ class txmq_publisher final : public publisher {
   }
 
   void send(std::vector<std::string> bodies, completion done) override {
-    v1::Frame f;
-    auto* p = f.mutable_produce();
-    p->set_topic(topic_);
-    for (auto& b : bodies) {
-      auto* m = p->add_messages();
-      m->set_id(std::string(protocol::uuid::make_v7().raw()));
-      m->set_body(std::move(b));
-    }
     ++outstanding_;
+    // Usually a connection has room: the request is built in the one reused frame and encoded at
+    // once. A frame built and freed per request cost the generator a quarter of its CPU in
+    // malloc and free (five allocations per message) on the cores the broker runs on.
+    if (waiting_.empty()) {
+      if (auto* conn = next_conn()) {
+        fill(reused_, bodies);
+        conn->send_encoded_now(reused_, answered(std::move(done)));
+        return;
+      }
+    }
+    v1::Frame f;
+    fill(f, bodies);
     waiting_.emplace_back(std::move(f), std::move(done));
     pump();
   }
@@ -148,22 +152,41 @@ class txmq_publisher final : public publisher {
     return nullptr;
   }
 
+  // Fills `f` with a ProduceRequest of `bodies`. Clearing a frame keeps its messages and their
+  // strings' capacity for the next fill (protobuf reuses cleared elements).
+  void fill(v1::Frame& f, std::vector<std::string>& bodies) {
+    auto* p = f.mutable_produce();
+    p->set_topic(topic_);
+    auto* ms = p->mutable_messages();
+    ms->Clear();
+    for (auto& b : bodies) {
+      auto* m = ms->Add();
+      const auto id = protocol::uuid::make_v7();
+      m->mutable_id()->assign(id.raw());
+      m->set_body(std::move(b));
+    }
+  }
+
+  wire_connection::callback answered(completion done) {
+    return [this, done = std::move(done)](const v1::Frame& r) {
+      --outstanding_;
+      // The figures count refusals; the first one's reason goes to stderr so a person can act.
+      if (r.has_error() && !reported_) {
+        std::cerr << "txmq-bench: produce to " << topic_ << " refused: " << r.error().message() << "\n";
+        reported_ = true;
+      }
+      done(!r.has_error());
+      pump();
+    };
+  }
+
   void pump() {
     while (!waiting_.empty()) {
       auto* conn = next_conn();
       if (conn == nullptr) break;
       auto [frame, done] = std::move(waiting_.front());
       waiting_.pop_front();
-      conn->request(std::move(frame), [this, done = std::move(done)](const v1::Frame& r) {
-        --outstanding_;
-        // The figures count refusals; the first one's reason goes to stderr so a person can act.
-        if (r.has_error() && !reported_) {
-          std::cerr << "txmq-bench: produce to " << topic_ << " refused: " << r.error().message() << "\n";
-          reported_ = true;
-        }
-        done(!r.has_error());
-        pump();
-      });
+      conn->request(std::move(frame), answered(std::move(done)));
     }
   }
 
@@ -172,6 +195,7 @@ class txmq_publisher final : public publisher {
   std::size_t next_ = 0;
   std::string topic_;
   std::deque<std::pair<v1::Frame, completion>> waiting_;
+  v1::Frame reused_;  // the request being built when a connection has room (see send)
   std::size_t outstanding_ = 0;
   bool reported_ = false;
 };

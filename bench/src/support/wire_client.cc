@@ -51,7 +51,7 @@ void wire_connection::connect_blocking(const std::string& client_id, const std::
   });
 }
 
-void wire_connection::request(v1::Frame frame, callback cb) {
+void wire_connection::send_encoded_now(v1::Frame& frame, callback cb) {
   const auto id = next_id_++;
   frame.set_correlation_id(id);
   pending_.emplace(id, std::move(cb));

@@ -29,7 +29,11 @@ class wire_connection : public std::enable_shared_from_this<wire_connection> {
   // with the broker's refusal. Call before io.run() or from the io thread.
   void connect_blocking(const std::string& client_id, const std::string& auth_token = {});
   // Sends a request; cb runs on the io thread with the answer (or an Error frame).
-  void request(v1::Frame frame, callback cb);
+  void request(v1::Frame frame, callback cb) { send_encoded_now(frame, std::move(cb)); }
+  // The same for a frame the caller keeps: it is encoded before this returns (its correlation id
+  // set), so the caller may clear and refill it for the next request, reusing its messages and
+  // strings instead of allocating and freeing them for every request.
+  void send_encoded_now(v1::Frame& frame, callback cb);
   [[nodiscard]] std::size_t pending() const noexcept { return pending_.size(); }
 
  private:
