@@ -12,15 +12,16 @@
 
 #include <gtest/gtest.h>
 
+#include "forwarding_store.h"
 #include "handler_test_support.h"
 
 namespace txmq::broker::test {
 namespace {
 
 // Forwards everything to `inner`; the scanning reads wait at the gate while it is armed.
-class gated_store final : public storage::store {
+class gated_store final : public forwarding_store {
  public:
-  explicit gated_store(std::unique_ptr<storage::store> inner) : inner_(std::move(inner)) {}
+  using forwarding_store::forwarding_store;
 
   void arm(std::thread::id io_thread) {
     std::lock_guard lock(mutex_);
@@ -42,92 +43,28 @@ class gated_store final : public storage::store {
     return io_thread_scans_;
   }
 
-  void create_topic(storage::topic_config c, storage::completion<storage::topic_info> d) override {
-    inner_->create_topic(std::move(c), std::move(d));
-  }
-  std::optional<storage::topic_info> topic(std::string_view n) const override { return inner_->topic(n); }
-  std::vector<storage::topic_info> topics() const override { return inner_->topics(); }
-  void append(storage::append_request r, storage::completion<storage::append_result> d) override {
-    inner_->append(std::move(r), std::move(d));
-  }
   result<storage::read_result> read(const storage::read_request& r) const override {
     gate();
-    return inner_->read(r);
-  }
-  result<std::optional<storage::id_location>> find_id(const storage::message_id& id) const override {
-    return inner_->find_id(id);
-  }
-  void prepare(storage::prepare_request r, storage::completion<storage::prepare_result> d) override {
-    inner_->prepare(std::move(r), std::move(d));
-  }
-  void resolve(storage::resolve_request r, storage::completion<storage::resolve_result> d) override {
-    inner_->resolve(std::move(r), std::move(d));
-  }
-  void record_checks(std::vector<storage::check_update> u, storage::completion<void> d) override {
-    inner_->record_checks(std::move(u), std::move(d));
-  }
-  result<std::optional<storage::tx_record>> find_tx(const storage::txid& id) const override { return inner_->find_tx(id); }
-  result<std::vector<storage::tx_record>> due_checks(std::int64_t until, std::size_t limit, std::int64_t from) const override {
-    return inner_->due_checks(until, limit, from);
+    return forwarding_store::read(r);
   }
   result<std::vector<storage::tx_record>> list_txs(std::optional<storage::tx_state> s, std::size_t limit,
                                                    std::optional<storage::txid> after) const override {
     gate();
-    return inner_->list_txs(s, limit, after);
-  }
-  result<storage::tx_counts> count_unresolved_txs() const override { return inner_->count_unresolved_txs(); }
-  void ensure_group(storage::group_info i, storage::group_start s, storage::completion<storage::group_state> d) override {
-    inner_->ensure_group(std::move(i), s, std::move(d));
-  }
-  void update_group(storage::group_update u, storage::completion<storage::group_update_result> d) override {
-    inner_->update_group(std::move(u), std::move(d));
+    return forwarding_store::list_txs(s, limit, after);
   }
   result<storage::group_state> load_group(std::string_view n) const override {
     gate();
-    return inner_->load_group(n);
+    return forwarding_store::load_group(n);
   }
-  std::vector<storage::group_info> groups() const override { return inner_->groups(); }
   result<std::vector<storage::dead_letter>> dead_letters(std::string_view g, std::size_t limit,
                                                          const std::optional<storage::message_ref>& after) const override {
     gate();
-    return inner_->dead_letters(g, limit, after);
-  }
-  result<std::vector<storage::due_delivery>> due_deliveries(std::int64_t until, std::size_t limit) const override {
-    return inner_->due_deliveries(until, limit);
-  }
-  void put_webhook(v1::Webhook r, storage::completion<void> d) override { inner_->put_webhook(std::move(r), std::move(d)); }
-  void delete_webhook(std::string id, storage::completion<bool> d) override {
-    inner_->delete_webhook(std::move(id), std::move(d));
-  }
-  result<std::vector<v1::Webhook>> webhooks() const override { return inner_->webhooks(); }
-  void record_webhook_attempts(std::vector<v1::WebhookAttempt> a, storage::completion<void> d) override {
-    inner_->record_webhook_attempts(std::move(a), std::move(d));
+    return forwarding_store::dead_letters(g, limit, after);
   }
   result<std::vector<v1::WebhookAttempt>> webhook_attempts(const storage::webhook_attempts_query& q) const override {
     gate();
-    return inner_->webhook_attempts(q);
+    return forwarding_store::webhook_attempts(q);
   }
-  void expire_webhook_attempts(std::int64_t before, std::size_t limit, storage::completion<std::uint64_t> d) override {
-    inner_->expire_webhook_attempts(before, limit, std::move(d));
-  }
-  void create_principal(storage::principal_record r, storage::completion<bool> d) override {
-    inner_->create_principal(std::move(r), std::move(d));
-  }
-  void delete_principal(std::string n, storage::completion<bool> d) override {
-    inner_->delete_principal(std::move(n), std::move(d));
-  }
-  result<std::vector<storage::principal_record>> principals() const override { return inner_->principals(); }
-  void put_acl(storage::acl_entry e, storage::completion<bool> d) override { inner_->put_acl(std::move(e), std::move(d)); }
-  void delete_acl(storage::acl_entry e, storage::completion<bool> d) override {
-    inner_->delete_acl(std::move(e), std::move(d));
-  }
-  result<std::vector<storage::acl_entry>> acls() const override { return inner_->acls(); }
-  void enforce_retention(storage::completion<storage::retention_result> d) override { inner_->enforce_retention(std::move(d)); }
-  result<void> compact() override { return inner_->compact(); }
-  result<std::uint64_t> count_dedupe_entries() const override { return inner_->count_dedupe_entries(); }
-  storage::store_stats stats() const override { return inner_->stats(); }
-  storage::store_health health() const override { return inner_->health(); }
-  void close() override { inner_->close(); }
 
  private:
   void gate() const {
@@ -142,7 +79,6 @@ class gated_store final : public storage::store {
     cv_.wait_for(lock, 20s, [&] { return !armed_; });
   }
 
-  std::unique_ptr<storage::store> inner_;
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   bool armed_ = false;

@@ -6,12 +6,39 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "forwarding_store.h"
+
 namespace txmq::broker {
 namespace {
 
 using namespace std::chrono_literals;
 using protocol::errc;
 using ::testing::ElementsAre;
+
+// The in-memory store, whose raw reads can be given one entry whose key lies outside the read's
+// bytes: what a corrupt record would make of the delivery code (it throws while building the
+// delivery, as session 20's fuzz finding did).
+class damaging_store final : public test::forwarding_store {
+ public:
+  using forwarding_store::forwarding_store;
+  void damage_key_of(std::uint64_t offset) { damaged_ = offset; }
+  void repair() { damaged_.reset(); }
+
+  result<storage::read_result> read(const storage::read_request& r) const override {
+    auto out = forwarding_store::read(r);
+    if (out && damaged_) {
+      for (auto& m : out.value().raw) {
+        if (m.offset != *damaged_) continue;
+        m.has_key = true;
+        m.key_begin = out.value().raw_bytes.size() + 1;
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::optional<std::uint64_t> damaged_;
+};
 
 class group_tracker_test : public ::testing::Test {
  protected:
@@ -20,7 +47,9 @@ class group_tracker_test : public ::testing::Test {
     o.in_memory = true;
     auto s = storage::open_store(o);
     ASSERT_TRUE(s);
-    store_ = std::move(s.value());
+    auto damaging = std::make_unique<damaging_store>(std::move(s.value()));
+    damage_ = damaging.get();
+    store_ = std::move(damaging);
     storage::topic_config tc;
     tc.name = "t";
     tc.partitions = 1;
@@ -100,6 +129,7 @@ class group_tracker_test : public ::testing::Test {
   delivery_ref ref(std::uint64_t offset) { return {"t", 0, offset, 0}; }
 
   std::unique_ptr<storage::store> store_;
+  damaging_store* damage_ = nullptr;  // store_, for the tests that corrupt a read
   delivery_settings settings_;
   std::int64_t now_ = 1'000'000;
   std::vector<delivered> last_;
@@ -209,6 +239,24 @@ TEST_F(group_tracker_test, an_expired_deadline_redelivers_on_the_retry_schedule)
   now_ += 100;
   EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
   EXPECT_EQ(last_[0].message.attempt(), 2u);
+}
+
+// A fetch that throws halfway (the broker's io thread logs it, counts an internal error and
+// serves on) must not cost the group a message: the cursor passes a message only once it is
+// pending, so the next fetch meets it again; the ones the lost answer held come back after
+// their ack deadline, as any unanswered delivery does (at least once).
+TEST_F(group_tracker_test, a_message_whose_delivery_throws_is_fetched_again_not_skipped) {
+  produce({"a", "b", "c"});
+  auto t = make_tracker();
+  damage_->damage_key_of(1);
+  EXPECT_THROW((void)t->fetch(1, {"t"}, 10, 1u << 20, 0ms, now_, true), std::out_of_range);
+  damage_->repair();
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(1, 2));
+  persist(t->ack({ref(1), ref(2)}, now_).update);
+  now_ += 1001;  // offset 0's deadline passed: the answer that held it was never sent
+  persist(t->expire(now_));
+  now_ += 100;
+  EXPECT_THAT(fetch_offsets(*t), ElementsAre(0));
 }
 
 TEST_F(group_tracker_test, nack_with_delay_and_with_the_schedule) {

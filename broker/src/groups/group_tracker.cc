@@ -351,7 +351,6 @@ result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, c
         const auto* rm = raw ? &r.raw[i] : nullptr;
         const std::uint64_t offset = raw ? rm->offset : m->offset();
         if (offset >= end) break;
-        part.next = offset + 1;
         entry e;
         if (raw) {
           if (rm->has_key) e.key = out.buffers[buffer].substr(rm->key_begin, rm->key_size);
@@ -360,6 +359,9 @@ result<group_tracker::fetch_result> group_tracker::fetch(std::uint64_t member, c
         }
         const std::int64_t deliver_at = raw ? rm->deliver_at_ms : m->deliver_at_ms();
         auto& stored = part.pending.emplace(offset, std::move(e)).first->second;
+        // The cursor passes a message only once it is pending: if building its entry throws
+        // (the io thread then serves on), the next fetch meets it again instead of skipping it.
+        part.next = offset + 1;
         enqueue_key(part, offset, stored);
         if (deliver_at > now_ms) {
           stored.st = state::waiting;
