@@ -1,5 +1,6 @@
 // The delivery rules of docs/semantics.md §2, decided by group_tracker with an explicit clock, over a
-// real (in-memory) store.
+// real (in-memory) store. It is one piece: every test drives one tracker through the same fixture
+// (produce, fetch as the broker encodes it, persist, ack), and the rules build on each other.
 
 #include "groups/group_tracker.h"
 
