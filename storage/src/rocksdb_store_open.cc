@@ -72,9 +72,9 @@ class expiry_filter final : public rocksdb::CompactionFilter {
 // "Fourteenth round: transactions"). The prefix is the millisecond a key is ordered by: the
 // due time of a 't' or 'd' index entry, the UUIDv7 time of a txid. Keys without one (a txid of
 // another version: random, one position per key) take RocksDB's default path.
-// Never a DeleteRange in a family that has it: RocksDB before 9.2 (Debian's is 7.8) shares the
-// positions between point keys and range tombstones, whose skip lists differ, and loses keys
-// (facebook/rocksdb#5118, fixed by #12558). Neither family takes one today.
+// Never a DeleteRange in a family that has it: until facebook/rocksdb#12558 (2024; Debian
+// ships 7.8), RocksDB shares the positions between point keys and range tombstones, whose skip
+// lists differ, and loses keys (facebook/rocksdb#5118). Neither family takes one today.
 class insert_position_prefix final : public rocksdb::SliceTransform {
  public:
   explicit insert_position_prefix(bool txids) : txids_(txids) {}
