@@ -3,6 +3,7 @@
 
 #include <rocksdb/convenience.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/sst_partitioner.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_buffer_manager.h>
@@ -60,6 +61,39 @@ class expiry_filter final : public rocksdb::CompactionFilter {
   kind kind_;
   std::function<std::int64_t()> clock_;
   std::int64_t window_ms_;
+};
+
+// Where a memtable insert starts its skip-list walk: RocksDB keeps one insert position per
+// prefix this returns (memtable_insert_with_hint_prefix_extractor), beside the one it keeps
+// for the whole memtable. A COMMIT writes the due index's delete and the record's outcome among
+// the entries its Prepare wrote ~13 ms earlier, while the Prepares of the same group write at
+// the newest end: with one position, every group walked from the one end to the other and back
+// (RecomputeSpliceLevels: two thirds of the memtable deletes' time, docs/BENCHMARKS.md
+// "Fourteenth round: transactions"). The prefix is the millisecond a key is ordered by: the
+// due time of a 't' or 'd' index entry, the UUIDv7 time of a txid. Keys without one (a txid of
+// another version: random, one position per key) take RocksDB's default path.
+// Never a DeleteRange in a family that has it: until facebook/rocksdb#12558 (2024; Debian
+// ships 7.8), RocksDB shares the positions between point keys and range tombstones, whose skip
+// lists differ, and loses keys (facebook/rocksdb#5118). Neither family takes one today.
+class insert_position_prefix final : public rocksdb::SliceTransform {
+ public:
+  explicit insert_position_prefix(bool txids) : txids_(txids) {}
+  const char* Name() const override { return txids_ ? "txmq.txid_ms" : "txmq.index_ms"; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), txids_ ? k_uuid_ms_bytes : k_index_prefix_bytes);
+  }
+  bool InDomain(const rocksdb::Slice& key) const override {
+    if (txids_) {
+      // UUIDv7: version nibble 7 in byte 6, the first 6 bytes a big-endian Unix time in ms.
+      return key.size() == k_txid_bytes && (static_cast<unsigned char>(key[6]) >> 4) == 7;
+    }
+    return key.size() >= k_index_prefix_bytes && (key[0] == 't' || key[0] == 'd');
+  }
+
+ private:
+  static constexpr std::size_t k_uuid_ms_bytes = 6;
+  static constexpr std::size_t k_index_prefix_bytes = 1 + 8;  // kind, time:8
+  bool txids_;
 };
 
 // A stored format version this build can read, or the error naming both versions.
@@ -208,6 +242,10 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
       // 33 s transaction run, a quarter of a core); at 4 MiB, 314 MB for 285 MB (issue #15,
       // docs/BENCHMARKS.md "Twelfth round"). Options only: existing files are read as before.
       cf.target_file_size_base = 4u << 20;
+      cf.memtable_insert_with_hint_prefix_extractor = std::make_shared<insert_position_prefix>(true);
+    }
+    if (i == cf_index_) {
+      cf.memtable_insert_with_hint_prefix_extractor = std::make_shared<insert_position_prefix>(false);
     }
     cfs.emplace_back(k_cf_names[i], cf);
   }

@@ -1,7 +1,9 @@
 // Store unit tests: the index of unresolved transactions (format 2, storage/README.md), against
 // a scan of every record.
 
+#include <algorithm>
 #include <random>
+#include <set>
 
 #include "store_test_fixture.h"
 
@@ -92,6 +94,73 @@ TEST_F(tx_index_test, the_unresolved_index_agrees_with_a_scan_of_every_record) {
   EXPECT_FALSE(by_scan(tx_state::abandoned).empty());
   reopen();
   agree("after a reopen");
+}
+
+// The memtables of the tx and index families keep one insert position per millisecond of a
+// key (rocksdb_store_open.cc, insert_position_prefix). Many Prepares per millisecond and per due
+// time, written in groups while the outcomes of earlier ones land among them in another order:
+// the due index still lists exactly the PREPARED transactions (a resolved one is never due),
+// every record reads its state, also after a reopen (the WAL replayed into the memtables).
+TEST_F(tx_index_test, interleaved_prepares_and_outcomes_in_groups_leave_an_exact_due_index) {
+  std::mt19937 rng(20261128);
+  std::vector<txid> prepared;
+  std::set<txid> resolved;
+  const std::int64_t first = now() + 6000;
+  const auto prepare_async = [&](std::size_t n) {
+    countdown left(n);
+    std::vector<txid> ids;
+    for (std::size_t i = 0; i < n; ++i) {
+      ids.push_back(rng() % 8 == 0 ? protocol::uuid::make_v4() : protocol::uuid::make_v7());
+      prepare_request req;
+      req.id = ids.back();
+      req.producer_group = "producers";
+      req.messages = {make_message("m", std::nullopt, "pay")};
+      req.first_check_ms = first + static_cast<std::int64_t>(rng() % 3);  // a few due times, many per time
+      store_->prepare(std::move(req), [&](result<prepare_result> r) {
+        EXPECT_TRUE(r) << r.error().message;
+        left.done();
+      });
+    }
+    ASSERT_TRUE(left.wait_for(std::chrono::seconds(30)));
+    prepared.insert(prepared.end(), ids.begin(), ids.end());
+  };
+  const auto resolve_async = [&](std::size_t n) {
+    std::shuffle(prepared.begin(), prepared.end(), rng);
+    n = std::min(n, prepared.size());
+    countdown left(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      resolve_request req;
+      req.id = prepared.back();
+      req.outcome = rng() % 2 ? tx_outcome::commit : tx_outcome::rollback;
+      req.by = resolver::producer;
+      resolved.insert(prepared.back());
+      prepared.pop_back();
+      store_->resolve(std::move(req), [&](result<resolve_result> r) {
+        EXPECT_TRUE(r) << r.error().message;
+        left.done();
+      });
+    }
+    ASSERT_TRUE(left.wait_for(std::chrono::seconds(30)));
+  };
+  for (int round = 0; round < 30; ++round) {
+    prepare_async(200);
+    resolve_async(150);
+  }
+  auto exact = [&](const std::string& when) {
+    SCOPED_TRACE(when);
+    std::set<txid> due;
+    for (auto& id : due_check_ids(first + 10, 100'000)) EXPECT_TRUE(due.insert(id).second) << "listed twice";
+    EXPECT_EQ(due, std::set<txid>(prepared.begin(), prepared.end()));
+    EXPECT_EQ(value_of(store_->count_unresolved_txs(), "count_unresolved_txs").prepared, prepared.size());
+    for (auto& id : resolved) {
+      auto rec = find_tx(id);
+      ASSERT_TRUE(rec);
+      EXPECT_NE(rec->state, tx_state::prepared);
+    }
+  };
+  exact("before a reopen");
+  reopen();
+  exact("after a reopen");
 }
 
 }  // namespace
