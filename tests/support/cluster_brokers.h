@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -96,8 +97,11 @@ class cluster_brokers {
   // `group` (acking each delivery), until it has read every offset from start_offset() to
   // end_offset(); false
   // when it does not within 120 s (and says how far it got on stderr).
-  // Leaves early (false) when the broker answers NOT_LEADER.
-  bool consume_all(int id, const std::string& topic, std::int32_t partition, history& h, const std::string& group);
+  // Leaves early (false) when the broker answers NOT_LEADER. `read_before`: offsets of the
+  // partition the group read earlier (from a previous leader); they count as read, and the
+  // offsets read here are added to them.
+  bool consume_all(int id, const std::string& topic, std::int32_t partition, history& h, const std::string& group,
+                   std::set<std::uint64_t>* read_before = nullptr);
   // consume_all from the partition's leader, asked again (up to 3 times) when leadership moves
   // during the read; the group's progress moves with the partition.
   bool consume_all_from_leader(const std::string& topic, std::int32_t partition, history& h, const std::string& group);
