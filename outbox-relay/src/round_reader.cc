@@ -238,7 +238,8 @@ void round_reader::take_up_to_ceiling(read_result& out, std::int64_t bound, std:
     if (r.n++ == 0) r.first = p.seq;
     r.last = p.seq;
   }
-  // A full shard may have rows right above its last: every row taken must be below those.
+  // A full shard's next rows lie right above its last: another shard's rows above that, taken now,
+  // would go to the broker before them, and the drain's ids would no longer ascend.
   out.ceiling = bound;
   bool full = false;
   std::int64_t lowest_first = k_no_ceiling;

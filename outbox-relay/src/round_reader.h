@@ -17,11 +17,11 @@
 // rows up to one seq, the ceiling, so that a drain's rounds are one ascending run of seqs (and of
 // the UUIDv7 ids made with them) over all shards. The ceiling is the smallest last seq of the
 // shards whose read came back full (`batch` rows: they may have more below the others' rows);
-// rows above it are read but not taken, and read again by the next round. The read statement
-// also gets an upper bound, a guess made from the previous round (its ceiling plus its width),
-// so that little is read only to be left; the guess decides nothing but how much is read. A
-// shard is drained only when its read came back short of `batch` with no bound below the
-// sequence's value and nothing left above the ceiling.
+// rows above it are read but not taken, and read again by the next round. A read of several
+// shards with a snapshot also gets an upper bound, a guess from the previous round (its ceiling
+// plus its width), so that little is read only to be left; the guess decides nothing but how much
+// is read. A shard is drained only when its read came back short of `batch` with no bound below
+// the sequence's value and nothing left above the ceiling.
 //
 // Not thread-safe: one per relay session, used by the session's thread.
 
@@ -71,7 +71,7 @@ struct read_result {
   // Shards that may have rows past what is taken: their read came back full, or was bounded below
   // the sequence's value, or had rows above the ceiling. The others drained.
   std::set<int> unfinished;
-  std::int64_t ceiling = k_no_ceiling;  // the highest seq taken of any shard
+  std::int64_t ceiling = k_no_ceiling;  // no row above it is taken (k_no_ceiling: none)
   std::size_t above_ceiling = 0;        // rows read but not taken (read again by the next round)
   read_start start = read_start::full;
   std::uint64_t read_no = 0;  // this read's number in the session (for resume_after)
@@ -84,8 +84,8 @@ class round_reader {
   // round's successor is never read while the round is in flight (always deferred).
   round_reader(int batch, bool order_rule);
 
-  // Reads the oldest `batch` rows of each of `shards` past its read point, up to the common
-  // ceiling (above): for a shard in
+  // Reads the oldest `batch` rows of each of `shards` past its read point and takes those up to
+  // the common ceiling (above). The read point: for a shard in
   // `in_flight` (the round being published; null when none) past that round's last seq, else past
   // its resume point, else from its start (`in_flight_read_no`: the read number of the round in
   // flight). A read of shards that all drained and have no resume point takes no snapshot (one
