@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -61,6 +63,7 @@ class reading_relay {
     std::int64_t last_seq = 0;
     std::uint64_t read_no = 0;
     read_start start = read_start::full;
+    bool unfinished = false;  // the shard may have more rows (else it drained)
   };
 
   // Reads shard 0: past `in_flight`'s last seq when given (the pipelined successor of a round not
@@ -76,7 +79,9 @@ class reading_relay {
     ++starts[out.start];
     if (out.start == read_start::deferred) return out;
     PGresult* res = r.value().rows.get();
-    for (const auto& p : relay::detail::publish_order(res)) {
+    out.last_seq = r.value().from.at(0);
+    out.unfinished = r.value().unfinished.contains(0);
+    for (const auto& p : r.value().order) {
       const auto row = relay::detail::binary_row(res, p.row);
       out.rows.push_back({std::string(row.key.value_or("")), p.seq});
       out.ids.emplace_back(row.id);
@@ -95,7 +100,7 @@ class reading_relay {
       if (!d) throw std::runtime_error(d.error().message);
     }
     published.insert(published.end(), r.rows.begin(), r.rows.end());
-    if (static_cast<int>(r.rows.size()) < batch_) {
+    if (!r.unfinished) {
       reader_.read_from_start(0);
     } else {
       reader_.resume_after(0, r.last_seq, r.read_no);
@@ -139,10 +144,10 @@ class reading_relay {
   int batch_;
 };
 
-std::string new_outbox(const std::string& name) {
+std::string new_outbox(const std::string& name, int shards = 1) {  // one shard: every key in it
   const auto db = shared_pg_cluster().create_database(name);
   auto conn = connect_to(db);
-  auto schema = producer::install_schema(conn.get(), 1);  // one shard: every key in it
+  auto schema = producer::install_schema(conn.get(), shards);
   if (!schema) throw std::runtime_error(schema.error().message);
   return db;
 }
@@ -318,6 +323,84 @@ TEST(outbox_order, without_the_order_rule_every_read_starts_at_the_shards_beginn
   EXPECT_EQ(relay.published.size(), 10u);
   EXPECT_EQ(relay.starts[read_start::resume], 0);
   EXPECT_EQ(relay.starts[read_start::lowered], 0);
+}
+
+// The common ceiling (outbox-relay/README.md): shards of uneven density, drained round by round
+// as drain() does (each round's successor read while it is in flight), publish one ascending run
+// of seqs, as the broker's dedupe shortcut and memtable want; and a shard whose read was cut by
+// the ceiling is not taken for drained. Taking `batch` rows of each shard, the sparse shard ran
+// ahead and every round of the dense one started below seqs already published.
+TEST(outbox_order, a_drains_rounds_are_one_ascending_run_of_seqs_over_uneven_shards) {
+  const auto db = new_outbox("order_ceiling", 2);
+  auto c = connect_to(db);
+  // Three keys of shard 0 for one of shard 1, interleaved: shard 0 holds three rows in four.
+  const auto keys_of = [&](int shard, int n) {
+    return scalar(db, "SELECT string_agg(k, ',') FROM (SELECT 'k' || i AS k FROM generate_series(1, 200) i WHERE "
+                      "((hashtext('k' || i)::bigint % 2) + 2) % 2 = " + std::to_string(shard) + " ORDER BY i LIMIT " +
+                      std::to_string(n) + ") q");
+  };
+  const auto dense = keys_of(0, 3), sparse = keys_of(1, 1);
+  run(c.get(), "INSERT INTO txmq_outbox (topic, key, payload) SELECT 't', (string_to_array('" + dense + "," + sparse +
+                   "', ','))[1 + i % 4], 'x' FROM generate_series(0, 199) i");
+  ASSERT_EQ(scalar(db, "SELECT count(*) FROM txmq_outbox WHERE shard = 0"), "150");
+
+  constexpr int batch = 5;
+  round_reader reader(batch, true);
+  auto relay = connect_to(db);
+  run(relay.get(), relay::detail::round_statements_setup_sql());
+  struct round {
+    std::map<int, std::int64_t> last_seq;
+    std::set<int> unfinished;
+    std::map<int, int> taken;
+    std::string ids;
+    std::uint64_t read_no = 0;
+  };
+  std::vector<std::int64_t> published;
+  int cut_short = 0;  // rounds where a shard took fewer than `batch` rows and was not drained
+  const auto read = [&](const std::set<int>& shards, const round* in_flight) {
+    auto r = reader.read(relay.get(), shards, in_flight ? &in_flight->last_seq : nullptr, in_flight ? in_flight->read_no : 0);
+    if (!r) throw std::runtime_error(r.error().message);
+    if (r.value().start == read_start::deferred) return std::optional<round>();  // read again after the delete
+    round out{r.value().from, r.value().unfinished, {}, {}, r.value().read_no};
+    for (const auto& p : r.value().order) {
+      out.ids += relay::detail::binary_row(r.value().rows.get(), p.row).id;
+      out.last_seq[p.shard] = p.seq;
+      ++out.taken[p.shard];
+      published.push_back(p.seq);
+    }
+    return std::optional<round>(std::move(out));
+  };
+  auto cur = *read({0, 1}, nullptr);
+  for (int rounds = 0; rounds < 500; ++rounds) {
+    const std::set<int>& more = cur.unfinished;
+    std::optional<round> next;
+    if (!more.empty()) next = read(more, &cur);  // while cur is "published"; deferred after a read without a snapshot
+    if (!cur.ids.empty()) {
+      const pg::param params[] = {pg::uuid_array_binary(cur.ids)};
+      auto d = pg::exec_prepared(relay.get(), relay::detail::k_delete_statement, params, false, true);
+      ASSERT_TRUE(d) << d.error();
+    }
+    for (const auto& [shard, from] : cur.last_seq) {
+      if (!more.contains(shard)) {
+        // Drained: truly nothing left (there are no writers).
+        EXPECT_EQ(scalar(db, "SELECT count(*) FROM txmq_outbox WHERE shard = " + std::to_string(shard)), "0")
+            << "shard " << shard << " was taken for drained after round " << rounds;
+        reader.read_from_start(shard);
+      } else {
+        if (cur.taken[shard] < batch) ++cut_short;
+        reader.resume_after(shard, cur.last_seq.at(shard), cur.read_no);
+      }
+    }
+    if (!next && !more.empty()) next = read(more, nullptr);
+    if (!next) break;
+    cur = std::move(*next);
+  }
+  EXPECT_EQ(published.size(), 200u);
+  EXPECT_TRUE(std::is_sorted(published.begin(), published.end()) &&
+              std::adjacent_find(published.begin(), published.end()) == published.end())
+      << "the drain's rounds did not publish one ascending run of seqs";
+  EXPECT_GT(cut_short, 0) << "no round cut a shard short of its batch at the ceiling";
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM txmq_outbox"), "0");
 }
 
 }  // namespace

@@ -86,6 +86,7 @@ class relay::impl {
     row_age_ = &m.add_histogram("txmq_relay_row_age_seconds", "from the row's created_at to the broker's acknowledgement");
     stale_dropped_ = &m.add_counter("txmq_relay_stale_rounds_dropped_total",
                                     "rounds read before a pause and not sent because the database session ended meanwhile");
+    above_ceiling_ = &m.add_counter("txmq_relay_rows_above_ceiling_total", "rows read above their round's seq ceiling");
     for (auto start : detail::k_read_starts) {
       reads_[detail::read_start_name(start)] =
           &m.add_counter("txmq_relay_reads_total", detail::k_reads_help, {{"start", detail::read_start_name(start)}});
@@ -507,6 +508,7 @@ class relay::impl {
     out.read_no = rows.value().read_no;
     out.deferred = rows.value().start == detail::read_start::deferred;
     if (out.deferred) return out;
+    above_ceiling_->inc(rows.value().above_ceiling);  // read again next round
     // Before its first handshake a producer does not know the broker's max_message_bytes, and
     // check() lets a too-large row through (refused with its whole batch, one failed round):
     // a just-started relay gives its connections up to a second, once per read, while none knows.
@@ -515,7 +517,7 @@ class relay::impl {
       const auto left = std::chrono::duration_cast<milliseconds>(until - clock::now());
       if (!p->conn()->server() && left.count() > 0) (void)p->conn()->wait_connected(left);
     }
-    detail::take_rows(rows.value().rows.get(), out, [this](int shard, const producer::outgoing_message& m) {
+    detail::take_rows(rows.value(), out, [this](int shard, const producer::outgoing_message& m) {
       return producers_[static_cast<std::size_t>(shard) % producers_.size()]->check(m);
     });
     return out;
@@ -622,10 +624,8 @@ class relay::impl {
     }
     send_round(cur);
     for (;;) {
-      std::set<int> more;
-      for (const auto& [shard, n] : cur.rows) {
-        if (n >= options_.batch) more.insert(shard);
-      }
+      std::set<int> more;  // a shard stopped at a row waits for the next poll, as a drained one
+      for (int shard : cur.unfinished) if (!cur.stopped.contains(shard)) more.insert(shard);
       std::optional<round> next;
       bool read_after_delete = false;
       if (!more.empty() && !stopping_.load() && clock::now() < until) {
@@ -669,7 +669,7 @@ class relay::impl {
       }
       out.published = out.published || !acked.empty();
       for (const auto& [shard, n] : cur.rows) {
-        if (n < options_.batch) {
+        if (!more.contains(shard)) {
           out.drained.insert(shard);
           reader_->read_from_start(shard);  // cheap: it drained, few dead rows ahead
         } else if (auto it = cur.last_seq.find(shard); it != cur.last_seq.end()) {
@@ -737,7 +737,7 @@ class relay::impl {
     for (auto& p : producers_) p->close();
     std::string reads;  // how reads started over the relay's life (txmq_relay_reads_total)
     for (const auto& [start, n] : reads_) reads += (reads.empty() ? "" : ", ") + start + " " + std::to_string(n->value());
-    log(log_level::info, "stopped; reads by start: " + reads);
+    log(log_level::info, "stopped; reads by start: " + reads + "; rows above a ceiling " + std::to_string(above_ceiling_->value()));
   }
 
   relay_options options_;
@@ -786,6 +786,7 @@ class relay::impl {
   common::gauge* stopped_gauge_;
   common::histogram* row_age_;
   common::counter* stale_dropped_;
+  common::counter* above_ceiling_;
   common::counter* stale_ended_;
   std::map<std::string, common::counter*> reads_;
 };

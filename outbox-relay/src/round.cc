@@ -8,8 +8,11 @@
 
 namespace txmq::relay::detail {
 
-void take_rows(const PGresult* res, round& out, const send_check& check) {
-  const auto order = publish_order(res);
+void take_rows(const read_result& read, round& out, const send_check& check) {
+  const PGresult* res = read.rows.get();
+  const auto& order = read.order;
+  out.last_seq = read.from;  // raised below for the shards rows are taken of
+  out.unfinished = read.unfinished;
   out.messages.reserve(order.size());
   out.shards.reserve(order.size());
   out.created.reserve(order.size());

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "txmq/client/error.h"
+#include "round_reader.h"
 #include "txmq/producer/producer.h"
 
 namespace txmq::relay::detail {
@@ -40,7 +41,10 @@ struct round_acks {
 
 struct round {
   std::map<int, int> rows;               // per shard read, the rows taken (0 for a shard with nothing)
-  std::map<int, std::int64_t> last_seq;  // per shard, the highest seq taken
+  // Per shard read, the highest seq taken, or where its read started when it took none: the next
+  // read of an unfinished shard starts there.
+  std::map<int, std::int64_t> last_seq;
+  std::set<int> unfinished;  // shards that may have rows past those taken (round_reader.h)
   std::vector<producer::outgoing_message> messages;
   std::vector<int> shards;  // per message
   // Per message its topic, as an index into topic_names (a short vector: no string per row).
@@ -61,13 +65,14 @@ struct round {
 // Whether a decoded message of `shard` can be sent (producer::check of the shard's publisher).
 using send_check = std::function<client::result<void>(int shard, const producer::outgoing_message&)>;
 
-// Takes the rows of a read (round_statements.h's binary result) into `out`, in publish order,
+// Takes the rows of a read up to its ceiling (read_result::order, round_reader.h) into `out`, in
+// publish order, with the shards it left unfinished and where each shard's read started,
 // each shard up to its first row that cannot be read (headers that are not a JSON object) or
 // sent (`check`: a body over the broker's max_message_bytes). That row stops its shard
 // (out.stopped) rather than being skipped or sent: skipped it would be lost, sent the refusal
 // comes at once while the shard's later rows, queued after it, are stored before it is fixed.
 // The other shards go on.
-void take_rows(const PGresult* res, round& out, const send_check& check);
+void take_rows(const read_result& read, round& out, const send_check& check);
 
 // Whether the broker's answer to a ProduceRequest refuses its topic's messages until an operator
 // acts, not the broker being unavailable: NOT_AUTHORIZED (no produce grant on the topic),

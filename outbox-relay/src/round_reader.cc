@@ -48,6 +48,8 @@ void round_reader::reset() {
   forgotten_floors_up_to_ = 0;
   unobserved_.clear();
   needs_snapshot_.clear();
+  last_ceiling_ = 0;
+  span_ = 0;
 }
 
 bool round_reader::observed(std::uint64_t read_no) const {
@@ -131,6 +133,7 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
     while (!unobserved_.empty() && *unobserved_.begin() + k_recent_floors <= reads_) unobserved_.erase(unobserved_.begin());
   }
   std::optional<std::int64_t> floor;
+  std::optional<std::int64_t> sequence_value;  // the seq sequence's last value at the snapshot
   bool lowered = false;  // the rule moved some read point down
   bool in_transaction = false;
   // Ends the snapshot's transaction, if one was opened: COMMIT after a read, ROLLBACK after a
@@ -168,12 +171,14 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
                                                    std::string(snapshot_text) + "', xid '" + std::string(xid_text) +
                                                    "', sequence value '" + std::string(seq_text) + "'");
     }
+    sequence_value = seq;
     floor = open_.observe(*snapshot, xid, seq);
     if (floor) lowered = lower_all(*floor, out.read_no);
   }
 
   std::string shard_list = "{", after_list = "{";
   bool past = false;
+  std::int64_t highest_from = 0;
   for (int s : shards) {
     std::int64_t from = 0;
     if (in_flight) {
@@ -191,6 +196,8 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
       if (auto it = resume_.find(s); it != resume_.end()) from = it->second;
     }
     past = past || from > 0;
+    out.from[s] = from;
+    highest_from = std::max(highest_from, from);
     shard_list += (shard_list.size() > 1 ? "," : "") + std::to_string(s);
     after_list += (after_list.size() > 1 ? "," : "") + std::to_string(from);
   }
@@ -198,7 +205,16 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
   after_list += "}";
   out.start = !past ? read_start::full : lowered ? read_start::lowered : read_start::resume;
 
-  const pg::param params[] = {shard_list, after_list, std::to_string(batch_)};
+  // The upper bound: a guess, past the last ceiling by the seqs a round spanned. Only where the
+  // snapshot says which seqs exist (its sequence value): a bound at or above it bounds nothing, and
+  // below it a short read no longer means drained. A read without a snapshot (shards keeping up)
+  // is unbounded, as before the ceiling.
+  const std::int64_t base = std::max(highest_from, last_ceiling_);
+  std::int64_t bound = k_no_ceiling;
+  // One shard cannot run ahead of another: its reads are bounded by `batch` alone.
+  if (sequence_value && shards.size() > 1 && base > 0 && span_ > 0 && span_ < *sequence_value - base) bound = base + span_;
+
+  const pg::param params[] = {shard_list, after_list, std::to_string(batch_), std::to_string(bound)};
   auto rows = pg::exec_prepared(conn, k_read_statement, params, true);
   if (!rows) {
     (void)end_transaction(false);
@@ -206,7 +222,59 @@ client::result<read_result> round_reader::read(PGconn* conn, const std::set<int>
   }
   if (auto c = end_transaction(true); !c) return c.error();
   out.rows = std::move(rows).value();
+  take_up_to_ceiling(out, bound, base);
   return out;
+}
+
+void round_reader::take_up_to_ceiling(read_result& out, std::int64_t bound, std::int64_t base) {
+  out.order = publish_order(out.rows.get());
+  struct shard_rows {
+    int n = 0;
+    std::int64_t first = 0, last = 0;
+  };
+  std::map<int, shard_rows> per_shard;
+  for (const auto& p : out.order) {  // in seq order: a shard's first row comes first
+    auto& r = per_shard[p.shard];
+    if (r.n++ == 0) r.first = p.seq;
+    r.last = p.seq;
+  }
+  // A full shard's next rows lie right above its last: another shard's rows above that, taken now,
+  // would go to the broker before them, and the drain's ids would no longer ascend.
+  out.ceiling = bound;
+  bool full = false;
+  std::int64_t lowest_first = k_no_ceiling;
+  for (const auto& [shard, r] : per_shard) {
+    lowest_first = std::min(lowest_first, r.first);
+    if (r.n < batch_) continue;
+    full = true;
+    out.ceiling = std::min(out.ceiling, r.last);
+  }
+  const auto cut = std::upper_bound(out.order.begin(), out.order.end(), out.ceiling,
+                                    [](std::int64_t c, const row_position& p) { return c < p.seq; });
+  for (auto it = cut; it != out.order.end(); ++it) out.unfinished.insert(it->shard);
+  out.above_ceiling = static_cast<std::size_t>(out.order.end() - cut);
+  out.order.erase(cut, out.order.end());
+  for (const auto& [shard, r] : per_shard) {
+    if (r.n >= batch_) out.unfinished.insert(shard);
+  }
+  if (bound != k_no_ceiling) {
+    // Bounded below the sequence's value: every shard may have rows above the bound.
+    for (const auto& [shard, from] : out.from) out.unfinished.insert(shard);
+  }
+
+  // The next guess. A full shard set the ceiling: the next round spans as many seqs. Else the
+  // bound came first (rows were sparser than guessed): widen it. Every shard read took all its
+  // rows up to the ceiling, so the next round starts there.
+  if (full) {
+    const std::int64_t start = bound != k_no_ceiling ? base : lowest_first - 1;
+    if (out.ceiling > start) span_ = out.ceiling - start;
+    last_ceiling_ = out.ceiling;
+  } else if (bound != k_no_ceiling) {
+    span_ += span_ / 8 + 1;
+    last_ceiling_ = bound;
+  } else {
+    last_ceiling_ = 0;  // every shard drained: the next backlog starts afresh
+  }
 }
 
 }  // namespace txmq::relay::detail

@@ -13,17 +13,30 @@
 // A read of drained shards without resume points is the prepared read alone. The relay's role
 // needs SELECT (or USAGE) on the outbox's seq sequence, whose last value the opening reads.
 //
+// The common ceiling (README "The common ceiling"): a round takes, of every shard it reads, only
+// rows up to one seq, the ceiling, so that a drain's rounds are one ascending run of seqs (and of
+// the UUIDv7 ids made with them) over all shards. The ceiling is the smallest last seq of the
+// shards whose read came back full (`batch` rows: they may have more below the others' rows);
+// rows above it are read but not taken, and read again by the next round. A read of several
+// shards with a snapshot also gets an upper bound, a guess from the previous round (its ceiling
+// plus its width), so that little is read only to be left; the guess decides nothing but how much
+// is read. A shard is drained only when its read came back short of `batch` with no bound below
+// the sequence's value and nothing left above the ceiling.
+//
 // Not thread-safe: one per relay session, used by the session's thread.
 
 #include <libpq-fe.h>
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "open_transactions.h"
+#include "round_statements.h"
 #include "txmq/client/error.h"
 #include "txmq/pg/pg.h"
 
@@ -46,8 +59,20 @@ inline constexpr const char* k_reads_help =
 // What the relay logs on a schema older than version 3.
 [[nodiscard]] std::string old_schema_warning(int version);
 
+// No ceiling: every row a shard's read returns is taken.
+inline constexpr std::int64_t k_no_ceiling = std::numeric_limits<std::int64_t>::max();
+
 struct read_result {
   pg::result_ptr rows;  // the read's rows (round_statements.h's columns); null when deferred
+  // The rows to take, in publish order (publish_order): those up to the ceiling. Empty when deferred.
+  std::vector<row_position> order;
+  // Where each shard's read started (its resume point, the round in flight's last seq, or 0).
+  std::map<int, std::int64_t> from;
+  // Shards that may have rows past what is taken: their read came back full, or was bounded below
+  // the sequence's value, or had rows above the ceiling. The others drained.
+  std::set<int> unfinished;
+  std::int64_t ceiling = k_no_ceiling;  // no row above it is taken (k_no_ceiling: none)
+  std::size_t above_ceiling = 0;        // rows read but not taken (read again by the next round)
   read_start start = read_start::full;
   std::uint64_t read_no = 0;  // this read's number in the session (for resume_after)
 };
@@ -59,7 +84,8 @@ class round_reader {
   // round's successor is never read while the round is in flight (always deferred).
   round_reader(int batch, bool order_rule);
 
-  // Reads the oldest `batch` rows of each of `shards` past its read point: for a shard in
+  // Reads the oldest `batch` rows of each of `shards` past its read point and takes those up to
+  // the common ceiling (above). The read point: for a shard in
   // `in_flight` (the round being published; null when none) past that round's last seq, else past
   // its resume point, else from its start (`in_flight_read_no`: the read number of the round in
   // flight). A read of shards that all drained and have no resume point takes no snapshot (one
@@ -87,6 +113,9 @@ class round_reader {
   // Moves every resume point above `floor` down to it (0: erased); remembers the floor for rounds
   // still in flight. Returns whether a point moved.
   bool lower_all(std::int64_t floor, std::uint64_t read_no);
+  // Fills out's order, ceiling and unfinished from its rows (read with upper bound `bound`, past
+  // the guess's `base`), and makes the next read's guess.
+  void take_up_to_ceiling(read_result& out, std::int64_t bound, std::int64_t base);
 
   int batch_;
   bool order_rule_;
@@ -99,6 +128,10 @@ class round_reader {
   std::uint64_t forgotten_floors_up_to_ = 0;  // the newest read whose floor was dropped
   std::set<std::uint64_t> unobserved_;        // recent reads that took no snapshot
   std::set<int> needs_snapshot_;              // shards whose last round came from such a read
+  // The guess of the next read's upper bound: the last ceiling (every shard read then took all its
+  // rows up to it) plus the seqs a round spanned. Only how much is read depends on it.
+  std::int64_t last_ceiling_ = 0;
+  std::int64_t span_ = 0;
   [[nodiscard]] bool observed(std::uint64_t read_no) const;
 };
 

@@ -11,11 +11,11 @@ namespace {
 // print as text there and to parse here; the headers as text, whose binary form is its text).
 // No ORDER BY over the whole result: sorting it copied every row, payload and all, into a
 // tuplesort (a fifth of the backend's time in a backlog, issue #15, ninth round); publish_order()
-// orders the rows itself.
+// orders the rows itself. $4 is the round's seq ceiling (round_reader.h, "the common ceiling").
 constexpr const char* k_read_sql =
     "SELECT r.id, r.topic::text, r.key::text, r.headers::text, r.payload, r.created_at, r.seq, s.shard "
     "FROM unnest($1::int[], $2::bigint[]) AS s(shard, after) CROSS JOIN LATERAL (SELECT * FROM "
-    "txmq_outbox o WHERE o.shard = s.shard AND o.seq > s.after ORDER BY o.seq LIMIT $3) r";
+    "txmq_outbox o WHERE o.shard = s.shard AND o.seq > s.after AND o.seq <= $4 ORDER BY o.seq LIMIT $3) r";
 // The acked ids as a binary uuid[]: no text of thousands of ids to build in the relay and for
 // array_in to parse in the backend (8 % of its time in a backlog).
 constexpr const char* k_delete_sql = "DELETE FROM txmq_outbox WHERE id = ANY($1::uuid[])";
@@ -35,7 +35,7 @@ std::string round_statements_setup_sql() {
   // made the planner estimate every one of a round's thousands of ids (scalararraysel → eqsel):
   // 12 % of the backend's time in a backlog (issue #15, ninth round). Only named statements
   // follow plan_cache_mode; the relay's other statements are planned as before.
-  return std::string("SET plan_cache_mode = force_generic_plan; PREPARE ") + k_read_statement + "(int[], bigint[], int) AS " +
+  return std::string("SET plan_cache_mode = force_generic_plan; PREPARE ") + k_read_statement + "(int[], bigint[], int, bigint) AS " +
          k_read_sql + "; PREPARE " + k_delete_statement + "(uuid[]) AS " + k_delete_sql;
 }
 

@@ -16,8 +16,9 @@
 namespace txmq::relay::detail {
 
 // A round's read: the oldest $3 rows past a seq of each of several shards ($1 int[] of shards,
-// $2 bigint[] of seqs), through the (shard, seq) index, one index range per shard; the columns
-// in binary result format (outbox_row_binary, then the shard as int4).
+// $2 bigint[] of seqs) and not above the seq $4 (the round's ceiling, round_reader.h), through
+// the (shard, seq) index, one index range per shard; the columns in binary result format
+// (outbox_row_binary, then the shard as int4).
 inline constexpr const char* k_read_statement = "txmq_relay_read";
 // Deletes the rows of the ids in $1, a uuid[] in binary form (pg::uuid_array_binary).
 inline constexpr const char* k_delete_statement = "txmq_relay_delete";
