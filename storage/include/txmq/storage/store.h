@@ -58,8 +58,14 @@ struct store_options {
   // Read every block of every file once at open so corruption is found before serving, not
   // later on a read. Costs about one sequential read of the store.
   bool verify_checksums_on_open = true;
-  // Upper bound of the bytes one commit group merges (the queue keeps the rest for the next).
-  std::size_t max_group_bytes = 32u << 20;
+  // Upper bound of the bytes one commit group merges (the queue keeps the rest for the next;
+  // a single larger request is a group of its own). Why not more: with a client's requests in
+  // flight capped (1,000 messages, say), they come back as one burst after each fsync, and one
+  // group of the whole burst keeps the stages in lockstep: the writer idle while the syncer
+  // fsyncs, and the other way round. A cap splits the burst, so the first part's fsync runs
+  // while the writer applies the rest, and its answers go out sooner (issue #15, fourteenth
+  // round: docs/BENCHMARKS.md).
+  std::size_t max_group_bytes = 128u << 10;
   std::size_t block_cache_bytes = 64u << 20;
   // Memtable size of the message log and of the transaction records and their due index (the
   // other families get a quarter), and the budget of all memtables together.
