@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <mutex>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -19,17 +22,45 @@ namespace fs = std::filesystem;
 
 std::string binary_path(const std::string& name) { return std::string(TXMQ_BINARY_DIR) + "/" + name; }
 
-std::uint16_t free_port() {
+namespace {
+
+// The lowest port of the kernel's range for the local ports of outgoing connections.
+int ephemeral_low() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return in >> low && low > 1024 ? low : 32768;
+}
+
+bool can_bind(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  addr.sin_port = htons(port);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   ::close(fd);
-  return ntohs(addr.sin_port);
+  return ok;
+}
+
+}  // namespace
+
+// Below the kernel's ephemeral range: tests kill a process (etcd, a broker) and start it again on
+// the same port, and a port in that range, free while the process is down, can meanwhile become
+// the local port of any outgoing connection on the machine (seen: a restarted etcd failed with
+// "bind: address already in use"). Random, so parallel tests rarely pick the same one.
+std::uint16_t free_port() {
+  static std::mutex mu;
+  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  const int high = ephemeral_low() - 1;
+  const int low = std::min(10000, high / 2);
+  std::lock_guard lock(mu);
+  std::uniform_int_distribution<int> pick(low, high);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const auto port = static_cast<std::uint16_t>(pick(rng));
+    if (can_bind(port)) return port;
+  }
+  throw std::runtime_error("no free TCP port on 127.0.0.1 below the ephemeral range");
 }
 
 broker_process::broker_process(std::vector<std::string> extra_args) : args_(std::move(extra_args)) {

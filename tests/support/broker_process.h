@@ -67,7 +67,8 @@ class broker_process {
   int run_ = 0;
 };
 
-// A free TCP port on 127.0.0.1 (bound and released; the broker binds it right after).
+// A free TCP port on 127.0.0.1 (bound and released; the broker binds it right after), below the
+// kernel's range of ephemeral ports, so a test that restarts a process on it finds it free.
 std::uint16_t free_port();
 
 // Where the built binaries are (set by CMake).
