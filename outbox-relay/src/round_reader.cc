@@ -240,23 +240,21 @@ void round_reader::take_up_to_ceiling(read_result& out, std::int64_t bound, std:
   }
   // A full shard's next rows lie right above its last: another shard's rows above that, taken now,
   // would go to the broker before them, and the drain's ids would no longer ascend.
-  out.ceiling = bound;
+  std::int64_t ceiling = bound;
   bool full = false;
   std::int64_t lowest_first = k_no_ceiling;
   for (const auto& [shard, r] : per_shard) {
     lowest_first = std::min(lowest_first, r.first);
     if (r.n < batch_) continue;
     full = true;
-    out.ceiling = std::min(out.ceiling, r.last);
+    ceiling = std::min(ceiling, r.last);
+    out.unfinished.insert(shard);
   }
-  const auto cut = std::upper_bound(out.order.begin(), out.order.end(), out.ceiling,
+  const auto cut = std::upper_bound(out.order.begin(), out.order.end(), ceiling,
                                     [](std::int64_t c, const row_position& p) { return c < p.seq; });
   for (auto it = cut; it != out.order.end(); ++it) out.unfinished.insert(it->shard);
   out.above_ceiling = static_cast<std::size_t>(out.order.end() - cut);
   out.order.erase(cut, out.order.end());
-  for (const auto& [shard, r] : per_shard) {
-    if (r.n >= batch_) out.unfinished.insert(shard);
-  }
   if (bound != k_no_ceiling) {
     // Bounded below the sequence's value: every shard may have rows above the bound.
     for (const auto& [shard, from] : out.from) out.unfinished.insert(shard);
@@ -267,8 +265,8 @@ void round_reader::take_up_to_ceiling(read_result& out, std::int64_t bound, std:
   // rows up to the ceiling, so the next round starts there.
   if (full) {
     const std::int64_t start = bound != k_no_ceiling ? base : lowest_first - 1;
-    if (out.ceiling > start) span_ = out.ceiling - start;
-    last_ceiling_ = out.ceiling;
+    if (ceiling > start) span_ = ceiling - start;
+    last_ceiling_ = ceiling;
   } else if (bound != k_no_ceiling) {
     span_ += span_ / 8 + 1;
     last_ceiling_ = bound;

@@ -71,8 +71,7 @@ struct read_result {
   // Shards that may have rows past what is taken: their read came back full, or was bounded below
   // the sequence's value, or had rows above the ceiling. The others drained.
   std::set<int> unfinished;
-  std::int64_t ceiling = k_no_ceiling;  // no row above it is taken (k_no_ceiling: none)
-  std::size_t above_ceiling = 0;        // rows read but not taken (read again by the next round)
+  std::size_t above_ceiling = 0;  // rows read but not taken (read again by the next round)
   read_start start = read_start::full;
   std::uint64_t read_no = 0;  // this read's number in the session (for resume_after)
 };
@@ -113,7 +112,7 @@ class round_reader {
   // Moves every resume point above `floor` down to it (0: erased); remembers the floor for rounds
   // still in flight. Returns whether a point moved.
   bool lower_all(std::int64_t floor, std::uint64_t read_no);
-  // Fills out's order, ceiling and unfinished from its rows (read with upper bound `bound`, past
+  // Fills out's order and unfinished from its rows (read with upper bound `bound`, past
   // the guess's `base`), and makes the next read's guess.
   void take_up_to_ceiling(read_result& out, std::int64_t bound, std::int64_t base);
 

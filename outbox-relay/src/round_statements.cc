@@ -11,7 +11,8 @@ namespace {
 // print as text there and to parse here; the headers as text, whose binary form is its text).
 // No ORDER BY over the whole result: sorting it copied every row, payload and all, into a
 // tuplesort (a fifth of the backend's time in a backlog, issue #15, ninth round); publish_order()
-// orders the rows itself. $4 is the round's seq ceiling (round_reader.h, "the common ceiling").
+// orders the rows itself. $4 bounds the seqs read (round_reader.h, "the common ceiling": a guess
+// that limits how much is read; k_no_ceiling when unbounded).
 constexpr const char* k_read_sql =
     "SELECT r.id, r.topic::text, r.key::text, r.headers::text, r.payload, r.created_at, r.seq, s.shard "
     "FROM unnest($1::int[], $2::bigint[]) AS s(shard, after) CROSS JOIN LATERAL (SELECT * FROM "

@@ -16,7 +16,7 @@
 namespace txmq::relay::detail {
 
 // A round's read: the oldest $3 rows past a seq of each of several shards ($1 int[] of shards,
-// $2 bigint[] of seqs) and not above the seq $4 (the round's ceiling, round_reader.h), through
+// $2 bigint[] of seqs) and not above the seq $4 (the read's upper bound, round_reader.h), through
 // the (shard, seq) index, one index range per shard; the columns in binary result format
 // (outbox_row_binary, then the shard as int4).
 inline constexpr const char* k_read_statement = "txmq_relay_read";
