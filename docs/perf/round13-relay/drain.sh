@@ -9,12 +9,26 @@ set -euo pipefail
 broker_bin=$1; relay=$2; rows=${3:-200000}
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d /var/tmp/relayx-drain.XXXXXX)
-port=$((20000 + RANDOM % 20000)); http=$((port + 1)); rhttp=$((port + 2))
-"$broker_bin" --data-dir "$dir/data" --listen 127.0.0.1:$port --http 127.0.0.1:$http > "$dir/broker.log" 2>&1 &
-bpid=$!
+bpid=""
 rpid=""
-trap '[[ -n $rpid ]] && kill $rpid 2>/dev/null; kill $bpid 2>/dev/null; wait 2>/dev/null; [[ -n ${KEEP_LOG:-} ]] && cp "$dir/relay.log" "$KEEP_LOG"; rm -rf "$dir"' EXIT
-for _ in $(seq 600); do curl -sf "127.0.0.1:$http/healthz" > /dev/null 2>&1 && break; sleep 0.1; done
+trap '[[ -n $rpid ]] && kill $rpid 2>/dev/null; [[ -n $bpid ]] && kill $bpid 2>/dev/null; wait 2>/dev/null; [[ -n ${KEEP_LOG:-} ]] && cp "$dir/relay.log" "$KEEP_LOG"; rm -rf "$dir"' EXIT
+# Random ports, so a taken one is tried again with others: until 2026-11-28 a broker that could not
+# bind left this script to stop silently later, in the loop that reads the relay's metrics.
+for attempt in 1 2 3 4 5; do
+  port=$((20000 + RANDOM % 10000)); http=$((port + 1)); rhttp=$((port + 2))
+  "$broker_bin" --data-dir "$dir/data" --listen 127.0.0.1:$port --http 127.0.0.1:$http > "$dir/broker.log" 2>&1 &
+  bpid=$!
+  for _ in $(seq 600); do
+    curl -sf "127.0.0.1:$http/healthz" > /dev/null 2>&1 && break
+    kill -0 $bpid 2>/dev/null || break
+    sleep 0.1
+  done
+  curl -sf "127.0.0.1:$http/healthz" > /dev/null 2>&1 && break
+  kill $bpid 2>/dev/null; wait $bpid 2>/dev/null || true; bpid=""
+  echo "drain.sh: the broker did not come up on ports $port/$http (attempt $attempt): $(tail -n 1 "$dir/broker.log")" >&2
+  rm -rf "$dir/data"
+done
+[[ -n $bpid ]] || { echo "drain.sh: no broker; giving up" >&2; exit 1; }
 topic=drain-$$
 psql "$PG" -qAt > /dev/null <<SQL
 TRUNCATE txmq_outbox;
@@ -61,7 +75,8 @@ published=0
 while (( published < rows )); do
   sleep 0.02
   [[ -z $be ]] && be=$(psql "$PG" -Atc "SELECT pid FROM pg_stat_activity WHERE application_name = 'txmq-relay:drain-$$'")
-  published=$(curl -sf "127.0.0.1:$rhttp/metrics" | awk '/^txmq_relay_rows_published_total/ { print int($2) }')
+  kill -0 $rpid 2>/dev/null || { echo "drain.sh: the relay exited: $(tail -n 3 "$dir/relay.log")" >&2; exit 1; }
+  published=$(curl -sf "127.0.0.1:$rhttp/metrics" | awk '/^txmq_relay_rows_published_total/ { print int($2) }' || true)
   published=${published:-0}
 done
 t1=$(date +%s.%N)
