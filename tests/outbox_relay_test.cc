@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include "admin_of.h"
 #include "broker_process.h"
 #include "cli_runner.h"
 #include "eventually.h"
@@ -45,9 +46,7 @@ std::vector<std::string> relay_args(const std::string& conninfo, const broker_pr
 }
 
 void create_topic(const broker_process& b, const std::string& topic) {
-  client::connection_options o;
-  o.address = b.address();
-  client::admin admin(std::make_shared<client::connection>(o));
+  client::admin admin = admin_of(b);
   auto r = admin.create_topic({topic, 4});
   ASSERT_TRUE(r || r.error().is(protocol::errc::topic_exists)) << r.error();
 }
@@ -266,9 +265,7 @@ TEST(outbox_relay, a_row_committed_late_below_a_backlogs_read_point_is_still_pub
   EXPECT_GT(left, 1) << "the backlog drained before the late commit: the test did not exercise a read past deleted rows";
   // Published (acked, then deleted), and with it everything else.
   EXPECT_TRUE(eventually([&] { return scalar(db, "SELECT count(*) FROM txmq_outbox") == "0"; }, 60s)) << relay.log();
-  client::connection_options o;
-  o.address = b.address();
-  client::admin admin(std::make_shared<client::connection>(o));
+  client::admin admin = admin_of(b);
   auto t = admin.describe_topic("late");
   ASSERT_TRUE(t) << t.error();
   std::uint64_t stored = 0;
@@ -512,9 +509,7 @@ std::string describe_faults(const std::string& db, const std::string& broker, st
   }
 
   // The consumer group's state and dead letters.
-  client::connection_options o;
-  o.address = broker;
-  client::admin admin(std::make_shared<client::connection>(o));
+  client::admin admin = admin_of(broker);
   if (auto g = admin.describe_group("crash"); g) {
     out << "group crash: " << g.value().dead_letters() << " dead letters;";
     for (const auto& p : g.value().partitions()) {

@@ -18,6 +18,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "admin_of.h"
 #include "broker_process.h"
 #include "eventually.h"
 #include "fault_support.h"
@@ -58,9 +59,7 @@ class relay_world {
     }
     if (before_start) before_start(broker_);
     broker_.start();
-    client::connection_options o;
-    o.address = broker_.address();
-    client::admin admin(std::make_shared<client::connection>(o));
+    client::admin admin = admin_of(broker_);
     if (auto r = admin.create_topic({"outbox", 4}); !r) throw std::runtime_error(r.error().message);
   }
   ~relay_world() { stop(); }

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "admin_of.h"
 #include "broker_process.h"
 #include "eventually.h"
 #include "outbox_support.h"
@@ -35,9 +36,7 @@ TEST(relay_refusal, a_row_over_the_brokers_message_limit_stops_its_shard_until_i
   broker_process b({"--max-message-bytes", "1024"});
   b.start();
   {
-    client::connection_options o;
-    o.address = b.address();
-    client::admin admin(std::make_shared<client::connection>(o));
+    client::admin admin = admin_of(b);
     ASSERT_TRUE(admin.create_topic({"t", 2}));
   }
   const std::string other = key_of_other_shard(db, "k");

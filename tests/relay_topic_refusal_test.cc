@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "admin_of.h"
 #include "broker_process.h"
 #include "eventually.h"
 #include "outbox_support.h"
@@ -110,13 +111,6 @@ void make_outbox(const std::string& db, two_shard_outbox& out) {
 }
 
 // The admin client of broker `b`, as `token` when auth is on.
-client::admin admin_of(const broker_process& b, const std::string& token = "") {
-  client::connection_options o;
-  o.address = b.address();
-  o.auth_token = token;
-  return client::admin(std::make_shared<client::connection>(o));
-}
-
 void insert(PGconn* conn, const std::string& topic, const std::string& key, const std::vector<std::string>& bodies) {
   std::string values;
   for (const auto& b : bodies) {
