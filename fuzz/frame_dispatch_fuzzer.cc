@@ -10,16 +10,24 @@
 // So an input meets the topics, groups and transactions earlier inputs of the same world left
 // (which also reaches states no single short input builds). A finding that does not reproduce
 // from its input alone depends on that state: FRAME_DISPATCH_FRESH_EVERY=1 gives every input a
-// fresh store, as before.
+// fresh store, as before. To replay one, a run with FRAME_DISPATCH_HISTORY=FILE (scripts/fuzz.sh
+// sets it) keeps the current world's inputs in FILE, and FRAME_DISPATCH_REPLAY=FILE runs them again.
 //
 // What the harness changes in the requests it passes on, so that one input stays quick and
 // offline: a Fetch waits at most 2 ms; a webhook URL's host becomes 127.0.0.1 (the egress
 // guard then refuses the deliveries; the URL grammar has its own target, webhook_parse).
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <string>
@@ -129,6 +137,87 @@ bool trace() {
   return on;
 }
 
+// FRAME_DISPATCH_HISTORY=FILE: each input is appended to FILE (its length as 8 bytes, little
+// endian, then its bytes) before it runs, and FILE starts over with each new world. After a
+// finding, FILE therefore holds the inputs that built the state the finding met, the finding's
+// own last: libFuzzer's artifact alone cannot carry that state. Written with write(2), so a
+// crash of this process (abort, a sanitizer's report, libFuzzer's timeout) leaves it complete.
+class input_history {
+ public:
+  input_history() {
+    const char* path = std::getenv("FRAME_DISPATCH_HISTORY");
+    // A replay does not record (it may be reading the very file).
+    if (!path || !*path || std::getenv("FRAME_DISPATCH_REPLAY")) return;
+    fd_ = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) std::fprintf(stderr, "frame_dispatch_fuzzer: FRAME_DISPATCH_HISTORY %s: %s\n", path, std::strerror(errno));
+  }
+  input_history(const input_history&) = delete;
+  input_history& operator=(const input_history&) = delete;
+
+  void new_world() {
+    if (fd_ >= 0 && (::ftruncate(fd_, 0) != 0 || ::lseek(fd_, 0, SEEK_SET) != 0)) stop("truncating");
+  }
+
+  void add(const std::uint8_t* data, std::size_t size) {
+    if (fd_ < 0) return;
+    std::uint8_t length[8];
+    for (int i = 0; i < 8; ++i) length[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(size) >> (8 * i));
+    if (!write_all(length, sizeof length) || !write_all(data, size)) stop("writing");
+  }
+
+ private:
+  bool write_all(const std::uint8_t* p, std::size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+    return true;
+  }
+  // A history that cannot be kept must not stop the fuzzing: say so once and go on without it.
+  void stop(const char* doing) {
+    std::fprintf(stderr, "frame_dispatch_fuzzer: %s FRAME_DISPATCH_HISTORY failed (%s); no history kept\n", doing,
+                 std::strerror(errno));
+    ::close(fd_);
+    fd_ = -1;
+  }
+  int fd_ = -1;
+};
+
+input_history& history() {
+  static input_history h;
+  return h;
+}
+
+// The inputs of a FRAME_DISPATCH_HISTORY file, in order. Exits on a file that is not one.
+std::vector<std::string> read_history(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) {
+    std::fprintf(stderr, "frame_dispatch_fuzzer: cannot read %s\n", path);
+    std::exit(2);
+  }
+  std::vector<std::string> inputs;
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    if (bytes.size() - at < 8) break;
+    std::uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(bytes[at + i])) << (8 * i);
+    at += 8;
+    if (n > bytes.size() - at) break;
+    inputs.emplace_back(bytes, at, n);
+    at += n;
+  }
+  if (at != bytes.size()) {
+    std::fprintf(stderr, "frame_dispatch_fuzzer: %s is not a FRAME_DISPATCH_HISTORY file (cut at byte %zu of %zu)\n", path,
+                 at, bytes.size());
+    std::exit(2);
+  }
+  return inputs;
+}
+
 // Never destroyed at exit: RocksDB's own statics may already be gone by then (closing a store
 // from a static destructor aborted in PeriodicTaskScheduler). Reachable, so not a leak to LSan.
 world* current = nullptr;
@@ -136,9 +225,22 @@ std::uint64_t next_connection_id = 1;
 
 }  // namespace
 
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // The handlers log refusals; a fuzz run would print millions of them.
   common::log::set_level(common::log::level::error);
+  // FRAME_DISPATCH_REPLAY=FILE: the inputs a FRAME_DISPATCH_HISTORY file kept, in order, in one
+  // fresh world, as the run that wrote it met them; then exit. A finding crashes as it did
+  // (timing-dependent state, such as a deadline passing between two inputs, may differ).
+  if (const char* path = std::getenv("FRAME_DISPATCH_REPLAY"); path && *path) {
+    const auto inputs = read_history(path);
+    for (const auto& input : inputs) {
+      LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(input.data()), input.size());
+    }
+    std::fprintf(stderr, "frame_dispatch_fuzzer: replayed %zu inputs of %s, no finding\n", inputs.size(), path);
+    std::exit(0);
+  }
   return 0;
 }
 
@@ -148,8 +250,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     delete current;
     current = nullptr;
   }
-  if (!current) current = new world();
+  if (!current) {
+    current = new world();
+    history().new_world();
+  }
   ++current->inputs;
+  history().add(data, size);
   auto& io = current->io;
   auto& svc = current->svc;
   auto client = std::make_shared<recorder>(next_connection_id++);

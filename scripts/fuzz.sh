@@ -3,7 +3,8 @@
 # corpus (fuzz/corpus/TARGET), its regressions (fuzz/regressions/TARGET, every input run first)
 # and the corpus it grew in earlier runs (BUILD_DIR/fuzz/corpus/TARGET), then prints libFuzzer's
 # final stats (executions, coverage). Exits non-zero on a finding; the input that caused it is
-# written to BUILD_DIR/fuzz/artifacts/TARGET-crash-... (or -leak-, -timeout-, -oom-).
+# written to BUILD_DIR/fuzz/artifacts/TARGET-crash-... (or -leak-, -timeout-, -oom-); for
+# frame_dispatch also the inputs before it, BUILD_DIR/fuzz/artifacts/frame_dispatch-history.
 # Usage: scripts/fuzz.sh BUILD_DIR TARGET SECONDS
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -20,7 +21,14 @@ if [[ -d $root/fuzz/regressions/$target ]]; then dirs+=("$root/fuzz/regressions/
 # each: 60 % of the time went there. Without the per-input scan, LeakSanitizer still checks the
 # whole heap when the run ends (a leak makes the run exit 1, without naming the input).
 extra=()
-if [[ $target == frame_dispatch ]]; then extra+=(-detect_leaks=0); fi
+history=""
+if [[ $target == frame_dispatch ]]; then
+  extra+=(-detect_leaks=0)
+  # Its findings can depend on what earlier inputs left in the shared store: keep those inputs
+  # (the harness's FRAME_DISPATCH_HISTORY), so that a finding can be replayed from files.
+  history=$artifacts/$target-history
+  export FRAME_DISPATCH_HISTORY=$history
+fi
 # -timeout: one input running 25 s is a finding (a hang); -rss_limit_mb: so is 2.5 GB.
 # libFuzzer's progress lines (one per new input: "#N NEW ...", "NEW_FUNC ...") and protobuf's
 # complaints about invalid UTF-8 in fuzzed strings are dropped from the output: thousands of
@@ -31,4 +39,12 @@ set +e
   "${extra[@]}" -artifact_prefix="$artifacts/$target-" "${dirs[@]}" 2>&1 |
   grep -v -E '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse|RELOAD)[[:space:]]|^[[:space:]]+NEW_FUNC\[|contains invalid UTF-8 data when parsing'
 status=${PIPESTATUS[0]}
+if [[ -n $history ]]; then
+  if [[ $status == 0 ]]; then
+    rm -f "$history"
+  else
+    echo "fuzz.sh: the inputs before the finding, in order: $history; replay them with"
+    echo "  FRAME_DISPATCH_REPLAY=$history $build/bin/$target"
+  fi
+fi
 exit "$status"
