@@ -148,21 +148,9 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   db_options.keep_log_file_num = 5;
   if (env_) {
     db_options.env = env_.get();
-  } else {
-    if (auto log = info_log::open(path)) {
-      // Not RocksDB's own LOG writer: it aborts on the line after a failed one (info_log.h).
-      db_options.info_log = std::move(log);
-    }
-    // Compactions at nice 19. Under transactions on 2 cores every transaction above the p99
-    // fell in a 100 ms window with a compaction running (none in windows with only a flush or
-    // no job: issue #15, docs/BENCHMARKS.md "Fifteenth round"): the compaction thread took the
-    // core the writer, io and syncer threads wait for. At low priority it runs in the gaps
-    // they leave. Flushes (the HIGH pool) keep their priority: a late flush stops writes, a
-    // late compaction only lets L0 grow (slowdown at 20 files, far above the 4 it runs at).
-    // The default Env's pool is the process's: one store per broker process.
-    rocksdb::Env::Default()
-        ->LowerThreadPoolCPUPriority(rocksdb::Env::Priority::LOW, rocksdb::CpuPriority::kLow)
-        .PermitUncheckedError();
+  } else if (auto log = info_log::open(path)) {
+    // Not RocksDB's own LOG writer: it aborts on the line after a failed one (info_log.h).
+    db_options.info_log = std::move(log);
   }
 
   rocksdb::BlockBasedTableOptions table;
