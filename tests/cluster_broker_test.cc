@@ -23,6 +23,7 @@
 #include "cli_runner.h"
 #include "etcd_process.h"
 #include "eventually.h"
+#include "metadata_reads.h"
 #include "txmq/client/admin.h"
 #include "txmq/client/connection.h"
 #include "txmq/producer/producer.h"
@@ -32,31 +33,6 @@ namespace txmq::test {
 namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-std::shared_ptr<client::connection> connect_to(const std::string& address) {
-  client::connection_options o;
-  o.address = address;
-  o.connect_timeout = milliseconds(5000);
-  o.request_timeout = milliseconds(5000);
-  auto c = client::connection::connect(o);
-  if (!c) throw std::runtime_error("cannot connect to " + address + ": " + c.error().to_string());
-  return c.value();
-}
-
-result<v1::MetadataResponse> metadata(client::connection& c) {
-  v1::Frame f;
-  f.mutable_metadata();
-  auto r = c.request(std::move(f));
-  if (!r) return r.error();
-  return r.value().metadata_response();
-}
-
-const v1::TopicMetadata* find_topic(const v1::MetadataResponse& m, const std::string& name) {
-  for (const auto& t : m.topics()) {
-    if (t.name() == name) return &t;
-  }
-  return nullptr;
-}
 
 // The messages of `topic` stored on one broker, per partition (its local store: DescribeTopic).
 std::map<std::uint32_t, std::uint64_t> local_counts(client::connection& c, const std::string& topic) {
@@ -111,7 +87,7 @@ class cluster_broker_test : public ::testing::Test {
 };
 
 TEST_F(cluster_broker_test, brokers_join_leaders_spread_keyed_messages_land_on_their_leaders_and_are_all_consumed) {
-  auto c1 = connect_to(address(1));
+  auto c1 = connect_or_throw(address(1));
   const auto joined = wait_metadata(*c1, 3);
   EXPECT_TRUE(joined.cluster());
   EXPECT_EQ(joined.node_id(), 1);
@@ -213,7 +189,7 @@ TEST_F(cluster_broker_test, brokers_join_leaders_spread_keyed_messages_land_on_t
   }
   // Each message is stored on its partition's leader, and nowhere else.
   for (int id = 1; id <= 3; ++id) {
-    auto c = connect_to(address(id));
+    auto c = connect_or_throw(address(id));
     const auto counts = local_counts(*c, "orders");
     for (std::uint32_t p = 0; p < 6; ++p) {
       const auto it = counts.find(p);
@@ -225,7 +201,7 @@ TEST_F(cluster_broker_test, brokers_join_leaders_spread_keyed_messages_land_on_t
   // A consumer reading every node (groups are per node while partitions have one copy) gets all 60.
   std::set<std::string> consumed;
   std::vector<std::shared_ptr<client::connection>> nodes;
-  for (const auto& n : m.nodes()) nodes.push_back(connect_to(n.address()));
+  for (const auto& n : m.nodes()) nodes.push_back(connect_or_throw(n.address()));
   EXPECT_TRUE(eventually([&] {
     for (auto& c : nodes) {
       v1::Frame f;
@@ -247,7 +223,7 @@ TEST_F(cluster_broker_test, brokers_join_leaders_spread_keyed_messages_land_on_t
 }
 
 TEST_F(cluster_broker_test, a_killed_leaders_partitions_stay_leaderless_until_it_returns_with_its_data) {
-  auto c1 = connect_to(address(1));
+  auto c1 = connect_or_throw(address(1));
   wait_metadata(*c1, 3);
   client::admin admin(c1);
   ASSERT_TRUE(admin.create_topic({.name = "events", .partitions = 3, .replicas = 1}));
@@ -346,7 +322,7 @@ TEST_F(cluster_broker_test, a_killed_leaders_partitions_stay_leaderless_until_it
       EXPECT_EQ(part.leader_epoch(), epoch_before[part.partition()] + 2);
     }
   }
-  auto cv = connect_to(address(static_cast<int>(victim)));
+  auto cv = connect_or_throw(address(static_cast<int>(victim)));
   const auto counts = local_counts(*cv, "events");
   EXPECT_EQ(counts.at(protocol::partition_for_key(victim_key, 3)), 1u) << "the message stored before the kill";
   po.delivery_timeout = milliseconds(20000);
@@ -359,7 +335,7 @@ TEST_F(cluster_broker_test, a_killed_leaders_partitions_stay_leaderless_until_it
 TEST(cluster_single_node_test, metadata_of_a_single_broker_and_replicas_refused) {
   broker_process b;
   b.start();
-  auto c = connect_to(b.address());
+  auto c = connect_or_throw(b.address());
   client::admin admin(c);
   ASSERT_TRUE(admin.create_topic({.name = "solo", .partitions = 2}));
   auto refused = admin.create_topic({.name = "copies", .partitions = 2, .replicas = 2});

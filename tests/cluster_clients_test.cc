@@ -28,6 +28,7 @@
 #include "cli_runner.h"
 #include "etcd_process.h"
 #include "eventually.h"
+#include "metadata_reads.h"
 #include "txmq/client/admin.h"
 #include "txmq/client/connection.h"
 #include "txmq/consumer/consumer.h"
@@ -39,31 +40,6 @@ namespace txmq::test {
 namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-std::shared_ptr<client::connection> connect_to(const std::string& address) {
-  client::connection_options o;
-  o.address = address;
-  o.connect_timeout = milliseconds(5000);
-  o.request_timeout = milliseconds(5000);
-  auto c = client::connection::connect(o);
-  if (!c) throw std::runtime_error("cannot connect to " + address + ": " + c.error().to_string());
-  return c.value();
-}
-
-result<v1::MetadataResponse> metadata(client::connection& c) {
-  v1::Frame f;
-  f.mutable_metadata();
-  auto r = c.request(std::move(f));
-  if (!r) return r.error();
-  return r.value().metadata_response();
-}
-
-const v1::TopicMetadata* find_topic(const v1::MetadataResponse& m, const std::string& name) {
-  for (const auto& t : m.topics()) {
-    if (t.name() == name) return &t;
-  }
-  return nullptr;
-}
 
 // The value of an unlabelled series in a /metrics page; -1 when absent.
 double metric(const std::string& page, const std::string& name) {
@@ -176,7 +152,7 @@ class cluster_clients_test : public ::testing::Test {
 };
 
 TEST_F(cluster_clients_test, a_group_reads_every_leader_through_a_bootstrap_list_and_keeps_going_across_a_sigkill) {
-  auto c1 = connect_to(address(1));
+  auto c1 = connect_or_throw(address(1));
   wait_three_nodes(*c1);
   client::admin admin(c1);
   // replicas 1: the victim's partitions must stay leaderless while it is down (with more
@@ -223,7 +199,7 @@ TEST_F(cluster_clients_test, a_group_reads_every_leader_through_a_bootstrap_list
   // cannot lose one: only the second round's messages are in question.
   ASSERT_TRUE(eventually([&] {
     for (int id = 1; id <= 3; ++id) {
-      client::admin a(connect_to(address(id)));
+      client::admin a(connect_or_throw(address(id)));
       auto g = a.describe_group("readers");
       if (!g) return false;
       for (const auto& p : g.value().partitions()) {
@@ -320,7 +296,7 @@ TEST_F(cluster_clients_test, a_group_reads_every_leader_through_a_bootstrap_list
 }
 
 TEST_F(cluster_clients_test, transactions_commit_into_key_partitions_and_topic_describe_shows_leaders_epochs_and_isr) {
-  auto c1 = connect_to(address(1));
+  auto c1 = connect_or_throw(address(1));
   wait_three_nodes(*c1);
   client::admin admin(c1);
   ASSERT_TRUE(admin.create_topic({.name = "ledger", .partitions = 3, .replicas = 1}));

@@ -21,6 +21,15 @@ bool latency_recorder::write_log(const std::string& path) const {
   return static_cast<bool>(out.flush());
 }
 
+bool write_step_log(const std::string& path, std::chrono::system_clock::time_point window_start,
+                    const std::vector<step_sample>& samples) {
+  std::ofstream out(path);
+  out << "# start_unix_us "
+      << std::chrono::duration_cast<std::chrono::microseconds>(window_start.time_since_epoch()).count() << '\n';
+  for (const auto& s : samples) out << s.end_ns << ' ' << s.first_ns << ' ' << s.second_ns << '\n';
+  return static_cast<bool>(out.flush());
+}
+
 percentiles latency_recorder::compute() {
   percentiles p;
   if (samples_ns_.empty()) return p;

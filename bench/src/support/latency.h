@@ -37,6 +37,17 @@ class latency_recorder {
   bool keep_times_ = false;
 };
 
+// A request pair's latencies (txmq-bench tx: the Prepare's, then the EndTx's), and when the
+// second ended, in ns from the measured window's start.
+struct step_sample {
+  std::int64_t end_ns = 0, first_ns = 0, second_ns = 0;
+};
+// Writes "# start_unix_us N" (the window's start by the wall clock, to line the log up with
+// the broker's, e.g. RocksDB's LOG) and "end_ns first_ns second_ns" per sample. Returns false
+// when the file cannot be written.
+[[nodiscard]] bool write_step_log(const std::string& path, std::chrono::system_clock::time_point window_start,
+                                  const std::vector<step_sample>& samples);
+
 // Median of a set of figures (several runs of one workload).
 [[nodiscard]] double median(std::vector<double> v);
 

@@ -71,13 +71,17 @@ class noop_driver {
     while (clock::now() < warm_end) io_.run_one_for(10ms);
     measuring_ = true;
     committed_ = 0;
-    const auto started = clock::now();
+    const auto started = window_start_ = clock::now();
+    const auto started_wall = std::chrono::system_clock::now();
     while (clock::now() < end) io_.run_one_for(10ms);
     measuring_ = false;
     const double elapsed = std::chrono::duration<double>(clock::now() - started).count();
     stopping_ = true;
     while (open_ > 0) io_.run_one_for(100ms);  // let the transactions in flight end
     if (failures_ > 0) std::cerr << "txmq-bench tx: " << failures_ << " refused requests; first: " << first_error_ << "\n";
+    if (!o_.latency_log.empty() && !write_step_log(o_.latency_log, started_wall, log_)) {
+      throw failure("cannot write the latency log " + o_.latency_log);
+    }
     return {static_cast<double>(committed_) / elapsed, latencies_.compute()};
   }
 
@@ -102,11 +106,14 @@ class noop_driver {
       v1::Frame end;
       end.mutable_end_tx()->set_txid(std::string(txid.raw()));
       end.mutable_end_tx()->set_outcome(v1::COMMIT);
-      conn.request(std::move(end), [this, slot, t0](const v1::Frame& e) {
+      const auto prepared = clock::now();
+      conn.request(std::move(end), [this, slot, t0, prepared](const v1::Frame& e) {
         if (e.has_error()) return failed(slot, e);
         if (measuring_) {
           ++committed_;
-          latencies_.add(clock::now() - t0);
+          const auto done = clock::now();
+          latencies_.add(done - t0);
+          if (!o_.latency_log.empty()) log_.push_back({(done - window_start_).count(), (prepared - t0).count(), (done - prepared).count()});
         }
         --open_;
         start(slot);
@@ -132,6 +139,8 @@ class noop_driver {
   std::uint64_t failures_ = 0;
   std::string first_error_;
   latency_recorder latencies_;
+  clock::time_point window_start_;
+  std::vector<step_sample> log_;  // --latency-log: the Prepare's and the EndTx's latencies
 };
 
 // ---- pg: a real local transaction per tx, and pgbench doing the same inserts ----------------
@@ -568,7 +577,9 @@ int tx_command(int argc, char** argv) {
     ("warmup", po::value(&warmup)->default_value(warmup), "unmeasured time before each run")
     ("runs", po::value(&o.runs)->default_value(o.runs), "runs (medians are reported)")
     ("broker-pid", po::value(&o.broker_pid)->default_value(0), "report this process's memory and CPU time")
-    ("json", po::bool_switch(&o.json), "one JSON line instead of a table");
+    ("json", po::bool_switch(&o.json), "one JSON line instead of a table")
+    ("latency-log", po::value(&o.latency_log),
+     "noop: write \"end_ns prepare_ns endtx_ns\" per committed transaction of the last run to this file");
   add_token_options(desc);
   po::variables_map vm;
   if (!parse_options(argc, argv, desc, vm)) return 0;

@@ -44,6 +44,7 @@ struct tx_bench_options {
   int runs = 3;
   int broker_pid = 0;
   bool json = false;
+  std::string latency_log;         // noop: per-transaction latencies of the last run, to a file
 };
 
 int run_tx_bench(const tx_bench_options& options);
