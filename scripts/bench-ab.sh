@@ -13,7 +13,8 @@
 # BENCH_ARGS_A / BENCH_ARGS_B (extra txmq-bench arguments for that side's runs, e.g. the same
 # broker on both sides with BENCH_ARGS_A="--txid v4" BENCH_ARGS_B="--txid v7": a client-side A/B),
 # BENCH_A / BENCH_B (that side's txmq-bench binary, default BENCH: an A/B of two clients, e.g. the
-# same broker on both sides and two builds of txmq-bench).
+# same broker on both sides and two builds of txmq-bench), ENV_A / ENV_B (environment assignments for
+# that side's broker: the same binary on both sides with ENV_B="TXMQ_IO_SPIN_US=50", say).
 # relay (txmq-bench relay, one run per side: backlog rows/s beside the direct rate, latency at
 # 2,000 rows/s): PG (libpq conninfo of a database the bench may fill, required), RELAY_A and
 # RELAY_B (the txmq-relay binaries of each side; default: beside BENCH), ROWS (backlog, 200000).
@@ -31,7 +32,9 @@ port=$((20000 + RANDOM % 20000)); http=$((port + 1))
 one() {  # one LABEL BINARY WORKLOAD
   rm -rf "$dir/data"
   [[ -n ${SEED:-} ]] && cp -a "$SEED" "$dir/data"
-  "$2" --data-dir "$dir/data" --listen 127.0.0.1:$port --http 127.0.0.1:$http > "$dir/broker.log" 2>&1 &
+  local e; [[ $1 == A ]] && e=${ENV_A:-} || e=${ENV_B:-}
+  # shellcheck disable=SC2086  # word splitting wanted: several assignments
+  env $e "$2" --data-dir "$dir/data" --listen 127.0.0.1:$port --http 127.0.0.1:$http > "$dir/broker.log" 2>&1 &
   pid=$!
   for _ in $(seq 600); do curl -sf "127.0.0.1:$http/healthz" > /dev/null 2>&1 && break; sleep 0.1; done
   # CPU spent opening the store (a SEED is checksummed at open), left out of the per-message CPU.
