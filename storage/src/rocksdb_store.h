@@ -307,7 +307,7 @@ bool hold_writer_wakeup(rocksdb_store* store);
 class rocksdb_store final : public store {
  public:
   rocksdb_store(store_options options, std::unique_ptr<rocksdb::Env> env, std::shared_ptr<rocksdb::Cache> cache,
-                std::vector<std::unique_ptr<rocksdb::CompactionFilter>> filters)
+                std::vector<std::shared_ptr<rocksdb::CompactionFilterFactory>> filters)
       : options_(std::move(options)),
         env_(std::move(env)),
         cache_(std::move(cache)),
@@ -549,7 +549,7 @@ class rocksdb_store final : public store {
   store_options options_;
   std::unique_ptr<rocksdb::Env> env_;
   std::shared_ptr<rocksdb::Cache> cache_;
-  std::vector<std::unique_ptr<rocksdb::CompactionFilter>> filters_;
+  std::vector<std::shared_ptr<rocksdb::CompactionFilterFactory>> filters_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   fs::path path_;

@@ -1,6 +1,9 @@
 // The store's opening: the RocksDB options, refusal of what is not a txmq store or is damaged,
 // the in-memory state rebuilt from the database, and open_store().
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <rocksdb/compaction_filter.h>
 #include <rocksdb/convenience.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/slice_transform.h>
@@ -16,6 +19,7 @@
 #include "info_log.h"
 #include "open_store_on_env.h"
 #include "rocksdb_store.h"
+#include "tx_expiry.h"
 
 namespace txmq::storage {
 namespace detail {
@@ -36,29 +40,75 @@ std::int64_t system_now_ms() {
       .count();
 }
 
+// The two fields it needs are read with protobuf's wire-format reader, every other field
+// skipped. A parse of the whole record built its messages (a Prepare's bodies), checked their
+// strings' UTF-8 and freed them again, for every record a compaction rewrote. Unlike that parse,
+// this does not look inside the skipped fields: a record whose other fields are damaged (its
+// strings not UTF-8, say) can expire, where the parse kept it for ever.
+bool resolved_before(std::string_view bytes, std::int64_t cutoff_ms) {
+  namespace wire = google::protobuf::internal;
+  const int size = static_cast<int>(bytes.size());
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(bytes.data()), size);
+  constexpr auto varint = wire::WireFormatLite::WIRETYPE_VARINT;
+  constexpr std::uint32_t state_tag = wire::WireFormatLite::MakeTag(records::TxRecord::kStateFieldNumber, varint);
+  constexpr std::uint32_t resolved_tag =
+      wire::WireFormatLite::MakeTag(records::TxRecord::kResolvedMsFieldNumber, varint);
+  std::uint32_t state = 0;
+  std::uint64_t resolved_ms = 0;
+  // A field given twice counts with its last value, as in a parse.
+  while (in.CurrentPosition() < size) {
+    const std::uint32_t tag = in.ReadTag();
+    if (tag == 0) return false;
+    if (tag == state_tag) {
+      if (!in.ReadVarint32(&state)) return false;
+    } else if (tag == resolved_tag) {
+      if (!in.ReadVarint64(&resolved_ms)) return false;
+    } else if (!wire::WireFormatLite::SkipField(&in, tag)) {
+      return false;
+    }
+  }
+  const auto st = static_cast<tx_state>(state);
+  return (st == tx_state::committed || st == tx_state::rolled_back) && static_cast<std::int64_t>(resolved_ms) < cutoff_ms;
+}
+
 // Drops dedupe entries older than the window and resolved transaction outcomes older than it,
 // during compaction, so expiry never costs a foreground write.
 class expiry_filter final : public rocksdb::CompactionFilter {
  public:
   enum class kind { dedupe, tx };
-  expiry_filter(kind k, std::function<std::int64_t()> clock, std::int64_t window_ms)
-      : kind_(k), clock_(std::move(clock)), window_ms_(window_ms) {}
+  expiry_filter(kind k, std::int64_t cutoff_ms) : kind_(k), cutoff_ms_(cutoff_ms) {}
 
   bool Filter(int, const rocksdb::Slice&, const rocksdb::Slice& value, std::string*, bool*) const override {
-    const std::int64_t cutoff = clock_() - window_ms_;
-    if (kind_ == kind::dedupe) {
-      dedupe_entry e;
-      return decode(std::string_view(value.data(), value.size()), e) && e.stored_ms < cutoff;
-    }
-    records::TxRecord rec;
-    if (!rec.ParseFromArray(value.data(), static_cast<int>(value.size()))) return false;
-    const auto st = static_cast<tx_state>(rec.state());
-    return (st == tx_state::committed || st == tx_state::rolled_back) && rec.resolved_ms() < cutoff;
+    const std::string_view v(value.data(), value.size());
+    if (kind_ == kind::tx) return resolved_before(v, cutoff_ms_);
+    dedupe_entry e;
+    return decode(v, e) && e.stored_ms < cutoff_ms_;
   }
   const char* Name() const override { return kind_ == kind::dedupe ? "txmq.dedupe_expiry" : "txmq.tx_expiry"; }
 
  private:
   kind kind_;
+  std::int64_t cutoff_ms_;
+};
+
+// One filter per compaction, its cutoff read from the clock when the compaction starts. A
+// single filter for the store read the clock for every key (clock_gettime was a tenth of the
+// compaction thread under transactions, issue #15, docs/BENCHMARKS.md "Fifteenth round"); an
+// entry that expires during a compaction goes at the next one instead.
+class expiry_filter_factory final : public rocksdb::CompactionFilterFactory {
+ public:
+  expiry_filter_factory(expiry_filter::kind k, std::function<std::int64_t()> clock, std::int64_t window_ms)
+      : kind_(k), clock_(std::move(clock)), window_ms_(window_ms) {}
+
+  std::unique_ptr<rocksdb::CompactionFilter> CreateCompactionFilter(const rocksdb::CompactionFilter::Context&) override {
+    return std::make_unique<expiry_filter>(kind_, clock_() - window_ms_);
+  }
+  const char* Name() const override {
+    return kind_ == expiry_filter::kind::dedupe ? "txmq.dedupe_expiry" : "txmq.tx_expiry";
+  }
+
+ private:
+  expiry_filter::kind kind_;
   std::function<std::int64_t()> clock_;
   std::int64_t window_ms_;
 };
@@ -218,7 +268,7 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
       cf.memtable_whole_key_filtering = true;
     }
     if (i == cf_dedupe) {
-      cf.compaction_filter = filters_[0].get();
+      cf.compaction_filter_factory = filters_[0];
       // Nearly every lookup is for a new id: a memtable bloom filter answers those misses
       // without walking the skip list.
       cf.memtable_prefix_bloom_size_ratio = 0.05;
@@ -227,7 +277,7 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
       // (not strictly increasing) were answered as duplicates of other ids in the crash test.
     }
     if (i == cf_tx) {
-      cf.compaction_filter = filters_[1].get();
+      cf.compaction_filter_factory = filters_[1];
       // A Prepare whose txid is not above every stored one (any txid a client did not make
       // UUIDv7, or one from a producer whose clock lags) is looked up to tell a retry from a
       // new transaction; nearly all are new, and the skip-list walk for those misses was the
@@ -479,11 +529,11 @@ result<std::unique_ptr<store>> open_store_on_env(store_options options, std::uni
   // "Sixth round"). Memory stays bounded: memtables up to their budget, blocks up to
   // block_cache_bytes.
   auto cache = rocksdb::NewLRUCache(options.block_cache_bytes + options.memtable_budget_bytes);
-  std::vector<std::unique_ptr<rocksdb::CompactionFilter>> filters;
-  filters.push_back(std::make_unique<expiry_filter>(expiry_filter::kind::dedupe, options.clock,
-                                                    options.dedupe_window.count()));
-  filters.push_back(std::make_unique<expiry_filter>(expiry_filter::kind::tx, options.clock,
-                                                    options.dedupe_window.count()));
+  std::vector<std::shared_ptr<rocksdb::CompactionFilterFactory>> filters;
+  filters.push_back(std::make_shared<expiry_filter_factory>(expiry_filter::kind::dedupe, options.clock,
+                                                            options.dedupe_window.count()));
+  filters.push_back(std::make_shared<expiry_filter_factory>(expiry_filter::kind::tx, options.clock,
+                                                            options.dedupe_window.count()));
   auto s = std::make_unique<rocksdb_store>(options, std::move(env), std::move(cache), std::move(filters));
   TXMQ_TRY(s->open(path, fresh));
   return std::unique_ptr<store>(std::move(s));
