@@ -1,22 +1,13 @@
 # corr2.py LAT SAMPLES LOG: per 100 ms window, latency p50/p99 beside the threads' CPU, the machine's busy share, the disk
-import sys, json, re
+import sys
 lat, smp, log = sys.argv[1:4]
-start=None; rows=[]
-for l in open(lat):
-    if l.startswith('#'): start=int(l.split()[2]); continue
-    t,p,e=map(int,l.split()); rows.append((start+t//1000,p+e))
+import tx_logs
+rows = tx_logs.latencies(lat)
 S=[]
 for l in open(smp):
     p=l.split(); d={k:int(v) for k,v in (x.split('=') for x in p[1:])}; S.append((int(p[0]),d))
-jobs={}
-for l in open(log):
-    m=re.search(r'EVENT_LOG_v1 (\{.*\})',l)
-    if not m: continue
-    try: ev=json.loads(m.group(1))
-    except Exception: continue
-    k=ev.get('event')
-    if k in('flush_started','compaction_started'): jobs[ev['job']]=['F' if k[0]=='f' else ('L' if ev.get('compaction_reason','')[0]=='L' else 'B'),ev['time_micros'],None]
-    elif k in('flush_finished','compaction_finished') and ev.get('job') in jobs: jobs[ev['job']][2]=ev['time_micros']
+# [F(lush) | L(0 compaction) | B(ottommost compaction), start, end]
+jobs = {k: ['F' if kind == 'flush' else ('L' if reason[:1] == 'L' else 'B'), s, e] for k, (kind, reason, s, e) in tx_logs.jobs(log).items()}
 allv=sorted(v for _,v in rows); p99=allv[int(.99*len(allv))]
 print(f"run p99 {p99/1e6:.1f}; columns: window, tx, p50, p99, slow, CPU % of a core per thread (writer io syncer high low), machine busy % of 2 cores, disk MB written, disk busy ms, jobs")
 for i in range(1,len(S)):

@@ -1,20 +1,10 @@
 # jobs.py LAT LOG [win]: slow transactions (above the run's p99) by which RocksDB jobs ran in their window
-import sys, json, re, collections
+import sys, collections
 lat, log = sys.argv[1], sys.argv[2]; win = float(sys.argv[3]) if len(sys.argv) > 3 else 0.1
-start=None; rows=[]
-for l in open(lat):
-    if l.startswith('#'): start=int(l.split()[2]); continue
-    t,p,e=map(int,l.split()); rows.append((start+t//1000,p+e))
-jobs={}
-for l in open(log):
-    m=re.search(r'EVENT_LOG_v1 (\{.*\})',l)
-    if not m: continue
-    try: ev=json.loads(m.group(1))
-    except Exception: continue
-    k=ev.get('event')
-    if k in('flush_started','compaction_started'):
-        jobs[ev['job']]=['flush' if k[0]=='f' else ev.get('compaction_reason',''),ev['time_micros'],None]
-    elif k in('flush_finished','compaction_finished') and ev.get('job') in jobs: jobs[ev['job']][2]=ev['time_micros']
+import tx_logs
+rows = tx_logs.latencies(lat)
+# [label, start, end]: the flush, or the compaction's reason
+jobs = {k: ['flush' if kind == 'flush' else reason, s, e] for k, (kind, reason, s, e) in tx_logs.jobs(log).items()}
 t0=rows[0][0]-rows[0][1]//1000
 allv=sorted(v for _,v in rows); p99=allv[int(.99*len(allv))]
 b={}
