@@ -50,7 +50,6 @@ one() {  # SIDE DIR ROUND
     echo "ab-other.sh: $side round $r: recovery failed" >&2
   stop_broker
 }
-[[ -n ${ONLY_B:-} ]] && { one B "$b" 1; exit; }
 for r in $(seq "$rounds"); do
   if (( r % 2 )); then one A "$a" "$r"; one B "$b" "$r"; else one B "$b" "$r"; one A "$a" "$r"; fi
 done
