@@ -84,8 +84,11 @@ class pg_publisher final : public publisher {
       std::this_thread::sleep_for(max_wait);
       return;
     }
-    const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(max_wait + std::chrono::microseconds(999)).count());
-    if (::poll(fds.data(), fds.size(), ms) <= 0) return;
+    // ppoll, not poll: a steady-rate sender's wait is tens of microseconds, and poll's whole
+    // milliseconds would hold its next send back.
+    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(max_wait);
+    const timespec wait{static_cast<time_t>(secs.count()), static_cast<long>((max_wait - secs).count())};
+    if (::ppoll(fds.data(), fds.size(), &wait, nullptr) <= 0) return;
     std::vector<job> finished;
     for (std::size_t i = 0; i < busy.size(); ++i) {
       if (fds[i].revents == 0) continue;

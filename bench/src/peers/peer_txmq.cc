@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/steady_timer.hpp>
+
 #include "peers/system_under_test.h"
 #include "txmq/protocol/message_id.h"
 #include "support/wire_client.h"
@@ -60,10 +62,24 @@ address parse_address(const system_options& o) {
   return out;
 }
 
-// Runs one ready handler (waiting up to max_wait for it), then every other ready one.
-void run_ready(asio::io_context& io, std::chrono::nanoseconds max_wait) {
+// Runs one ready handler (waiting up to max_wait for it), then every other ready one. The wait
+// is a timer on the context (a timerfd), not run_one_for: that one waits in epoll_wait, whose
+// timeout is whole milliseconds, so a steady-rate sender asking for 60 us slept up to 1 ms
+// unless an answer came first.
+void run_ready(asio::io_context& io, asio::steady_timer& wake, std::chrono::nanoseconds max_wait) {
   io.restart();
-  io.run_one_for(max_wait);
+  // Under load something is always ready: no timer then (arming and cancelling one is two
+  // timerfd_settime calls, on the cores the broker runs on).
+  if (io.poll() > 0 || max_wait <= std::chrono::nanoseconds::zero()) return;
+  {
+    bool woke = false;
+    wake.expires_after(max_wait);
+    wake.async_wait([&woke](const boost::system::error_code&) { woke = true; });
+    io.run_one();
+    wake.cancel();
+    // The wait's handler refers to `woke`: it has run (expired or cancelled) before returning.
+    while (!woke) io.run_one();
+  }
   io.poll();
 }
 
@@ -135,7 +151,7 @@ class txmq_publisher final : public publisher {
     pump();
   }
 
-  void poll(std::chrono::nanoseconds max_wait) override { run_ready(io_, max_wait); }
+  void poll(std::chrono::nanoseconds max_wait) override { run_ready(io_, wake_, max_wait); }
   [[nodiscard]] std::size_t outstanding() const override { return outstanding_; }
 
  private:
@@ -191,6 +207,7 @@ class txmq_publisher final : public publisher {
   }
 
   asio::io_context io_;
+  asio::steady_timer wake_{io_};  // poll()'s wait
   std::vector<std::shared_ptr<wire_connection>> conns_;
   std::size_t next_ = 0;
   std::string topic_;
