@@ -9,6 +9,7 @@
 # arguments for both sides, e.g. "--durability async"); ENV_A / ENV_B (environment assignments for
 # that side's broker, e.g. the same binary on both sides with ENV_B="TXMQ_IO_SPIN_US=50"); BENCH_A /
 # BENCH_B (that side's txmq-bench, default BENCH: e.g. one run at another nice level).
+# RATE: messages per second (default 10000).
 set -euo pipefail
 a=$1; b=$2; rounds=${3:-3}; bench=${BENCH:-build/bin/txmq-bench}; workload=${WORKLOAD:-rate}
 dir=$(mktemp -d /var/tmp/txmq-rate.XXXXXX); port=$((20000 + RANDOM % 20000)); http=$((port + 1)); pid=""
@@ -20,7 +21,7 @@ one() {
   env $e "$2" --data-dir "$dir/data" --listen 127.0.0.1:$port --http 127.0.0.1:$http ${BROKER_ARGS:-} > "$dir/broker.log" 2>&1 & pid=$!
   for _ in $(seq 100); do curl -sf "127.0.0.1:$http/healthz" > /dev/null 2>&1 && break; sleep 0.1; done
   local b; [[ $1 == A ]] && b=${BENCH_A:-$bench} || b=${BENCH_B:-$bench}
-  out=$("$b" "$workload" --broker 127.0.0.1:$port --broker-pid $pid --runs 1 --json --message-bytes 256 --rate 10000 --seconds 8 --warmup 1)
+  out=$("$b" "$workload" --broker 127.0.0.1:$port --broker-pid $pid --runs 1 --json --message-bytes 256 --rate "${RATE:-10000}" --seconds 8 --warmup 1)
   echo "$out" | grep '^{' | sed "s/^{/{\"ab\":\"$1\",\"workload_ab\":\"$workload\",\"seconds\":8,\"env\":\"$e\",/"
   curl -s 127.0.0.1:$http/metrics | grep -E '^txmq_(produce_latency|store_(fsync|queue|commit))_seconds_(bucket|count)' | sed "s/^/# $1 /"
   kill $pid; wait $pid 2>/dev/null || true; pid=""
