@@ -3,8 +3,12 @@
 order, the broker CPU µs per message, the load, and the medians of the per-round ratios B/A
 (rounds pair the n-th A run with the n-th B run)."""
 import json
+import signal
 import statistics
 import sys
+
+# Piped into head: stop quietly when the reader goes, as other filters do.
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 runs = {"A": [], "B": []}
 for line in sys.stdin:
@@ -12,6 +16,9 @@ for line in sys.stdin:
         d = json.loads(line)
         runs[d["ab"]].append(d)
 n = min(len(runs["A"]), len(runs["B"]))
+if n == 0:
+    sys.exit(f"rate-ab-summary: no JSON lines of both sides on stdin (A: {len(runs['A'])}, B: {len(runs['B'])}); "
+             "give it the output of scripts/bench-rate-ab.sh")
 fmt = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
 for side in "AB":
     rs = runs[side]
