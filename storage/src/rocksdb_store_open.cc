@@ -86,7 +86,9 @@ class expiry_filter final : public rocksdb::CompactionFilter {
     dedupe_entry e;
     return decode(v, e) && e.stored_ms < cutoff_ms_;
   }
-  const char* Name() const override { return kind_ == kind::dedupe ? "txmq.dedupe_expiry" : "txmq.tx_expiry"; }
+  const char* Name() const override { return name(kind_); }
+  // The filter's and its factory's name (RocksDB's LOG and options file show it).
+  static const char* name(kind k) { return k == kind::dedupe ? "txmq.dedupe_expiry" : "txmq.tx_expiry"; }
 
  private:
   kind kind_;
@@ -105,9 +107,7 @@ class expiry_filter_factory final : public rocksdb::CompactionFilterFactory {
   std::unique_ptr<rocksdb::CompactionFilter> CreateCompactionFilter(const rocksdb::CompactionFilter::Context&) override {
     return std::make_unique<expiry_filter>(kind_, clock_() - window_ms_);
   }
-  const char* Name() const override {
-    return kind_ == expiry_filter::kind::dedupe ? "txmq.dedupe_expiry" : "txmq.tx_expiry";
-  }
+  const char* Name() const override { return expiry_filter::name(kind_); }
 
  private:
   expiry_filter::kind kind_;
