@@ -17,7 +17,8 @@
 # that side's broker: the same binary on both sides with ENV_B="TXMQ_IO_SPIN_US=50", say).
 # relay (txmq-bench relay, one run per side: backlog rows/s beside the direct rate, latency at
 # 2,000 rows/s): PG (libpq conninfo of a database the bench may fill, required), RELAY_A and
-# RELAY_B (the txmq-relay binaries of each side; default: beside BENCH), ROWS (backlog, 200000).
+# RELAY_B (the txmq-relay binaries of each side; default: beside BENCH), ROWS (backlog, 200000),
+# PG_A / PG_B (that side's database instead of PG: two outbox schema versions side by side).
 set -euo pipefail
 a=$1; b=$2; rounds=${3:-3}; secs=${4:-5}; shift 4 || shift $#
 workloads=("$@")
@@ -52,8 +53,9 @@ one() {  # one LABEL BINARY WORKLOAD
     consume) out=$("$bench" consume "${c[@]}" --in-flight 1000 --batch 100 --backlog "$backlog" --topic ab) ;;
     relay)
       local rb; [[ $1 == A ]] && rb=${RELAY_A:-} || rb=${RELAY_B:-}
+      local db; [[ $1 == A ]] && db=${PG_A:-${PG:-}} || db=${PG_B:-${PG:-}}
       out=$("$bench" relay --broker 127.0.0.1:$port --broker-pid $pid --runs 1 --json --message-bytes 256 \
-              --pg "${PG:?PG must name the database for the relay workload}" --rows "${ROWS:-200000}" \
+              --pg "${db:?PG (or PG_A and PG_B) must name the database for the relay workload}" --rows "${ROWS:-200000}" \
               --seconds "$secs" ${rb:+--relay "$rb"}) ;;
   esac
   kill $pid; wait $pid 2>/dev/null || true; pid=""

@@ -84,11 +84,40 @@ TEST(pg_schema, version_3_takes_a_rows_seq_after_its_transactions_xid_and_migrat
   ASSERT_TRUE(pg::exec(conn.get(), "SELECT nextval('txmq_outbox_seq_seq')"));  // not the 32nd value: no xid from nextval
   EXPECT_EQ(xid_before_seq(), "f");
   ASSERT_TRUE(producer::install_schema(conn.get(), 4));  // `txmq outbox init` again: migrates
-  EXPECT_EQ(one_value(conn.get(), "SELECT version FROM txmq_schema"), "3");
+  EXPECT_EQ(one_value(conn.get(), "SELECT version FROM txmq_schema"), std::to_string(producer::pg_schema_version));
   EXPECT_EQ(xid_before_seq(), "t");
   ASSERT_TRUE(producer::install_schema(conn.get(), 4));  // and again: idempotent
   ASSERT_TRUE(pg::exec(conn.get(), "INSERT INTO txmq_outbox (topic, key, payload) VALUES ('t', 'k', 'x'), ('t', 'k', 'y')"));
   EXPECT_EQ(one_value(conn.get(), "SELECT count(DISTINCT seq) FROM txmq_outbox"), "2");
+}
+
+// Version 4: the NOTIFY leaves the routing trigger for a deferred one (outbox_wake_test.cc drives
+// it); `txmq outbox init` on a version-3 database moves it.
+TEST(pg_schema, version_4_notifies_from_a_commit_time_trigger_and_migrates_version_3) {
+  auto conn = connect_to(test::shared_pg_cluster().create_database("schema_v4"));
+  ASSERT_TRUE(producer::install_schema(conn.get(), 4));
+  const auto notifies = [&](const char* fn) {
+    return one_value(conn.get(), std::string("SELECT pg_get_functiondef('") + fn + "'::regproc) LIKE '%pg_notify%'");
+  };
+  const auto wake_trigger = [&] {
+    return one_value(conn.get(), "SELECT count(*) FROM pg_trigger WHERE tgname = 'txmq_outbox_wake' AND tgdeferrable AND tginitdeferred");
+  };
+  EXPECT_EQ(notifies("txmq_outbox_route"), "f");
+  EXPECT_EQ(notifies("txmq_outbox_wake"), "t");
+  EXPECT_EQ(wake_trigger(), "1");
+
+  // A database of version 3: the routing trigger notifies, no wake trigger.
+  ASSERT_TRUE(pg::exec(conn.get(),
+                       "CREATE OR REPLACE FUNCTION txmq_outbox_route() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                       "NEW.shard := ((hashtext(coalesce(NEW.key, NEW.id::text))::bigint % 4) + 4) % 4; "
+                       "PERFORM pg_notify('txmq_outbox', NEW.shard::text); RETURN NEW; END $$; "
+                       "DROP TRIGGER txmq_outbox_wake ON txmq_outbox; DROP FUNCTION txmq_outbox_wake(); "
+                       "UPDATE txmq_schema SET version = 3"));
+  EXPECT_EQ(notifies("txmq_outbox_route"), "t");
+  ASSERT_TRUE(producer::install_schema(conn.get(), 4));  // `txmq outbox init` again: migrates
+  EXPECT_EQ(one_value(conn.get(), "SELECT version FROM txmq_schema"), "4");
+  EXPECT_EQ(notifies("txmq_outbox_route"), "f");
+  EXPECT_EQ(wake_trigger(), "1");
 }
 
 TEST(pg_schema, sqlstate_is_kept_in_errors) {

@@ -29,6 +29,7 @@
 #include "round.h"
 #include "round_reader.h"
 #include "round_statements.h"
+#include "wake.h"
 
 namespace txmq::relay {
 namespace {
@@ -189,6 +190,16 @@ class relay::impl {
         pending_.insert(owned_.begin(), owned_.end());
       }
       drain_notifications();
+      if (pending_.empty() && waking_->awake()) {
+        // Writers send no NOTIFY while we are awake: read again shortly, or fall asleep.
+        const auto wait = waking_->quiet.next_wait();
+        if (auto r = wait ? outcome::success() : waking_->fall_asleep(waking_exec_); !r) {
+          db_failed(r.error());
+          continue;
+        }
+        if (wait && wait->count() > 0) wait_until(clock::now() + *wait);
+        pending_.insert(owned_.begin(), owned_.end());
+      }
       if (pending_.empty()) {
         wait_until(std::min(next_poll, next_rebalance));
         continue;
@@ -207,6 +218,11 @@ class relay::impl {
       db_ok();
       for (int shard : batch.drained) pending_.erase(shard);
       if (batch.published) broker_ok();
+      if (!batch.published) {
+        waking_->quiet.found_nothing();
+      } else if (auto r = waking_->wake_up(waking_exec_, owned_); !r) {  // rows come: read on our own
+        db_failed(r.error());
+      }
     }
     shutdown();
     return outcome::success();
@@ -298,6 +314,7 @@ class relay::impl {
     // shard's start every time: correct, slower in a backlog.
     reader_.emplace(options_.batch, schema.value().version >= 3);
     if (!reader_->order_rule()) log(log_level::warn, detail::old_schema_warning(schema.value().version));
+    waking_.emplace(schema.value().version >= 4);  // older triggers NOTIFY on every commit
     conn_ = std::move(c).value();
     owned_.clear();
     pending_.clear();
@@ -337,6 +354,7 @@ class relay::impl {
       owned_.clear();
       pending_.clear();
       reader_.reset();
+      waking_.reset();  // the session's locks went with it
       db_up_->set(0);
       owned_gauge_->set(0);
       std::lock_guard lock(status_mutex_);
@@ -427,6 +445,7 @@ class relay::impl {
       if (auto r = db_exec("SELECT pg_advisory_unlock($1::int, $2::int)", {lock_class, std::to_string(s)}); !r) {
         return r.error();
       }
+      if (auto r = waking_ ? waking_->give_up(waking_exec_, {s}) : outcome::success(); !r) return r.error();
       owned_.erase(s);
       pending_.erase(s);
       reader_->read_from_start(s);
@@ -565,33 +584,7 @@ class relay::impl {
     r.messages.clear();
   }
 
-  struct settled {
-    std::string acked;  // the acked ids, 16 bytes each
-    std::optional<client::error> failed;
-  };
-
-  // Waits for every ack (each callback runs: the producer gives up on a message after its
-  // delivery timeout). Returns the acked ids and the first failure.
-  settled settle_round(round& r) {
-    std::string acked;
-    std::optional<client::error> failed;
-    const auto now = std::chrono::system_clock::now();
-    if (r.acks) {
-      std::unique_lock lock(r.acks->mutex);
-      r.acks->all_done.wait(lock, [&] { return r.acks->done.load() == r.acks->results.size(); });
-    }
-    acked.reserve(r.sent * detail::k_id_bytes);
-    for (std::size_t i = 0; i < r.sent; ++i) {
-      auto& a = *r.acks->results[i];
-      if (!a) {
-        if (!failed) failed = a.error();
-        continue;
-      }
-      acked.append(r.ids, i * detail::k_id_bytes, detail::k_id_bytes);
-      row_age_->observe(now - r.created[i]);
-    }
-    return {std::move(acked), failed};
-  }
+  detail::settled settle_round(round& r) { return detail::settle(r, *row_age_); }
 
   // Only what the broker acked (fsynced) is deleted; the rest is read again next time.
   client::result<void> delete_acked(const std::string& acked) {
@@ -755,6 +748,11 @@ class relay::impl {
   // start over the index entries and dead heap tuples of every row deleted since (about 3.5 µs
   // each, the first time they are walked). Made per session (connect_db), for its schema version.
   std::optional<detail::round_reader> reader_;
+  std::optional<detail::wake_state> waking_;  // per session (connect_db), for its schema version
+  const detail::db_exec waking_exec_ = [this](std::string_view sql, std::span<const pg::param> params) {
+    db_call call(*this);
+    return pg::exec(conn_.get(), sql, params);
+  };
   std::set<int> owned_before_;
   common::backoff db_backoff_;
   common::backoff broker_backoff_;

@@ -8,6 +8,27 @@
 
 namespace txmq::relay::detail {
 
+settled settle(round& r, common::histogram& row_age) {
+  std::string acked;
+  std::optional<client::error> failed;
+  const auto now = std::chrono::system_clock::now();
+  if (r.acks) {
+    std::unique_lock lock(r.acks->mutex);
+    r.acks->all_done.wait(lock, [&] { return r.acks->done.load() == r.acks->results.size(); });
+  }
+  acked.reserve(r.sent * k_id_bytes);
+  for (std::size_t i = 0; i < r.sent; ++i) {
+    auto& a = *r.acks->results[i];
+    if (!a) {
+      if (!failed) failed = a.error();
+      continue;
+    }
+    acked.append(r.ids, i * k_id_bytes, k_id_bytes);
+    row_age.observe(now - r.created[i]);
+  }
+  return {std::move(acked), failed};
+}
+
 void take_rows(const read_result& read, round& out, const send_check& check) {
   const PGresult* res = read.rows.get();
   const auto& order = read.order;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "txmq/client/error.h"
+#include "txmq/common/metrics.h"
 #include "round_reader.h"
 #include "txmq/producer/producer.h"
 
@@ -73,6 +74,16 @@ using send_check = std::function<client::result<void>(int shard, const producer:
 // comes at once while the shard's later rows, queued after it, are stored before it is fixed.
 // The other shards go on.
 void take_rows(const read_result& read, round& out, const send_check& check);
+
+struct settled {
+  std::string acked;  // the acked ids, 16 bytes each
+  std::optional<client::error> failed;
+};
+
+// Waits for every ack of a sent round (each callback runs: the producer gives up on a message
+// after its delivery timeout). Returns the acked ids and the first failure; each acked row's age
+// goes to `row_age`.
+settled settle(round& r, common::histogram& row_age);
 
 // Whether the broker's answer to a ProduceRequest refuses its topic's messages until an operator
 // acts, not the broker being unavailable: NOT_AUTHORIZED (no produce grant on the topic),

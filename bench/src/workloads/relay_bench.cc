@@ -328,7 +328,10 @@ percentiles direct_latency(const relay_bench_options& o, const std::string& topi
 int run_relay_bench(const relay_bench_options& o) {
   try {
     auto conn = must(pg::connect(o.pg), "connect to PostgreSQL");
-    if (!producer::read_schema(conn.get())) must(producer::install_schema(conn.get()), "install the txmq schema");
+    // Installed when missing, upgraded when older (the wake-up of version 4 changes the figures).
+    if (auto v = producer::read_schema(conn.get()); !v || v.value().version < producer::pg_schema_version) {
+      must(producer::install_schema(conn.get(), v ? v.value().shards : producer::default_outbox_shards), "install the txmq schema");
+    }
     std::vector<double> relay_rate, direct_rate, relay_p50, relay_p99, direct_p50, direct_p99, relay_cpu, broker_cpu;
     const std::string prefix = "relay-bench-" + std::to_string(::getpid()) + "-";
     for (int run = 0; run < o.runs; ++run) {

@@ -19,7 +19,18 @@ namespace txmq::producer {
 // 1: outbox, barrier, inbox. 2: txmq_relay, outbox autovacuum tuned for a queue table.
 // 3: an outbox row's seq is taken after its transaction has an xid (txmq_outbox_next_seq()),
 // which lets txmq-relay resume reads without breaking per-key order.
-inline constexpr int pg_schema_version = 3;
+// 4: a commit that inserted outbox rows sends a NOTIFY only for shards whose relay is not awake
+// (it holds no outbox_awake_lock_class lock on them): NOTIFY serialises every notifying commit
+// of the whole PostgreSQL cluster on one lock held through the commit's WAL flush.
+inline constexpr int pg_schema_version = 4;
+// The advisory locks of the wake-up (version 4), per shard. A relay holds (awake, shard)
+// exclusively while it reads the shard on its own. A committing writer holds (committing, shard)
+// shared from its check to its end, then tries (awake, shard) shared, and sends the NOTIFY when
+// it gets that one or not the first. A relay that falls asleep gives up (awake, shard), then
+// waits for (committing, shard) exclusively: every writer that found it awake has then committed
+// (or rolled back), and its next read sees their rows. outbox-relay/README.md, "Waking the relay".
+inline constexpr int outbox_awake_lock_class = 0x74786d73;
+inline constexpr int outbox_committing_lock_class = 0x74786d74;
 inline constexpr int default_outbox_shards = 16;
 
 struct pg_schema_info {
