@@ -220,7 +220,7 @@ class relay::impl {
       if (batch.published) broker_ok();
       if (!batch.published) {
         waking_->quiet.found_nothing();
-      } else if (auto r = waking_->wake_up(waking_exec_, owned_); !r) {  // rows come: read on our own
+      } else if (auto r = waking_->rows_published(waking_exec_, owned_); !r) {
         db_failed(r.error());
       }
     }

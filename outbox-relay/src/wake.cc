@@ -31,12 +31,14 @@ std::optional<std::chrono::milliseconds> quiet_reads::next_wait() const noexcept
   }
 }
 
-client::result<void> wake_state::wake_up(const db_exec& exec, const std::set<int>& owned) {
+client::result<void> wake_state::rows_published(const db_exec& exec, const std::set<int>& owned) {
   quiet.found_rows();
+  const auto now = std::chrono::steady_clock::now();
+  const bool busy = now - last_rows_ < std::chrono::milliseconds(5);
+  last_rows_ = now;
   std::set<int> missing;
   std::ranges::set_difference(owned, held_, std::inserter(missing, missing.end()));
-  const auto now = std::chrono::steady_clock::now();
-  if (!enabled_ || missing.empty() || now < next_try_) return outcome::success();
+  if (!enabled_ || (!awake() && !busy) || missing.empty() || now < next_try_) return outcome::success();
   const pg::param params[] = {std::to_string(producer::outbox_awake_lock_class), int_array(missing)};
   auto r = exec("SELECT s FROM unnest($2::int[]) s WHERE pg_try_advisory_lock($1::int, s)", params);
   if (!r) return r.error();

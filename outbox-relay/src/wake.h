@@ -33,8 +33,7 @@ std::string wait_for_committing_writers_sql(const std::set<int>& shards, std::ch
 
 // How long an awake relay waits before it reads its shards again when nothing was found, and
 // when it falls asleep instead: read again at once after rows, then after 1, 2 and 4 ms; after
-// that it falls asleep. A steady stream keeps it awake for as long as gaps stay under ~7 ms; a
-// lone row costs four more reads and the lock statements than a NOTIFY-only relay would spend.
+// that it falls asleep. A steady stream keeps it awake while gaps stay under ~7 ms.
 class quiet_reads {
  public:
   void found_rows() noexcept { empty_ = 0; }
@@ -54,9 +53,13 @@ class wake_state {
   [[nodiscard]] bool awake() const noexcept { return !held_.empty(); }
   quiet_reads quiet;
 
-  // A round published rows: take the awake locks of the `owned` shards not held. One a committing
-  // writer holds shared is not taken (its writers go on notifying); tried again 100 ms later.
-  client::result<void> wake_up(const db_exec& exec, const std::set<int>& owned);
+  // A drain published rows. Asleep, it wakes only when the previous drain with rows ended under
+  // 5 ms before (about 200 rows/s): below that rate commits rarely overlap, the NOTIFY lock costs
+  // them little, and reading on its own would cost PostgreSQL more (per lone row: the lock
+  // statements and five reads instead of one). Awake, it takes the locks of the `owned` shards it
+  // lacks; one a committing writer holds shared is not taken (its writers go on notifying) and is
+  // tried again 100 ms later.
+  client::result<void> rows_published(const db_exec& exec, const std::set<int>& owned);
   // Gives up the locks of `shards` that are held (a shard released to another relay).
   client::result<void> give_up(const db_exec& exec, const std::set<int>& shards);
   // Gives up every lock and waits out the commits that found us awake (up to 100 ms); the
@@ -67,6 +70,7 @@ class wake_state {
   bool enabled_;
   std::set<int> held_;
   std::chrono::steady_clock::time_point next_try_{};
+  std::chrono::steady_clock::time_point last_rows_{};  // the end of the previous drain with rows
 };
 
 }  // namespace txmq::relay::detail
