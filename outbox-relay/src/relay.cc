@@ -3,8 +3,8 @@
 // through; every member reads or changes that session's state, so splitting it would pass the
 // whole state between files. Row decoding (outbox_row.cc), the shard plan (shard_plan.cc), the
 // round's statements with the order of a read's rows (round_statements.cc), taking a read's rows
-// into a round (round.cc), and where each read starts (round_reader.cc, open_transactions.cc)
-// live apart because they need none of it.
+// into a round (round.cc), where each read starts (round_reader.cc, open_transactions.cc) and
+// the awake locks that spare writers the NOTIFY (wake.cc) live apart because they need none of it.
 
 #include "txmq/relay/relay.h"
 
