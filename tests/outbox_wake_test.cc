@@ -18,6 +18,7 @@
 #include "eventually.h"
 #include "outbox_support.h"
 #include "pg_cluster.h"
+#include "raw_client.h"
 #include "relay_process.h"
 #include "txmq/client/admin.h"
 #include "txmq/pg/pg.h"
@@ -179,13 +180,16 @@ TEST(outbox_wake_relay, the_relay_reads_on_its_own_while_rows_come_and_a_notify_
   bool awake = false;
   for (; rows < 20000 && !awake; rows += 10) {
     for (int i = 0; i < 10; ++i) insert_row(setup.conn.get(), "k" + std::to_string(rows + i));
-    awake = awake_locks(watch.get()) == 2;
+    // Both while rows come (the relay falls asleep ~7 ms after they stop): its locks and its gauge.
+    awake = awake_locks(watch.get()) == 2 &&
+            metric(http_get(relay.http_port(), "/metrics"), "txmq_relay_shards_awake") == 2.0;
   }
   EXPECT_TRUE(awake) << rows << " rows\n" << relay.log();
 
   // The rows stop: everything is published, and the relay falls asleep.
   EXPECT_TRUE(eventually([&] { return scalar(setup.db, "SELECT count(*) FROM txmq_outbox") == "0"; }, 30s)) << relay.log();
   EXPECT_TRUE(eventually([&] { return awake_locks(watch.get()) == 0; }, 20s)) << relay.log();
+  EXPECT_TRUE(eventually([&] { return metric(http_get(relay.http_port(), "/metrics"), "txmq_relay_shards_awake") == 0.0; }));
 
   // A lone row: its commit notifies, and the relay publishes it.
   insert_row(setup.conn.get(), "lone");

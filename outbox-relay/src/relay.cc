@@ -314,7 +314,7 @@ class relay::impl {
     // shard's start every time: correct, slower in a backlog.
     reader_.emplace(options_.batch, schema.value().version >= 3);
     if (!reader_->order_rule()) log(log_level::warn, detail::old_schema_warning(schema.value().version));
-    waking_.emplace(schema.value().version >= 4);  // older triggers NOTIFY on every commit
+    waking_.emplace(schema.value().version >= 4, *options_.metrics);  // older: NOTIFY on every commit
     conn_ = std::move(c).value();
     owned_.clear();
     pending_.clear();

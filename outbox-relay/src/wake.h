@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "txmq/client/error.h"
+#include "txmq/common/metrics.h"
 #include "txmq/pg/pg.h"
 
 namespace txmq::relay::detail {
@@ -45,11 +46,15 @@ class quiet_reads {
   int empty_ = 0;  // reads in a row that found nothing
 };
 
-// The awake locks of one database session (they go with it).
+// The awake locks of one database session (they go with it). Metrics:
+// txmq_relay_shards_awake, txmq_relay_sleep_wait_timeouts_total.
 class wake_state {
  public:
   // `enabled`: the schema is version 4 or later (older triggers NOTIFY on every commit).
-  explicit wake_state(bool enabled) : enabled_(enabled) {}
+  wake_state(bool enabled, common::metrics_registry& metrics);
+  ~wake_state();
+  wake_state(const wake_state&) = delete;
+  wake_state& operator=(const wake_state&) = delete;
   [[nodiscard]] bool awake() const noexcept { return !held_.empty(); }
   quiet_reads quiet;
 
@@ -68,6 +73,8 @@ class wake_state {
 
  private:
   bool enabled_;
+  common::gauge& awake_gauge_;
+  common::counter& wait_timeouts_;
   std::set<int> held_;
   std::chrono::steady_clock::time_point next_try_{};
   std::chrono::steady_clock::time_point last_rows_{};  // the end of the previous drain with rows
