@@ -203,5 +203,43 @@ TEST(outbox_wake_relay, the_relay_reads_on_its_own_while_rows_come_and_a_notify_
   EXPECT_EQ(relay.stop(), 0) << relay.log();
 }
 
+// The case the wait cannot cover: a writer that checks at its insert (SET CONSTRAINTS ...
+// IMMEDIATE), finds the relay awake and keeps its transaction open past the relay's 100 ms wait.
+// The relay counts the timeout, and the row comes with the poll.
+TEST(outbox_wake_relay, a_writer_holding_its_check_past_the_wait_is_counted_and_its_row_polled) {
+  wake_db setup("wake_held");
+  broker_process b;
+  b.start();
+  client::admin admin = admin_of(b);
+  ASSERT_TRUE(admin.create_topic({"t", 2}));
+  relay_process relay({"--pg", setup.db, "--broker", b.address(), "--relay-id", "held-1", "--poll-interval", "500ms"});
+  relay.start();
+  ASSERT_TRUE(eventually([&] { return shards_held(setup.db) == 2; }, 20s)) << relay.log();
+  auto watch = connect_to(setup.db);
+  auto held = connect_to(setup.db);
+  const std::string held_pid = PQgetvalue(pg::exec(held.get(), "SELECT pg_backend_pid()").value().get(), 0, 0);
+  bool checked_awake = false;
+  for (int rows = 0; rows < 20000 && !checked_awake; rows += 10) {
+    for (int i = 0; i < 10; ++i) insert_row(setup.conn.get(), "k" + std::to_string(rows + i));
+    if (awake_locks(watch.get()) != 2) continue;
+    run(held.get(), "BEGIN");
+    insert_row(held.get(), "held");
+    run(held.get(), "SET CONSTRAINTS txmq_outbox_wake IMMEDIATE");
+    // Found awake: the writer holds no awake lock of its own (it would, had it found the relay asleep).
+    auto own = pg::exec(watch.get(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
+                                         std::to_string(producer::outbox_awake_lock_class) + "::bigint::oid AND pid = " + held_pid);
+    ASSERT_TRUE(own);
+    checked_awake = std::string_view(PQgetvalue(own.value().get(), 0, 0)) == "0";
+    if (!checked_awake) run(held.get(), "ROLLBACK");
+  }
+  ASSERT_TRUE(checked_awake) << relay.log();
+  const auto timeouts = [&] { return metric(http_get(relay.http_port(), "/metrics"), "txmq_relay_sleep_wait_timeouts_total"); };
+  EXPECT_TRUE(eventually([&] { return timeouts() >= 1.0; }, 20s)) << relay.log();
+  EXPECT_TRUE(eventually([&] { return scalar(setup.db, "SELECT count(*) FROM txmq_outbox") == "0"; }, 20s)) << relay.log();
+  run(held.get(), "COMMIT");  // no NOTIFY: it found the relay awake
+  EXPECT_TRUE(eventually([&] { return scalar(setup.db, "SELECT count(*) FROM txmq_outbox") == "0"; }, 20s)) << relay.log();
+  EXPECT_EQ(relay.stop(), 0) << relay.log();
+}
+
 }  // namespace
 }  // namespace txmq::test
