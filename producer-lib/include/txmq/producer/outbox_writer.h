@@ -4,8 +4,9 @@
 // business rows and the messages about them commit or roll back together; txmq-relay publishes
 // the committed rows with the row id as the message id.
 //
-// The writer adds nothing that a plain SQL INSERT could not do: the BEFORE INSERT trigger of
-// `txmq outbox init` routes the shard and notifies the relays. What it adds is a UUIDv7 id made
+// The writer adds nothing that a plain SQL INSERT could not do: the triggers of `txmq outbox
+// init` route the shard and, at the commit, wake a relay that is not reading the shard already
+// (outbox-relay/README.md, "Waking the relay"). What it adds is a UUIDv7 id made
 // here (time-ordered, so the broker's dedupe index stays append-mostly), parameterised
 // statements, and the row's shard and seq read back.
 //
