@@ -162,16 +162,29 @@ int awake_locks(PGconn* c) {
   return r ? std::stoi(PQgetvalue(r.value().get(), 0, 0)) : -1;
 }
 
-TEST(outbox_wake_relay, the_relay_reads_on_its_own_while_rows_come_and_a_notify_wakes_it_after) {
-  wake_db setup("wake_relay");
+// A 2-shard outbox, a broker with topic "t" (2 partitions), and a relay holding both shards.
+struct relay_setup : wake_db {
+  relay_setup(const std::string& name, const std::string& poll_interval)
+      : wake_db(name), admin(admin_of(started(b))),
+        relay({"--pg", db, "--broker", b.address(), "--relay-id", name, "--poll-interval", poll_interval}) {
+    if (!admin.create_topic({"t", 2})) throw std::runtime_error("create topic t");
+    relay.start();
+    if (!eventually([&] { return shards_held(db) == 2; }, 20s)) throw std::runtime_error("no shards held\n" + relay.log());
+  }
+  static broker_process& started(broker_process& p) {
+    p.start();
+    return p;
+  }
   broker_process b;
-  b.start();
-  client::admin admin = admin_of(b);
-  ASSERT_TRUE(admin.create_topic({"t", 2}));
+  client::admin admin;
+  relay_process relay;
+};
+
+TEST(outbox_wake_relay, the_relay_reads_on_its_own_while_rows_come_and_a_notify_wakes_it_after) {
   // An hour between polls: rows after the stream are published only if a NOTIFY wakes the relay.
-  relay_process relay({"--pg", setup.db, "--broker", b.address(), "--relay-id", "wake-1", "--poll-interval", "1h"});
-  relay.start();
-  ASSERT_TRUE(eventually([&] { return shards_held(setup.db) == 2; }, 20s)) << relay.log();
+  relay_setup setup("wake_relay", "1h");
+  auto& relay = setup.relay;
+  auto& admin = setup.admin;
 
   // One row per commit until the relay holds its awake locks (it reads on its own: writers stop
   // notifying), at most 20,000 rows.
@@ -207,14 +220,8 @@ TEST(outbox_wake_relay, the_relay_reads_on_its_own_while_rows_come_and_a_notify_
 // IMMEDIATE), finds the relay awake and keeps its transaction open past the relay's 100 ms wait.
 // The relay counts the timeout, and the row comes with the poll.
 TEST(outbox_wake_relay, a_writer_holding_its_check_past_the_wait_is_counted_and_its_row_polled) {
-  wake_db setup("wake_held");
-  broker_process b;
-  b.start();
-  client::admin admin = admin_of(b);
-  ASSERT_TRUE(admin.create_topic({"t", 2}));
-  relay_process relay({"--pg", setup.db, "--broker", b.address(), "--relay-id", "held-1", "--poll-interval", "500ms"});
-  relay.start();
-  ASSERT_TRUE(eventually([&] { return shards_held(setup.db) == 2; }, 20s)) << relay.log();
+  relay_setup setup("wake_held", "500ms");
+  auto& relay = setup.relay;
   auto watch = connect_to(setup.db);
   auto held = connect_to(setup.db);
   const std::string held_pid = PQgetvalue(pg::exec(held.get(), "SELECT pg_backend_pid()").value().get(), 0, 0);
