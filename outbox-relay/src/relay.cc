@@ -198,6 +198,7 @@ class relay::impl {
           continue;
         }
         if (wait && wait->count() > 0) wait_until(clock::now() + *wait);
+        if (stopping_.load()) continue;
         pending_.insert(owned_.begin(), owned_.end());
       }
       if (pending_.empty()) {
