@@ -107,7 +107,7 @@ CREATE TRIGGER txmq_outbox_route BEFORE INSERT ON txmq_outbox FOR EACH ROW EXECU
 // Version 4: the wake-up moves out of the routing trigger into one that runs at commit. A
 // transaction that NOTIFYs takes a lock of the whole PostgreSQL cluster before its commit record
 // and keeps it until the record is flushed, so notifying commits cannot share a WAL flush: with
-// a NOTIFY per outbox insert, 16 writers committed 2,910 rows/s, 8,740 without
+// a NOTIFY per outbox insert, 16 writers committed 2,791-2,911 rows/s, 8,610-8,995 without
 // (docs/BENCHMARKS.md, "Seventeenth round"). A relay that reads a shard anyway holds the shard's
 // awake lock, and commits skip the NOTIFY (the protocol: pg_schema.h, outbox_awake_lock_class).
 // Deferred to the commit, not at the insert: the relay may fall asleep while the writer's
