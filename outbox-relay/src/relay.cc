@@ -484,9 +484,7 @@ class relay::impl {
   }
 
   client::result<void> heartbeat() {
-    std::string shards = "{";
-    for (int s : owned_) shards += (shards.size() > 1 ? "," : "") + std::to_string(s);
-    shards += "}";
+    const auto shards = pg::int_array_literal(owned_);
     const auto st = status();
     auto r = db_exec(
                       "INSERT INTO txmq_relay (relay_id, backend_pid, process, shards, broker_state, last_error, "

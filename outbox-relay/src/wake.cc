@@ -7,17 +7,11 @@
 
 namespace txmq::relay::detail {
 
-std::string int_array(const std::set<int>& values) {
-  std::string out = "{";
-  for (int v : values) out += (out.size() > 1 ? "," : "") + std::to_string(v);
-  return out + "}";
-}
-
 std::string wait_for_committing_writers_sql(const std::set<int>& shards, std::chrono::milliseconds timeout) {
   // One statement, one round trip: the xact locks go at its end. The shards are our own ints.
   return "DO $$ BEGIN SET LOCAL lock_timeout = '" + std::to_string(timeout.count()) +
          "ms'; PERFORM pg_advisory_xact_lock(" + std::to_string(producer::outbox_committing_lock_class) +
-         ", s) FROM unnest('" + int_array(shards) + "'::int[]) s; END $$";
+         ", s) FROM unnest('" + pg::int_array_literal(shards) + "'::int[]) s; END $$";
 }
 
 std::optional<std::chrono::milliseconds> quiet_reads::next_wait() const noexcept {
@@ -50,7 +44,7 @@ client::result<void> wake_state::rows_published(const db_exec& exec, const std::
   std::set<int> missing;
   std::ranges::set_difference(owned, held_, std::inserter(missing, missing.end()));
   if (!enabled_ || (!awake() && !busy) || missing.empty() || now < next_try_) return outcome::success();
-  const pg::param params[] = {std::to_string(producer::outbox_awake_lock_class), int_array(missing)};
+  const pg::param params[] = {std::to_string(producer::outbox_awake_lock_class), pg::int_array_literal(missing)};
   auto r = exec("SELECT s FROM unnest($2::int[]) s WHERE pg_try_advisory_lock($1::int, s)", params);
   if (!r) return r.error();
   for (int i = 0; i < PQntuples(r.value().get()); ++i) held_.insert(std::stoi(PQgetvalue(r.value().get(), i, 0)));
@@ -63,7 +57,7 @@ client::result<void> wake_state::give_up(const db_exec& exec, const std::set<int
   std::set<int> ours;
   std::ranges::set_intersection(shards, held_, std::inserter(ours, ours.end()));
   if (ours.empty()) return outcome::success();
-  const pg::param params[] = {std::to_string(producer::outbox_awake_lock_class), int_array(ours)};
+  const pg::param params[] = {std::to_string(producer::outbox_awake_lock_class), pg::int_array_literal(ours)};
   auto r = exec("SELECT pg_advisory_unlock($1::int, s) FROM unnest($2::int[]) s", params);
   if (!r) return r.error();
   for (int s : ours) held_.erase(s);

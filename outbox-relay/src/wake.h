@@ -23,9 +23,6 @@ namespace txmq::relay::detail {
 // A statement on the relay's session (relay.cc's db_exec: it times each call for /healthz).
 using db_exec = std::function<client::result<pg::result_ptr>(std::string_view sql, std::span<const pg::param> params)>;
 
-// "{1,2,3}"
-std::string int_array(const std::set<int>& values);
-
 // Waits until no writer holds the shards' committing lock: those that found the relay awake
 // have ended, so a read now sees their rows. A writer that checked at its insert (SET CONSTRAINTS
 // ... IMMEDIATE) may hold it for its whole transaction: after `timeout` the relay goes on and

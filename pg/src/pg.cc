@@ -152,6 +152,12 @@ std::string sqlstate(const error& e) {
   return e.message.substr(sqlstate_prefix.size(), 5);
 }
 
+std::string int_array_literal(const std::set<int>& values) {
+  std::string out = "{";
+  for (int v : values) out += (out.size() > 1 ? "," : "") + std::to_string(v);
+  return out + "}";
+}
+
 std::string bytea_literal(std::string_view bytes) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string out;

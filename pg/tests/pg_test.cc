@@ -21,6 +21,12 @@ TEST(pg, bytea_round_trips_through_its_hex_text_form) {
   EXPECT_EQ(bytea_value("\\x").value(), "");
 }
 
+TEST(pg, an_int_array_literal_lists_the_values_in_order) {
+  EXPECT_EQ(int_array_literal({}), "{}");
+  EXPECT_EQ(int_array_literal({7}), "{7}");
+  EXPECT_EQ(int_array_literal({3, -1, 12}), "{-1,3,12}");
+}
+
 TEST(pg, malformed_bytea_text_is_a_database_error) {
   for (const char* bad : {"00ff", "\\x0", "\\xzz"}) {
     auto r = bytea_value(bad);

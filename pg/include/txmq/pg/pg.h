@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -76,6 +77,9 @@ using param = std::optional<std::string>;
 inline constexpr std::string_view unique_violation = "23505";
 inline constexpr std::string_view serialization_failure = "40001";
 inline constexpr std::string_view deadlock_detected = "40P01";
+
+// The text form of an int[] parameter ("{1,2,3}"; "{}" for none).
+[[nodiscard]] std::string int_array_literal(const std::set<int>& values);
 
 // The text form of a bytea parameter ("\x" + hex).
 [[nodiscard]] std::string bytea_literal(std::string_view bytes);
