@@ -191,14 +191,17 @@ class relay::impl {
       }
       drain_notifications();
       if (pending_.empty() && waking_->awake()) {
-        // Writers send no NOTIFY while we are awake: read again shortly, or fall asleep.
-        const auto wait = waking_->quiet.next_wait();
-        if (auto r = wait ? outcome::success() : waking_->fall_asleep(waking_exec_); !r) {
-          db_failed(r.error());
-          continue;
+        // Writers send no NOTIFY while we are awake: read again shortly, or fall asleep (and
+        // read once more).
+        if (const auto wait = waking_->quiet.next_wait(); !wait) {
+          if (auto r = waking_->fall_asleep(waking_exec_); !r) {
+            db_failed(r.error());
+            continue;
+          }
+        } else if (wait->count() > 0) {
+          wait_until(clock::now() + *wait);
+          if (stopping_.load()) continue;
         }
-        if (wait && wait->count() > 0) wait_until(clock::now() + *wait);
-        if (stopping_.load()) continue;
         pending_.insert(owned_.begin(), owned_.end());
       }
       if (pending_.empty()) {
