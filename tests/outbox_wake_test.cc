@@ -73,6 +73,18 @@ class listener {
   pg::connection_ptr conn_;
 };
 
+// Advisory locks of `lock_class` in pg_locks that also match `where` (SQL), on a session the
+// test keeps open (a new one per look would pause a writer for longer than the relay stays
+// awake without rows); -1 when the query failed.
+int advisory_locks(PGconn* c, int lock_class, const std::string& where = "granted") {
+  auto r = pg::exec(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
+                           std::to_string(lock_class) + "::bigint::oid AND " + where);
+  return r ? std::stoi(PQgetvalue(r.value().get(), 0, 0)) : -1;
+}
+
+// The awake locks txmq-relay holds.
+int awake_locks(PGconn* c) { return advisory_locks(c, producer::outbox_awake_lock_class); }
+
 struct wake_db {
   explicit wake_db(const std::string& name) : db(shared_pg_cluster().create_database(name)), conn(connect_to(db)) {
     auto schema = producer::install_schema(conn.get(), 2);
@@ -133,10 +145,7 @@ TEST(outbox_wake, a_relay_falling_asleep_waits_for_the_commits_that_found_it_awa
 
   // With a long one it waits, queued behind the writer.
   ASSERT_EQ(PQsendQuery(relay.get(), relay::detail::wait_for_committing_writers_sql({shard}, 20s).c_str()), 1);
-  ASSERT_TRUE(eventually([&] {
-    return scalar(setup.db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = " +
-                                std::to_string(producer::outbox_committing_lock_class) + "::bigint::oid") == "1";
-  }));
+  ASSERT_TRUE(eventually([&] { return advisory_locks(other.get(), producer::outbox_committing_lock_class, "NOT granted") == 1; }));
   // Meanwhile another writer's commit neither waits nor stays silent: it notifies.
   ASSERT_EQ(insert_row(other.get(), "k"), shard);
   EXPECT_EQ(l.until(shard), std::vector<std::string>{std::to_string(shard)});
@@ -152,14 +161,6 @@ TEST(outbox_wake, a_relay_falling_asleep_waits_for_the_commits_that_found_it_awa
   auto rows = pg::exec(relay.get(), "SELECT count(*) FROM txmq_outbox WHERE shard = " + std::to_string(shard));
   ASSERT_TRUE(rows);
   EXPECT_STREQ(PQgetvalue(rows.value().get(), 0, 0), "2");
-}
-
-// The awake locks txmq-relay holds, on a session kept open (a new one per look would pause the
-// writer for longer than the relay stays awake without rows); -1 when the query failed.
-int awake_locks(PGconn* c) {
-  auto r = pg::exec(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = " +
-                           std::to_string(producer::outbox_awake_lock_class) + "::bigint::oid");
-  return r ? std::stoi(PQgetvalue(r.value().get(), 0, 0)) : -1;
 }
 
 // A 2-shard outbox, a broker with topic "t" (2 partitions), and a relay holding both shards.
@@ -233,10 +234,7 @@ TEST(outbox_wake_relay, a_writer_holding_its_check_past_the_wait_is_counted_and_
     insert_row(held.get(), "held");
     run(held.get(), "SET CONSTRAINTS txmq_outbox_wake IMMEDIATE");
     // Found awake: the writer holds no awake lock of its own (it would, had it found the relay asleep).
-    auto own = pg::exec(watch.get(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
-                                         std::to_string(producer::outbox_awake_lock_class) + "::bigint::oid AND pid = " + held_pid);
-    ASSERT_TRUE(own);
-    checked_awake = std::string_view(PQgetvalue(own.value().get(), 0, 0)) == "0";
+    checked_awake = advisory_locks(watch.get(), producer::outbox_awake_lock_class, "pid = " + held_pid) == 0;
     if (!checked_awake) run(held.get(), "ROLLBACK");
   }
   ASSERT_TRUE(checked_awake) << relay.log();
