@@ -57,6 +57,17 @@ class fake_group : public std::enable_shared_from_this<fake_group> {
     std::lock_guard lock(mutex_);
     unknown_.push_back(offset);
   }
+  // Answers to Ack, Nack and Extend are kept back until release_settles().
+  void hold_settles() {
+    std::lock_guard lock(mutex_);
+    hold_settles_ = true;
+  }
+  void release_settles() {
+    std::lock_guard lock(mutex_);
+    hold_settles_ = false;
+    for (auto& [s, a] : held_) s->send(a);
+    held_.clear();
+  }
 
   std::vector<std::uint64_t> offsets(v1::Frame::BodyCase body) const {
     std::vector<std::uint64_t> out;
@@ -119,6 +130,10 @@ class fake_group : public std::enable_shared_from_this<fake_group> {
       const bool unknown = std::find(unknown_.begin(), unknown_.end(), r.offset()) != unknown_.end();
       results->add_results(unknown ? v1::UNKNOWN_DELIVERY : v1::ERROR_CODE_UNSPECIFIED);
     }
+    if (hold_settles_) {
+      held_.emplace_back(s, std::move(answer));
+      return;
+    }
     s->send(answer);
   }
 
@@ -154,6 +169,8 @@ class fake_group : public std::enable_shared_from_this<fake_group> {
   std::optional<std::pair<v1::ErrorCode, std::string>> fetch_error_;
   bool drop_next_fetch_ = false;
   std::vector<std::uint64_t> unknown_;
+  bool hold_settles_ = false;
+  std::vector<std::pair<std::shared_ptr<fake_broker::session>, v1::Frame>> held_;
 };
 
 consumer_options options_for(const fake_broker& broker) {
@@ -180,6 +197,8 @@ class runner {
           done_ = true;
         }) {}
   ~runner() { thread_.request_stop(); }
+
+  void request_stop() { thread_.request_stop(); }
 
   client::result<void> stop() {
     thread_.request_stop();
@@ -399,6 +418,37 @@ TEST(consumer, run_returns_a_non_retriable_fetch_error) {
   ASSERT_FALSE(result);
   EXPECT_TRUE(result.error().is(protocol::errc::not_authorized));
   EXPECT_EQ(result.error().message, "principal 'svc' may not consume topic 'orders'");
+}
+
+// A worker does not wait for its ack's answer: it takes the next delivery at once. The delivery
+// keeps its slot of the window until the answer, and run() returns only after every answer.
+TEST(consumer, run_goes_on_while_an_ack_is_unanswered_and_returns_after_the_answers) {
+  fake_broker broker;
+  auto group = fake_group::attach(broker);
+  group->hold_settles();
+  group->add("m0");
+  group->add("m1");
+  group->add("m2");
+  auto o = options_for(broker);
+  o.concurrency = 1;
+  o.prefetch = 1;  // a window of two
+  consumer c(o);
+  std::atomic<int> handled{0};
+  runner r(c, [&](const delivery&) -> handler_result {
+    ++handled;
+    return outcome::success();
+  });
+  // m0 and m1 fit the window; with m0's ack unanswered the one worker still handles m1.
+  ASSERT_TRUE(broker.wait_until([&] { return group->offsets(v1::Frame::kAck).size() == 2; }));
+  EXPECT_EQ(handled.load(), 2);
+  // Both slots are held by unanswered acks: m2 is not fetched.
+  EXPECT_EQ(broker.count(v1::Frame::kFetch), 1u);
+  r.request_stop();
+  EXPECT_FALSE(broker.wait_until([&] { return r.done(); }, 300ms)) << "run() returned before its acks were answered";
+  group->release_settles();
+  ASSERT_TRUE(r.join());
+  EXPECT_EQ(group->offsets(v1::Frame::kAck), (std::vector<std::uint64_t>{0, 1}));
+  EXPECT_EQ(handled.load(), 2);
 }
 
 TEST(consumer, stop_returns_while_idle) {

@@ -18,7 +18,8 @@
 // - run(handler, stop): long-polls and calls the handler on `concurrency` worker threads; acks
 //   when it succeeds, nacks when it returns an error or throws, extends the ack deadline of
 //   deliveries still being handled when half of it has passed, and keeps going through
-//   reconnects.
+//   reconnects. With a single broker the worker does not wait for the ack's answer; the
+//   delivery keeps its slot of the window until the answer, and run() returns after the last.
 
 #include <chrono>
 #include <cstdint>
