@@ -90,6 +90,8 @@ struct consumer_options {
   // Cluster mode: how often the leaders are looked up again when nothing failed.
   std::chrono::milliseconds metadata_refresh{2000};
   // Diagnostics from run() (failed acks, lost leases, handler exceptions). Default: none.
+  // Called on run()'s threads, a failed ack's on the connection's io thread: it must not block
+  // or call this consumer's blocking methods (they would wait for that thread).
   std::function<void(std::string_view)> log;
 };
 
