@@ -125,22 +125,11 @@ class consumer::impl {
   }
 
   client::result<per_ref_results> ack(std::span<const delivery_ref> refs) {
-    return settle_on_nodes(refs, "Ack", [&](std::span<const delivery_ref> some) {
-      v1::Frame f;
-      f.mutable_ack()->set_group(options_.group);
-      fill_refs(f.mutable_ack()->mutable_refs(), some);
-      return f;
-    });
+    return settle_on_nodes(refs, "Ack", [&](std::span<const delivery_ref> some) { return ack_frame(some); });
   }
 
   client::result<per_ref_results> nack(std::span<const delivery_ref> refs, milliseconds delay) {
-    return settle_on_nodes(refs, "Nack", [&](std::span<const delivery_ref> some) {
-      v1::Frame f;
-      f.mutable_nack()->set_group(options_.group);
-      f.mutable_nack()->set_delay_ms(static_cast<std::uint32_t>(delay.count()));
-      fill_refs(f.mutable_nack()->mutable_refs(), some);
-      return f;
-    });
+    return settle_on_nodes(refs, "Nack", [&](std::span<const delivery_ref> some) { return nack_frame(some, delay); });
   }
 
   client::result<per_ref_results> extend(std::span<const delivery_ref> refs, milliseconds by) {
@@ -227,6 +216,21 @@ class consumer::impl {
   const consumer_options& options() const noexcept { return options_; }
 
  private:
+  v1::Frame ack_frame(std::span<const delivery_ref> refs) const {
+    v1::Frame f;
+    f.mutable_ack()->set_group(options_.group);
+    fill_refs(f.mutable_ack()->mutable_refs(), refs);
+    return f;
+  }
+
+  v1::Frame nack_frame(std::span<const delivery_ref> refs, milliseconds delay) const {
+    v1::Frame f;
+    f.mutable_nack()->set_group(options_.group);
+    f.mutable_nack()->set_delay_ms(static_cast<std::uint32_t>(delay.count()));
+    fill_refs(f.mutable_nack()->mutable_refs(), refs);
+    return f;
+  }
+
   // One condition per kind of waiter, so that a change wakes only the thread it concerns.
   struct run_state {
     std::mutex mutex;
@@ -322,29 +326,28 @@ class consumer::impl {
         log("handler failed on " + describe(ref) + " (attempt " + std::to_string(t->d.attempt()) +
             "), nacking: " + outcome_of_handler.error().to_string());
       }
-      if (!known_cluster_reader()) {
-        // A single broker: the ack (or nack) is sent and the worker goes on; the delivery stays
-        // outstanding (it holds its slot of the window, its lease is kept) until the answer,
-        // which settles it on the connection's io thread. Waiting here cost every message a
-        // sleep and a wake-up of the worker.
-        const char* what = outcome_of_handler ? "ack" : "nack";
-        v1::Frame f;
-        if (outcome_of_handler) {
-          f.mutable_ack()->set_group(options_.group);
-          fill_refs(f.mutable_ack()->mutable_refs(), refs);
-        } else {
-          f.mutable_nack()->set_group(options_.group);
-          f.mutable_nack()->set_delay_ms(static_cast<std::uint32_t>(options_.nack_delay.count()));
-          fill_refs(f.mutable_nack()->mutable_refs(), refs);
-        }
-        conn_->async_request(std::move(f), [this, &state, t, what](client::result<v1::Frame> answer) {
-          report(what, t->d.ref(), results_of(answer, 1, what));
-          settled(state, t);
-        });
+      // The ack (or nack) is sent and the worker goes on; the delivery stays outstanding (it
+      // holds its slot of the window, its lease is kept) until the answer, which settles it on
+      // the connection's io thread. Waiting here cost every message a sleep and a wake-up of the
+      // worker. In a cluster it goes to the node that delivered it, as settle_on_nodes() does.
+      const char* what = outcome_of_handler ? "ack" : "nack";
+      v1::Frame f = outcome_of_handler ? ack_frame(refs) : nack_frame(refs, options_.nack_delay);
+      auto reader = known_cluster_reader();
+      auto conn = reader ? reader->connection_for(ref) : conn_;
+      if (reader && !conn->is_connected()) {
+        // Its broker redelivers it (the connection that fetched it is gone) whatever we do.
+        report(what, ref, error(errc::not_connected, "the node " + conn->options().address +
+                                                         " that delivered it is not connected; it redelivers it"));
+        reader->stale();
+        settled(state, t);
         continue;
       }
-      report(outcome_of_handler ? "ack" : "nack", ref, outcome_of_handler ? ack(refs) : nack(refs, options_.nack_delay));
-      settled(state, t);
+      conn->async_request(std::move(f), [this, &state, t, what, reader](client::result<v1::Frame> answer) {
+        auto results = results_of(answer, 1, what);
+        if (!results && reader) reader->stale();
+        report(what, t->d.ref(), results);
+        settled(state, t);
+      });
     }
   }
 

@@ -18,8 +18,9 @@
 // - run(handler, stop): long-polls and calls the handler on `concurrency` worker threads; acks
 //   when it succeeds, nacks when it returns an error or throws, extends the ack deadline of
 //   deliveries still being handled when half of it has passed, and keeps going through
-//   reconnects. With a single broker the worker does not wait for the ack's answer; the
-//   delivery keeps its slot of the window until the answer, and run() returns after the last.
+//   reconnects. The worker does not wait for the ack's answer (in a cluster the ack goes to the
+//   node that delivered the message); the delivery keeps its slot of the window until the
+//   answer, and run() returns after the last.
 
 #include <chrono>
 #include <cstdint>
