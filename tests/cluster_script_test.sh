@@ -10,19 +10,21 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 command -v etcd > /dev/null || { echo "no etcd (scripts/setup.sh installs etcd-server): skipped"; exit 77; }
 data=$(mktemp -d /tmp/txmq-cluster-script.XXXXXX)
 
-# Three consecutive free ports above a random base (for BASE+1..BASE+3), below the ephemeral range.
+# A random base in [FROM, FROM + 3,000) with BASE..BASE+3 free (etcd listens on BASE and BASE+1,
+# broker N on BASE+N), below the ephemeral range. The three bases come from disjoint windows so
+# that they cannot overlap each other.
 free_base() {
   local base p ok
   while :; do
-    base=$((20000 + RANDOM % 10000))
+    base=$(($1 + RANDOM % 3000))
     ok=1
-    for p in $((base + 1)) $((base + 2)) $((base + 3)); do
+    for p in $base $((base + 1)) $((base + 2)) $((base + 3)); do
       [[ -z $(ss -Htan "( sport = :$p )" 2>/dev/null) ]] || ok=0
     done
     ((ok)) && { echo "$base"; return; }
   done
 }
-export BUILD_DIR=$build DATA_DIR=$data BROKER_PORT=$(free_base) HTTP_PORT=$(free_base) ETCD_PORT=$(free_base)
+export BUILD_DIR=$build DATA_DIR=$data BROKER_PORT=$(free_base 20000) HTTP_PORT=$(free_base 23010) ETCD_PORT=$(free_base 26020)
 cleanup() {
   local f
   for f in "$data"/*.pid; do [[ -f $f ]] && kill -9 "$(cat "$f")" 2>/dev/null; done
