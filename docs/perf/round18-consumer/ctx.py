@@ -17,5 +17,5 @@ for t in sorted(b):
     if t in a:
         x=[b[t][i]-a[t][i] for i in range(3)]
         tot=[tot[i]+x[i] for i in range(3)]
-        if sum(x): print(t, 'vol/s %7.0f invol/s %6.0f cpu%% %4.0f'%(x[0]/dur,x[1]/dur,x[2]/dur))
+        if sum(x): print(t, open(f"/proc/{pid}/task/{t}/comm").read().strip() if os.path.exists(f"/proc/{pid}/task/{t}/comm") else "?", 'vol/s %7.0f invol/s %6.0f cpu%% %4.0f'%(x[0]/dur,x[1]/dur,x[2]/dur))
 print('all vol/s %.0f invol/s %.0f cpu%% %.0f'%(tot[0]/dur,tot[1]/dur,tot[2]/dur))
