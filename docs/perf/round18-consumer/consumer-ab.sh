@@ -3,7 +3,7 @@
 # the same broker and relay binaries; records the bench process's, the broker's and the machine's CPU seconds
 # with the JSON line (BIN: the broker and relay's folder; ROWS, SECS; PostgreSQL on 127.0.0.1:25432).
 set -u
-out=$1; rounds=$2; A=$3; Bn=$4; BIN=${BIN:-/work/ab/s25-herd}
+out=$1; rounds=$2; A=$3; Bn=$4; BIN=${BIN:-build/bin}
 for r in $(seq $rounds); do
   for side in A B; do
     if [[ $side == A ]]; then bench=$A; else bench=$Bn; fi
