@@ -191,8 +191,8 @@ class consumer::impl {
         }
       }
       // One wake-up per delivery, not one for every thread: at a low rate each delivery used to
-      // wake every worker, the lease keeper and this thread (~200 µs of CPU per message on 2
-      // vCPUs, issue #15). The lease keeper only needs waking for a lease due before its alarm.
+      // wake every worker, the lease keeper and this thread (docs/BENCHMARKS.md, "Eighteenth
+      // round"). The lease keeper only needs waking for a lease due before its alarm.
       if (n >= options_.concurrency) {
         state.work_cv.notify_all();
       } else {
