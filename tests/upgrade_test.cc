@@ -24,7 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path k_fixture = TXMQ_FORMAT_V1_FIXTURE;
-const fs::path k_tx_fixture = TXMQ_FORMAT_V1_TX_FIXTURE;
+const fs::path k_v1_tx_fixture = TXMQ_FORMAT_V1_TX_FIXTURE;
+const fs::path k_v2_tx_fixture = TXMQ_FORMAT_V2_TX_FIXTURE;
 
 std::string str(const json::object& o, const char* key) { return std::string(o.at(key).as_string()); }
 std::uint64_t num(const json::object& o, const char* key) { return o.at(key).to_number<std::uint64_t>(); }
@@ -121,7 +122,7 @@ TEST(upgrade_test, a_newer_format_is_refused_at_start_naming_both_versions) {
   broker_process b({"--min-free-disk-bytes", "0"});
   copy_fixture_to(b);
   {
-    // What a future build would have written: format version 3.
+    // What a future build would have written: format version 4.
     std::vector<std::string> names;
     ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), b.data_dir().string(), &names).ok());
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
@@ -130,21 +131,21 @@ TEST(upgrade_test, a_newer_format_is_refused_at_start_naming_both_versions) {
     rocksdb::DB* raw = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), b.data_dir().string(), cfs, &handles, &raw).ok());
     std::unique_ptr<rocksdb::DB> db(raw);
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "v", "3").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "v", "4").ok());
     for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
   }
   EXPECT_THROW(b.start(std::chrono::seconds(20)), std::runtime_error);
   const std::string log = b.log();
   EXPECT_NE(log.find("cannot start"), std::string::npos) << log;
-  EXPECT_NE(log.find("has format version 3, written by a newer txmq; this txmq reads format versions 1 to 2"),
+  EXPECT_NE(log.find("has format version 4, written by a newer txmq; this txmq reads format versions 1 to 3"),
             std::string::npos)
       << log;
 }
 
-// The format-v1-tx fixture's txids by what they were when it was written: "prepared",
+// A format-vN-tx fixture's txids by what they were when it was written: "prepared",
 // "abandoned", "resolved" (the first lines of its expected.txt).
-std::map<std::string, std::set<std::string>> tx_fixture() {
-  std::ifstream in(k_tx_fixture / "expected.txt");
+std::map<std::string, std::set<std::string>> tx_fixture(const fs::path& fixture) {
+  std::ifstream in(fixture / "expected.txt");
   std::map<std::string, std::set<std::string>> out;
   std::string what, txid;
   while (in >> what >> txid && (what == "prepared" || what == "abandoned" || what == "resolved")) out[what].insert(txid);
@@ -192,11 +193,12 @@ std::string stored_format_version(const fs::path& dir) {
   return v;
 }
 
-// Format 2 keeps an index of unresolved transactions (storage/README.md "Format version"): a
-// format-1 store gets it built at its first open, and the gauges and listings, which read only
-// the index since, answer what the format-1 broker answered from every record.
-TEST(upgrade_test, a_format_v1_stores_unresolved_transactions_are_indexed_at_the_first_open) {
-  auto txs = tx_fixture();
+// A store of an older format with transactions in every state (a format-vN-tx fixture), served
+// by this build: the gauges and listings, which read the index of unresolved transactions,
+// answer what the older broker answered, before and after a restart, and the store is raised to
+// this build's format.
+void serves_a_tx_fixture(const fs::path& fixture, const std::string& version) {
+  auto txs = tx_fixture(fixture);
   ASSERT_EQ(txs["prepared"].size(), 2u);
   ASSERT_EQ(txs["abandoned"].size(), 2u);
   ASSERT_EQ(txs["resolved"].size(), 3u);
@@ -204,8 +206,8 @@ TEST(upgrade_test, a_format_v1_stores_unresolved_transactions_are_indexed_at_the
   // transactions stay prepared (their checks, due since, find no producer: undecided, and many
   // are allowed before an abandon).
   broker_process b({"--min-free-disk-bytes", "0", "--dedupe-window", "87600h", "--tx-max-checks", "1000"});
-  fs::copy(k_tx_fixture / "data", b.data_dir(), fs::copy_options::recursive);
-  EXPECT_EQ(stored_format_version(b.data_dir()), "1");
+  fs::copy(fixture / "data", b.data_dir(), fs::copy_options::recursive);
+  EXPECT_EQ(stored_format_version(b.data_dir()), version);
   b.start();
   auto unresolved = txs["prepared"];
   unresolved.insert(txs["abandoned"].begin(), txs["abandoned"].end());
@@ -224,13 +226,25 @@ TEST(upgrade_test, a_format_v1_stores_unresolved_transactions_are_indexed_at_the
   EXPECT_EQ(listed(b, {"--state", "abandoned"}), left);
   EXPECT_EQ(gauge(b, "txmq_tx_abandoned_pending"), 1);
   EXPECT_EQ(b.stop(), 0);
-  EXPECT_EQ(stored_format_version(b.data_dir()), "2");
+  EXPECT_EQ(stored_format_version(b.data_dir()), "3");
   b.start();
   EXPECT_EQ(gauge(b, "txmq_tx_prepared"), 2);
   EXPECT_EQ(gauge(b, "txmq_tx_abandoned_pending"), 1);
   EXPECT_EQ(listed(b, {"--state", "prepared"}), txs["prepared"]);
   EXPECT_EQ(listed(b, {"--state", "abandoned"}), left);
   EXPECT_EQ(b.stop(), 0);
+}
+
+// Format 2 keeps an index of unresolved transactions (storage/README.md "Format version"): a
+// format-1 store gets it built at its first open.
+TEST(upgrade_test, a_format_v1_stores_unresolved_transactions_are_indexed_at_the_first_open) {
+  serves_a_tx_fixture(k_v1_tx_fixture, "1");
+}
+
+// Format 3 writes a young Prepare's due entry late: a format-2 store, whose every PREPARED
+// transaction has its entry, needs no conversion.
+TEST(upgrade_test, a_format_v2_stores_transactions_are_served_as_they_were) {
+  serves_a_tx_fixture(k_v2_tx_fixture, "2");
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <rocksdb/cache.h>
 #include <rocksdb/compaction_filter.h>
@@ -230,6 +231,10 @@ struct group_ctx {
   std::int64_t now_ms = 0;
   bool sync = false;
   bool wrote_tx = false;  // a transaction record changed: readers see it once durable
+  // Young Prepares (rocksdb_store::young_): the set changed in this group (its bounds are
+  // written), and the txids that got their due entry or their outcome in it.
+  bool young_changed = false;
+  std::vector<protocol::uuid> young_done;
   std::uint64_t messages = 0;
   std::uint64_t bytes = 0;
 };
@@ -292,6 +297,8 @@ struct written_group {
   std::shared_ptr<const rocksdb::Snapshot> tx_snapshot;
   // Counted in tx_groups_unsynced_ (begin_tx_write() before its write).
   bool tx_pending = false;
+  // Leave rocksdb_store::young_ids_ once this group is durable (group_ctx::young_done).
+  std::vector<protocol::uuid> young_done;
   bool sync = false;
   bool wrote = false;
   std::size_t operations = 0;
@@ -391,6 +398,8 @@ class rocksdb_store final : public store {
   // For tests (storage_snapshot_test): RocksDB snapshots held now ("rocksdb.num-snapshots"),
   // and the live table bytes of the log family ("rocksdb.live-sst-files-size").
   std::uint64_t snapshots_held() const;
+  // For tests (storage_young_tx_test): puts and deletes in the index family's active memtable.
+  std::uint64_t index_writes_in_memtable() const;
   std::uint64_t log_table_bytes() const;
 
  private:
@@ -456,8 +465,23 @@ class rocksdb_store final : public store {
   void move_tx_index(group_ctx& ctx, const std::optional<std::string>& from, const std::optional<std::string>& to);
   // Format 1 → 2 (rocksdb_store_open.cc): the index built from every record, once.
   result<void> build_tx_index();
+  // Young Prepares (young_ below; rocksdb_store_tx.cc). defer_due_entry: instead of the due
+  // entry of a Prepare being written, notes it as young when it may be; true if it did.
+  // take_young: a write about to change a young record's entry learns it has none (and the
+  // record stops being young); true if it was young. index_young: writes the due entry of every
+  // Prepare young for k_young_ms, and the bounds of those still young (writer, each group).
+  // index_young_after_open: after a crash (or a failed group), the due entry of every PREPARED
+  // record the stored bounds cover; young_ is empty after it. young_due_in: how long until the
+  // oldest young Prepare's entry is due (writer_loop wakes for it), if any is young.
+  bool defer_due_entry(group_ctx& ctx, const txid& id, const records::TxRecord& rec);
+  bool take_young(group_ctx& ctx, const records::TxRecord& rec);
+  void index_young(group_ctx& ctx);
+  result<void> index_young_after_open();
+  std::optional<std::chrono::milliseconds> young_due_in() const;
+  std::unordered_set<protocol::uuid, protocol::uuid_hash> young_ids() const;
   // Listings of the index (rocksdb_store_tx.cc), read at `at` (read_durable_txs()).
   result<std::vector<tx_record>> list_indexed_txs(tx_state state, std::size_t limit, std::optional<txid> after,
+                                                  const std::unordered_set<protocol::uuid, protocol::uuid_hash>& young,
                                                   const rocksdb::Snapshot* at) const;
   // Snapshots: the home partition's transactions read at `snap`, and a follower's replaced.
   result<void> snapshot_txs(std::string_view topic, std::uint32_t partition, const rocksdb::Snapshot* snap,
@@ -588,6 +612,30 @@ class rocksdb_store final : public store {
   std::unordered_map<protocol::uuid, prepared_entry, protocol::uuid_hash> prepared_;
   std::size_t prepared_bytes_ = 0;
   static constexpr std::size_t k_prepared_cache_bytes = 32u << 20;
+
+ public:
+  // Young Prepares (storage/README.md "Young Prepares"; issue #15, docs/BENCHMARKS.md
+  // "Nineteenth round"). Most transactions are resolved within milliseconds of their Prepare,
+  // long before their first check is due, and their due entry's insert at Prepare and delete
+  // at COMMIT were a sixth of the writer's work under transactions. So the due entry of a
+  // Prepare whose txid is a UUIDv7 within k_young_skew_ms of the store's clock, and whose first
+  // check is at least 2 × k_young_ms away, is written only k_young_ms after the Prepare, if it
+  // is still PREPARED then. Such a txid's time bounds where its record sorts, so after a crash
+  // the records of the young ones are found by a scan of the times between the stored bounds
+  // ("ty" in the default family: the earliest prepared_ms still young, the latest deferred),
+  // written in every group that changes them.
+  static constexpr std::int64_t k_young_ms = 1000;
+  static constexpr std::int64_t k_young_skew_ms = 1000;
+
+ private:
+  // Writer-only: (prepared_ms, txid) → next_check_ms of every young Prepare, oldest first.
+  std::map<std::pair<std::int64_t, protocol::uuid>, std::int64_t> young_;
+  std::int64_t young_max_ms_ = 0;  // the latest prepared_ms deferred since open (0: none)
+  // For readers (list_txs, count_unresolved_txs): the txids that may have no due entry at a
+  // reader's view. Added when deferred, removed once the group that wrote their entry or
+  // their outcome is durable (written_group::young_done).
+  mutable std::mutex young_mu_;
+  std::unordered_set<protocol::uuid, protocol::uuid_hash> young_ids_;
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;

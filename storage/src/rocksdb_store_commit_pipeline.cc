@@ -11,8 +11,12 @@ void rocksdb_store::writer_loop() {
     {
       std::unique_lock lk(queue_mu_);
       // Woken at least every disk_check_interval: the free space is measured, and a store
-      // latched by a full disk resumes, also while no request comes.
-      queue_cv_.wait_for(lk, options_.disk_check_interval, [&] { return !queue_.empty() || stopping_; });
+      // latched by a full disk resumes, also while no request comes. And when the oldest young
+      // Prepare's due entry is to be written, which then needs no request either.
+      auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.disk_check_interval);
+      const auto young_due = young_due_in();
+      if (young_due && *young_due < wait) wait = *young_due + std::chrono::milliseconds(1);
+      queue_cv_.wait_for(lk, wait, [&] { return !queue_.empty() || stopping_; });
       if (queue_.empty() && stopping_) break;  // stopping and drained
       std::size_t bytes = 0;
       while (!queue_.empty() && (ops.empty() || bytes + queue_.front()->bytes <= options_.max_group_bytes)) {
@@ -22,7 +26,10 @@ void rocksdb_store::writer_loop() {
       }
     }
     check_disk();
-    if (ops.empty()) continue;
+    if (ops.empty()) {
+      const auto young_due = young_due_in();
+      if (!young_due || young_due->count() > 0 || failed_) continue;
+    }
     run_group(ops);
     ops.clear();
   }
@@ -54,6 +61,8 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
     // takes no more writes, and a reopen rebuilds from what is durable.
     g.failure = latch_failure(*ctx.poisoned);
   } else {
+    index_young(ctx);
+    g.young_done = std::move(ctx.young_done);
     finalize(ctx);
     if (ctx.batch.Count() > 0) {
       if (ctx.wrote_tx) {
@@ -172,6 +181,10 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
           }
         }
         if (g.tx_pending) end_tx_write(g, true);
+        if (!g.young_done.empty()) {
+          std::lock_guard lk(young_mu_);
+          for (auto& id : g.young_done) young_ids_.erase(id);
+        }
         for (auto& [p, meta] : g.publish) {
           p->start_offset.store(meta.start_offset, std::memory_order_release);
           p->bytes.store(meta.bytes, std::memory_order_release);
@@ -329,6 +342,9 @@ result<void> rocksdb_store::reload_partition_state() {
   // So may its Prepares be cached without having been written.
   prepared_.clear();
   prepared_bytes_ = 0;
+  // And its young Prepares noted without having been written, or indexed in a group that was
+  // not: the stored bounds cover every one whose record is in the database.
+  TXMQ_TRY(index_young_after_open());
   std::vector<std::string> gone;
   for (auto& [name, t] : writer_topics_) {
     std::string v;

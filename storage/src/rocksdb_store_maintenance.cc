@@ -75,6 +75,11 @@ std::uint64_t rocksdb_store::snapshots_held() const {
   return db_->GetIntProperty(rocksdb::DB::Properties::kNumSnapshots, &n) ? n : 0;
 }
 
+std::uint64_t rocksdb_store::index_writes_in_memtable() const {
+  std::uint64_t n = 0;
+  return db_->GetIntProperty(handles_[cf_index_], rocksdb::DB::Properties::kNumEntriesActiveMemTable, &n) ? n : 0;
+}
+
 std::uint64_t rocksdb_store::log_table_bytes() const {
   std::uint64_t n = 0;
   return db_->GetIntProperty(handles_[cf_log], rocksdb::DB::Properties::kLiveSstFilesSize, &n) ? n : 0;

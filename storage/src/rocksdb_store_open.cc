@@ -33,7 +33,11 @@ namespace detail {
 //      and a due entry for every PREPARED one, also those with no check scheduled. A format-1
 //      store gets it built at its first open (build_tx_index). An older build must not run on
 //      a format-2 store: it would resolve abandoned transactions and leave their entries.
-constexpr int k_format_version = 2;
+//   3: young Prepares (rocksdb_store.h, young_): a PREPARED transaction may have no due entry
+//      for its first second, and "ty" bounds where such records sort; the open after a crash
+//      writes their entries. Nothing to convert from 2. An older build must not run on a
+//      format-3 store: after a crash it would never check those transactions.
+constexpr int k_format_version = 3;
 constexpr int k_oldest_readable_format = 1;
 const char* const k_cf_names[cf_count] = {"default", "log", "dedupe", "tx", "index", "groups"};
 
@@ -357,9 +361,20 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   } else {
     TXMQ_TRY(auto stored, check_format_version(path, version));
     if (stored < 2) {
-      TXMQ_TRY(build_tx_index());
+      TXMQ_TRY(build_tx_index());  // raises the version to this build's
+    } else if (stored < k_format_version) {
+      // 2 → 3: nothing stored changes meaning; an older build is kept off from now on.
+      rocksdb::WriteOptions wo;
+      wo.sync = true;
+      s = db_->Put(wo, handles_[cf_default], "v", std::to_string(k_format_version));
+      if (!s.ok()) {
+        return fail(to_error(s), "cannot raise the txmq store at " + path.string() + " to format version " +
+                                     std::to_string(k_format_version) + ": " + s.ToString());
+      }
     }
   }
+  // Young Prepares of the last run whose due entries were not written before it ended.
+  if (auto r = index_young_after_open(); !r) return fail(r.error().code, r.error().message);
 
   // Topics and partition state.
   auto corrupt = [&](const std::string& what) {

@@ -146,7 +146,7 @@ void rocksdb_store::prepare(prepare_request request, completion<prepare_result> 
     if (home_partition) out.change = log_tx_change(ctx, rec);
     const std::size_t value_bytes = value.size();
     ctx.put(cf_tx, key, std::move(value));
-    move_tx_index(ctx, std::nullopt, tx_index_entry(rec));
+    if (!defer_due_entry(ctx, id, rec)) move_tx_index(ctx, std::nullopt, tx_index_entry(rec));
     if (prepared_bytes_ + value_bytes <= k_prepared_cache_bytes) {
       auto [it, inserted] = prepared_.try_emplace(id);
       if (!inserted) prepared_bytes_ -= it->second.bytes;
@@ -221,8 +221,9 @@ void rocksdb_store::resolve(resolve_request request, completion<resolve_result> 
         topics.push_back(std::move(t));
       }
     }
-    // PREPARED or ABANDONED (an operator's decision): its index entry goes with the outcome.
-    move_tx_index(ctx, tx_index_entry(rec), std::nullopt);
+    // PREPARED or ABANDONED (an operator's decision): its index entry goes with the outcome
+    // (a young Prepare has none yet).
+    move_tx_index(ctx, take_young(ctx, rec) ? std::nullopt : tx_index_entry(rec), std::nullopt);
     if (wanted == tx_state::committed) {
       for (int i = 0; i < rec.messages_size(); ++i) {
         auto* m = rec.mutable_messages(i);
@@ -276,7 +277,7 @@ void rocksdb_store::record_checks(std::vector<check_update> updates, completion<
         auto h = writer_topic(ctx, rec.home_topic());
         if (!h || rec.home_partition() >= h->record.partitions() || !group_owned(*h, rec.home_partition())) continue;
       }
-      const auto was = tx_index_entry(rec);
+      const auto was = take_young(ctx, rec) ? std::nullopt : tx_index_entry(rec);
       rec.set_check_count(u.check_count);
       if (u.abandon) {
         rec.set_state(static_cast<std::uint32_t>(tx_state::abandoned));
@@ -344,7 +345,11 @@ void rocksdb_store::move_tx_index(group_ctx& ctx, const std::optional<std::strin
 result<std::vector<tx_record>> rocksdb_store::list_txs(std::optional<tx_state> state, std::size_t limit,
                                                       std::optional<txid> after) const {
   if (state == tx_state::prepared || state == tx_state::abandoned) {
-    return read_durable_txs([&](const rocksdb::Snapshot* at) { return list_indexed_txs(*state, limit, after, at); });
+    // Taken before the view: a txid that leaves the set has its entry in a durable group,
+    // which every view taken after that sees.
+    const auto young = state == tx_state::prepared ? young_ids() : decltype(young_ids()){};
+    return read_durable_txs(
+        [&](const rocksdb::Snapshot* at) { return list_indexed_txs(*state, limit, after, young, at); });
   }
   // prefix_end of a 16-byte id is the next id, which is what "after" means.
   std::string from = after ? prefix_end(std::string(after->raw())) : std::string();
@@ -363,9 +368,9 @@ result<std::vector<tx_record>> rocksdb_store::list_txs(std::optional<tx_state> s
   });
 }
 
-result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(tx_state state, std::size_t limit,
-                                                               std::optional<txid> after,
-                                                               const rocksdb::Snapshot* at) const {
+result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(
+    tx_state state, std::size_t limit, std::optional<txid> after,
+    const std::unordered_set<protocol::uuid, protocol::uuid_hash>& young, const rocksdb::Snapshot* at) const {
   std::vector<tx_record> out;
   if (limit == 0) return out;
   // Index and records at one view: both change in one batch, so every entry names a record
@@ -397,25 +402,31 @@ result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(tx_state state, s
     return out;
   }
   // PREPARED: the due index is in time order; the page is the `limit` smallest txids after
-  // `after` among all its keys (a bounded max-heap), then those records in txid order.
+  // `after` among all its keys and the young Prepares' (a bounded max-heap), then those records
+  // in txid order (a young one is listed if its record at this view is PREPARED).
   std::vector<std::string> ids;
+  const auto consider = [&](std::string_view id) {
+    if (after && id <= after_raw) return;
+    if (ids.size() == limit && id >= ids.front()) return;
+    ids.emplace_back(id);
+    std::push_heap(ids.begin(), ids.end());
+    if (ids.size() > limit) {
+      std::pop_heap(ids.begin(), ids.end());
+      ids.pop_back();
+    }
+  };
   TXMQ_TRY(scan(
       cf_index_, std::string(1, 't'), std::string(1, 'u'),
       [&](std::string_view k, std::string_view) -> result<bool> {
         if (k.size() != 1 + 8 + k_txid_bytes) return error(errc::corruption, "a due-check index key is not 25 bytes");
-        const std::string_view id = k.substr(9);
-        if (after && id <= after_raw) return true;
-        if (ids.size() == limit && id >= ids.front()) return true;
-        ids.emplace_back(id);
-        std::push_heap(ids.begin(), ids.end());
-        if (ids.size() > limit) {
-          std::pop_heap(ids.begin(), ids.end());
-          ids.pop_back();
-        }
+        consider(k.substr(9));
         return true;
       },
       at));
+  for (auto& id : young) consider(id.raw());
   std::sort_heap(ids.begin(), ids.end());
+  // A young txid whose entry was written meanwhile is in both.
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   for (auto& id : ids) {
     TXMQ_TRY(read(id));
   }
@@ -423,6 +434,7 @@ result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(tx_state state, s
 }
 
 result<tx_counts> rocksdb_store::count_unresolved_txs() const {
+  const auto young = young_ids();  // before the view, as in list_txs
   return read_durable_txs([&](const rocksdb::Snapshot* at) -> result<tx_counts> {
     // The index entries of one kind ('a' abandoned, 't' prepared: keys.h).
     const auto count = [&](char kind, std::uint64_t& n) {
@@ -437,8 +449,152 @@ result<tx_counts> rocksdb_store::count_unresolved_txs() const {
     tx_counts out;
     TXMQ_TRY(count('a', out.abandoned));
     TXMQ_TRY(count('t', out.prepared));
+    // The young Prepares PREPARED at this view whose due entry is not (yet) in it.
+    rocksdb::ReadOptions ro;
+    ro.snapshot = at;
+    for (auto& id : young) {
+      TXMQ_TRY(auto rec, find_tx_at(id, at));
+      if (!rec || rec->state != tx_state::prepared) continue;
+      std::string ignored;
+      const auto s = db_->Get(ro, handles_[cf_index_], tx_due_entry(rec->next_check_ms, id.raw()), &ignored);
+      if (s.IsNotFound()) {
+        ++out.prepared;
+      } else if (!s.ok()) {
+        return status_error(s, "reading the due index");
+      }
+    }
     return out;
   });
+}
+
+// ---- young Prepares (rocksdb_store.h: young_)
+
+namespace {
+
+// "ty" in the default family: the earliest prepared_ms still young and the latest one deferred
+// (the first above the second: none young). A store without it never deferred an entry.
+constexpr std::string_view k_young_bounds_key = "ty";
+
+std::string young_bounds(std::int64_t earliest, std::int64_t latest) {
+  std::string v;
+  put_u64(v, time_key(earliest));
+  put_u64(v, time_key(latest));
+  return v;
+}
+
+// The time of a UUIDv7 (its first 48 bits, Unix milliseconds), or nothing for any other txid.
+std::optional<std::int64_t> v7_ms(std::string_view raw) {
+  if (raw.size() != k_txid_bytes) return std::nullopt;
+  const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(raw[i]); };
+  if ((byte(6) >> 4) != 7 || (byte(8) >> 6) != 2) return std::nullopt;
+  std::int64_t ms = 0;
+  for (std::size_t i = 0; i < 6; ++i) ms = (ms << 8) | byte(i);
+  return ms;
+}
+
+// The smallest 16-byte key whose UUIDv7 time is `ms`: a txid of an earlier time sorts below it.
+std::string v7_floor(std::int64_t ms) {
+  std::string k(k_txid_bytes, '\0');
+  const auto t = static_cast<std::uint64_t>(std::max<std::int64_t>(ms, 0));
+  for (std::size_t i = 0; i < 6; ++i) k[i] = static_cast<char>((t >> (8 * (5 - i))) & 0xff);
+  return k;
+}
+
+}  // namespace
+
+bool rocksdb_store::defer_due_entry(group_ctx& ctx, const txid& id, const records::TxRecord& rec) {
+  // A cluster's transaction travels to its followers with its entry: not deferred.
+  if (!rec.home_topic().empty()) return false;
+  const std::int64_t prepared = rec.prepared_ms();
+  const auto at = v7_ms(id.raw());
+  if (!at || *at < prepared - k_young_skew_ms || *at > prepared + k_young_skew_ms) return false;
+  // A first check sooner than the entry would be written (0: never checked, never due).
+  if (rec.next_check_ms() != 0 && rec.next_check_ms() < prepared + 2 * k_young_ms) return false;
+  young_.emplace(std::pair{prepared, id}, rec.next_check_ms());
+  young_max_ms_ = std::max(young_max_ms_, prepared);
+  ctx.young_changed = true;
+  std::lock_guard lk(young_mu_);
+  young_ids_.insert(id);
+  return true;
+}
+
+bool rocksdb_store::take_young(group_ctx& ctx, const records::TxRecord& rec) {
+  if (young_.empty()) return false;
+  auto id = protocol::uuid::from_bytes(rec.txid());
+  if (!id) return false;
+  auto it = young_.find(std::pair{rec.prepared_ms(), id.value()});
+  if (it == young_.end()) return false;
+  // The stored bounds stay as they are: still around every young one (the next group that
+  // changes the set narrows them).
+  young_.erase(it);
+  ctx.young_done.push_back(id.value());
+  return true;
+}
+
+void rocksdb_store::index_young(group_ctx& ctx) {
+  bool indexed = false;
+  while (!young_.empty() && young_.begin()->first.first + k_young_ms <= ctx.now_ms) {
+    auto node = young_.extract(young_.begin());
+    ctx.put(cf_index_, tx_due_entry(node.mapped(), node.key().second.raw()), "");
+    ctx.young_done.push_back(node.key().second);
+    indexed = true;
+  }
+  if (!indexed && !ctx.young_changed) return;
+  // Entries and records at one view: readers see these entries once durable.
+  if (indexed) ctx.wrote_tx = true;
+  const std::int64_t earliest = young_.empty() ? young_max_ms_ + 1 : young_.begin()->first.first;
+  ctx.put(cf_default, std::string(k_young_bounds_key), young_bounds(earliest, young_max_ms_));
+}
+
+std::optional<std::chrono::milliseconds> rocksdb_store::young_due_in() const {
+  if (young_.empty()) return std::nullopt;
+  return std::chrono::milliseconds(std::max<std::int64_t>(young_.begin()->first.first + k_young_ms - now(), 0));
+}
+
+result<void> rocksdb_store::index_young_after_open() {
+  std::string v;
+  auto s = db_->Get(rocksdb::ReadOptions(), handles_[cf_default], std::string(k_young_bounds_key), &v);
+  young_.clear();
+  {
+    std::lock_guard lk(young_mu_);
+    young_ids_.clear();
+  }
+  if (s.IsNotFound()) return outcome::success();
+  if (!s.ok()) return status_error(s, "reading the bounds of the young transactions");
+  if (v.size() != 16) return error(errc::corruption, "the bounds of the young transactions are not 16 bytes");
+  const auto earliest = static_cast<std::int64_t>(get_u64(v.data()));
+  const auto latest = static_cast<std::int64_t>(get_u64(v.data() + 8));
+  young_max_ms_ = std::max(young_max_ms_, latest);
+  if (earliest > latest) return outcome::success();
+  // Every young one had a UUIDv7 txid within k_young_skew_ms of its prepared_ms, which lies
+  // between the bounds: its record sorts between these keys. Its due entry is written as
+  // Prepare would have (a record indexed already gets the same key again).
+  rocksdb::WriteBatch batch;
+  std::size_t found = 0;
+  TXMQ_TRY(scan(cf_tx, v7_floor(earliest - k_young_skew_ms), v7_floor(latest + k_young_skew_ms + 1),
+                [&](std::string_view k, std::string_view value) -> result<bool> {
+                  records::TxRecord rec;
+                  if (!rec.ParseFromArray(value.data(), static_cast<int>(value.size())) || k.size() != k_txid_bytes) {
+                    return error(errc::corruption, "the txmq store at " + path_.string() +
+                                                       " holds an unreadable transaction record");
+                  }
+                  if (static_cast<tx_state>(rec.state()) != tx_state::prepared || !rec.home_topic().empty()) return true;
+                  rec.set_txid(std::string(k));
+                  if (auto entry = tx_index_entry(rec)) batch.Put(handles_[cf_index_], *entry, "");
+                  ++found;
+                  return true;
+                }));
+  batch.Put(handles_[cf_default], std::string(k_young_bounds_key), young_bounds(latest + 1, latest));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  s = db_->Write(wo, &batch);
+  if (!s.ok()) return status_error(s, "writing the due entries of " + std::to_string(found) + " young transactions");
+  return outcome::success();
+}
+
+std::unordered_set<protocol::uuid, protocol::uuid_hash> rocksdb_store::young_ids() const {
+  std::lock_guard lk(young_mu_);
+  return young_ids_;
 }
 
 }  // namespace txmq::storage::detail

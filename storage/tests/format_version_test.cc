@@ -1,7 +1,7 @@
 // The store's format version (keys.h: "v" in the default column family): a store written by
-// the format-v1 fixture's binary opens, reads, and is raised to format 2 (its index of
-// unresolved transactions built); a newer version, and one that is not a number,
-// are refused with a message naming the versions, and the directory is left as it was.
+// the format-v1 fixture's binary opens, reads, and is raised to the current format (its index of
+// unresolved transactions built at format 2; format 3 needs nothing more); a newer version,
+// and one that is not a number, are refused with a message naming the versions, and the directory is left as it was.
 
 #include <unistd.h>
 
@@ -66,7 +66,7 @@ class format_version_test : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(format_version_test, the_v1_fixture_opens_and_is_raised_to_v2_with_its_tx_index) {
+TEST_F(format_version_test, the_v1_fixture_opens_and_is_raised_to_v3_with_its_tx_index) {
   EXPECT_EQ(version(), "1");
   auto s = open();
   ASSERT_TRUE(s) << s.error().message;
@@ -89,8 +89,8 @@ TEST_F(format_version_test, the_v1_fixture_opens_and_is_raised_to_v2_with_its_tx
   EXPECT_EQ(prepared.value()[0].producer_group, "shop");
   s.value()->close();
   s.value().reset();  // releases the database's lock
-  EXPECT_EQ(version(), "2");
-  // The next open finds format 2 and builds nothing again.
+  EXPECT_EQ(version(), "3");
+  // The next open finds format 3 and builds nothing again.
   s = open();
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(s.value()->count_unresolved_txs().value().prepared, 1u);
@@ -98,16 +98,16 @@ TEST_F(format_version_test, the_v1_fixture_opens_and_is_raised_to_v2_with_its_tx
 }
 
 TEST_F(format_version_test, a_newer_version_is_refused_naming_both) {
-  const std::string three = "3";
-  version(&three);
+  const std::string four = "4";
+  version(&four);
   auto s = open();
-  ASSERT_FALSE(s) << "a store of format version 3 opened";
+  ASSERT_FALSE(s) << "a store of format version 4 opened";
   EXPECT_EQ(s.error(), storage::errc::unsupported_format);
   const std::string& why = s.error().message;
   EXPECT_NE(why.find(dir_.string()), std::string::npos) << why;
-  EXPECT_NE(why.find("has format version 3, written by a newer txmq"), std::string::npos) << why;
-  EXPECT_NE(why.find("this txmq reads format versions 1 to 2"), std::string::npos) << why;
-  EXPECT_EQ(version(), "3") << "refusing must leave the store as it was";
+  EXPECT_NE(why.find("has format version 4, written by a newer txmq"), std::string::npos) << why;
+  EXPECT_NE(why.find("this txmq reads format versions 1 to 3"), std::string::npos) << why;
+  EXPECT_EQ(version(), "4") << "refusing must leave the store as it was";
 }
 
 TEST_F(format_version_test, a_version_that_is_no_number_is_refused) {

@@ -62,13 +62,14 @@ inline void prepare(raw_client& c, const std::string& txid, const std::string& g
 }
 
 // Prepares n one-message transactions of `group` on topic "t", pipelined under the broker's
-// 1,024 requests in flight per connection. Returns txid -> message id.
-inline std::map<std::string, std::string> prepare_many(raw_client& c, int n, const std::string& group) {
+// 1,024 requests in flight per connection, with UUIDv4 txids or (`v7`) the UUIDv7 ones of the
+// txmq clients. Returns txid -> message id.
+inline std::map<std::string, std::string> prepare_many(raw_client& c, int n, const std::string& group, bool v7 = false) {
   std::map<std::string, std::string> message_of;
   std::set<std::uint64_t> pending;
   for (int i = 0; i < n || !pending.empty();) {
     if (i < n && pending.size() < 1000) {
-      auto tx = new_txid();
+      auto tx = v7 ? std::string(protocol::uuid::make_v7().raw()) : new_txid();
       auto m = tx_message("t", "m" + std::to_string(i++));
       message_of[tx] = m.id();
       pending.insert(c.send(prepare_frame(tx, group, {m})));
