@@ -12,9 +12,10 @@ void rocksdb_store::writer_loop() {
       std::unique_lock lk(queue_mu_);
       // Woken at least every disk_check_interval: the free space is measured, and a store
       // latched by a full disk resumes, also while no request comes. And when the oldest young
-      // Prepare's due entry is to be written, which then needs no request either.
+      // Prepare's due entry is to be written, which then needs no request either (not while
+      // the store is latched: nothing is written then, and the wait would not be a wait).
       auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.disk_check_interval);
-      const auto young_due = young_due_in();
+      const auto young_due = failed_ ? std::nullopt : young_due_in();
       if (young_due && *young_due < wait) wait = *young_due + std::chrono::milliseconds(1);
       queue_cv_.wait_for(lk, wait, [&] { return !queue_.empty() || stopping_; });
       if (queue_.empty() && stopping_) break;  // stopping and drained

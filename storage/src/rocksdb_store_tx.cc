@@ -1,5 +1,7 @@
 // Transactions (half messages): prepare, first-wins resolution, check-back schedule, lookups.
 
+#include <set>
+
 #include "rocksdb_store.h"
 
 namespace txmq::storage::detail {
@@ -402,18 +404,14 @@ result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(
     return out;
   }
   // PREPARED: the due index is in time order; the page is the `limit` smallest txids after
-  // `after` among all its keys and the young Prepares' (a bounded max-heap), then those records
-  // in txid order (a young one is listed if its record at this view is PREPARED).
-  std::vector<std::string> ids;
+  // `after` among all its keys and the young Prepares' (a bounded set), then those records in
+  // txid order.
+  std::set<std::string, std::less<>> ids;
   const auto consider = [&](std::string_view id) {
     if (after && id <= after_raw) return;
-    if (ids.size() == limit && id >= ids.front()) return;
-    ids.emplace_back(id);
-    std::push_heap(ids.begin(), ids.end());
-    if (ids.size() > limit) {
-      std::pop_heap(ids.begin(), ids.end());
-      ids.pop_back();
-    }
+    if (ids.size() == limit && id >= *ids.rbegin()) return;
+    ids.emplace(id);
+    if (ids.size() > limit) ids.erase(std::prev(ids.end()));
   };
   TXMQ_TRY(scan(
       cf_index_, std::string(1, 't'), std::string(1, 'u'),
@@ -423,10 +421,19 @@ result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(
         return true;
       },
       at));
-  for (auto& id : young) consider(id.raw());
-  std::sort_heap(ids.begin(), ids.end());
-  // A young txid whose entry was written meanwhile is in both.
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  // A young one takes a place only if it is PREPARED at this view (resolved, or not yet durable,
+  // it would leave the page short, and a short page ends a listing); in txid order, so only
+  // those that can still make the page are read.
+  std::vector<protocol::uuid> candidates(young.begin(), young.end());
+  std::sort(candidates.begin(), candidates.end());
+  for (auto& id : candidates) {
+    const std::string_view raw = id.raw();
+    if (after && raw <= after_raw) continue;
+    if (ids.size() == limit && raw >= *ids.rbegin()) break;
+    if (ids.contains(raw)) continue;  // its entry was written meanwhile
+    TXMQ_TRY(auto rec, find_tx_at(id, at));
+    if (rec && rec->state == tx_state::prepared) consider(raw);
+  }
   for (auto& id : ids) {
     TXMQ_TRY(read(id));
   }

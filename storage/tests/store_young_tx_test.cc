@@ -4,6 +4,7 @@
 // resolve or a check writes no entry for it, and after a restart (the store closed without
 // writing those entries, as after a crash) the open writes them.
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,38 @@ TEST_F(young_tx_test, a_check_recorded_for_a_young_prepare_moves_it_without_a_st
   reopen();
   EXPECT_EQ(prepared_count(), 1u);
   EXPECT_THAT(due_check_ids(now() + k_first_check), IsEmpty());
+}
+
+// Pages of PREPARED transactions ("after a txid") hold young and indexed ones in one txid order,
+// each once, every page full but the last (a short page ends a listing).
+TEST_F(young_tx_test, pages_of_prepared_transactions_mix_young_and_indexed_ones_in_txid_order) {
+  std::vector<txid> all;
+  for (int i = 0; i < 5; ++i) {
+    all.push_back(v7_at(now()));
+    prepare_at_first_check(all.back(), now() + k_first_check);   // young
+    all.push_back(protocol::uuid::make_v4());
+    prepare_at_first_check(all.back(), now() + k_first_check);   // indexed at once
+  }
+  const txid resolved = v7_at(now());
+  prepare_at_first_check(resolved, now() + k_first_check);
+  resolve(resolved, tx_outcome::commit);
+  std::sort(all.begin(), all.end());
+  const auto pages = [&] {
+    std::vector<txid> out;
+    std::optional<txid> after;
+    for (;;) {
+      auto page = list_tx_ids(tx_state::prepared, 3, after);
+      out.insert(out.end(), page.begin(), page.end());
+      if (page.size() < 3) return out;
+      after = page.back();
+    }
+  };
+  EXPECT_EQ(pages(), all);
+  // The young ones past their second: their entries written, the pages the same.
+  advance(k_young);
+  append("pay", {make_message("a later group")});
+  EXPECT_EQ(pages(), all);
+  EXPECT_EQ(prepared_count(), all.size());
 }
 
 TEST_F(young_tx_test, a_near_first_check_or_a_txid_of_another_time_is_indexed_at_prepare) {
