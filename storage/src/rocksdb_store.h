@@ -26,9 +26,11 @@
 #include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include <rocksdb/cache.h>
 #include <rocksdb/compaction_filter.h>
@@ -478,10 +480,10 @@ class rocksdb_store final : public store {
   void index_young(group_ctx& ctx);
   result<void> index_young_after_open();
   std::optional<std::chrono::milliseconds> young_due_in() const;
-  std::unordered_set<protocol::uuid, protocol::uuid_hash> young_ids() const;
+  std::vector<protocol::uuid> young_ids() const;  // in txid order
   // Listings of the index (rocksdb_store_tx.cc), read at `at` (read_durable_txs()).
   result<std::vector<tx_record>> list_indexed_txs(tx_state state, std::size_t limit, std::optional<txid> after,
-                                                  const std::unordered_set<protocol::uuid, protocol::uuid_hash>& young,
+                                                  std::span<const protocol::uuid> young,
                                                   const rocksdb::Snapshot* at) const;
   // Snapshots: the home partition's transactions read at `snap`, and a follower's replaced.
   result<void> snapshot_txs(std::string_view topic, std::uint32_t partition, const rocksdb::Snapshot* snap,

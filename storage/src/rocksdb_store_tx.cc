@@ -372,7 +372,7 @@ result<std::vector<tx_record>> rocksdb_store::list_txs(std::optional<tx_state> s
 
 result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(
     tx_state state, std::size_t limit, std::optional<txid> after,
-    const std::unordered_set<protocol::uuid, protocol::uuid_hash>& young, const rocksdb::Snapshot* at) const {
+    std::span<const protocol::uuid> young, const rocksdb::Snapshot* at) const {
   std::vector<tx_record> out;
   if (limit == 0) return out;
   // Index and records at one view: both change in one batch, so every entry names a record
@@ -424,9 +424,7 @@ result<std::vector<tx_record>> rocksdb_store::list_indexed_txs(
   // A young one takes a place only if it is PREPARED at this view (resolved, or not yet durable,
   // it would leave the page short, and a short page ends a listing); in txid order, so only
   // those that can still make the page are read.
-  std::vector<protocol::uuid> candidates(young.begin(), young.end());
-  std::sort(candidates.begin(), candidates.end());
-  for (auto& id : candidates) {
+  for (auto& id : young) {
     const std::string_view raw = id.raw();
     if (after && raw <= after_raw) continue;
     if (ids.size() == limit && raw >= *ids.rbegin()) break;

@@ -19,14 +19,10 @@ std::string young_bounds(std::int64_t earliest, std::int64_t latest) {
   return v;
 }
 
-// The time of a UUIDv7 (its first 48 bits, Unix milliseconds), or nothing for any other txid.
-std::optional<std::int64_t> v7_ms(std::string_view raw) {
-  if (raw.size() != k_txid_bytes) return std::nullopt;
-  const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(raw[i]); };
-  if ((byte(6) >> 4) != 7 || (byte(8) >> 6) != 2) return std::nullopt;
-  std::int64_t ms = 0;
-  for (std::size_t i = 0; i < 6; ++i) ms = (ms << 8) | byte(i);
-  return ms;
+// The time of a UUIDv7 (RFC 9562 variant), or nothing for any other txid.
+std::optional<std::int64_t> v7_ms(const txid& id) {
+  if (id.version() != 7 || (id.bytes()[8] >> 6) != 2) return std::nullopt;
+  return id.unix_ms();
 }
 
 // The smallest 16-byte key whose UUIDv7 time is `ms`: a txid of an earlier time sorts below it.
@@ -43,7 +39,7 @@ bool rocksdb_store::defer_due_entry(group_ctx& ctx, const txid& id, const record
   // A cluster's transaction travels to its followers with its entry: not deferred.
   if (!rec.home_topic().empty()) return false;
   const std::int64_t prepared = rec.prepared_ms();
-  const auto at = v7_ms(id.raw());
+  const auto at = v7_ms(id);
   if (!at || *at < prepared - k_young_skew_ms || *at > prepared + k_young_skew_ms) return false;
   // A first check sooner than the entry would be written (0: never checked, never due).
   if (rec.next_check_ms() != 0 && rec.next_check_ms() < prepared + 2 * k_young_ms) return false;
@@ -129,9 +125,14 @@ result<void> rocksdb_store::index_young_after_open() {
   return outcome::success();
 }
 
-std::unordered_set<protocol::uuid, protocol::uuid_hash> rocksdb_store::young_ids() const {
-  std::lock_guard lk(young_mu_);
-  return young_ids_;
+std::vector<protocol::uuid> rocksdb_store::young_ids() const {
+  std::vector<protocol::uuid> out;
+  {
+    std::lock_guard lk(young_mu_);
+    out.assign(young_ids_.begin(), young_ids_.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace txmq::storage::detail
