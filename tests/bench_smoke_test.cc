@@ -14,7 +14,10 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include "admin_of.h"
 #include "broker_process.h"
+#include "child_process.h"
+#include "eventually.h"
 
 namespace txmq::test {
 namespace {
@@ -135,6 +138,37 @@ TEST(bench_smoke_test, the_steady_rate_generator_sleeps_between_sends) {
 // A run whose produces were refused (a disk below its free-space floor, in the 2026-11-27 quiet
 // run) reports a rate that counts the refusals: the report must leave it out of the median and
 // say so, or it reads as the fastest run.
+// A broker that dies mid-run never answers the requests in flight: the run must end with the
+// reason, not wait for them forever (it did, session 26's restart script had to kill it).
+TEST(bench_smoke_test, a_run_whose_broker_dies_ends_with_the_reason) {
+  broker_process b;
+  b.start();
+  const auto out = b.dir() / "bench-tx.out";
+  child_process bench({binary_path("txmq-bench"), "tx", "--broker", b.address(), "--runs", "1", "--seconds", "120",
+                       "--warmup", "0", "--in-flight", "100"},
+                      out);
+  // Committed transactions have reached the bench's topic: the run is under way.
+  auto admin = admin_of(b);
+  ASSERT_TRUE(eventually([&] {
+    auto topics = admin.list_topics();
+    if (!topics) return false;
+    for (const auto& t : topics.value().topics()) {
+      if (!t.name().starts_with("bench-tx-")) continue;
+      for (const auto& p : t.partition_info()) {
+        if (p.end_offset() > 0) return true;
+      }
+    }
+    return false;
+  })) << "no committed transaction from the bench";
+  b.kill();
+  ASSERT_TRUE(eventually([&] { return !bench.running(); }, std::chrono::seconds(30)))
+      << "txmq-bench still runs 30 s after its broker died";
+  EXPECT_EQ(bench.exit_status(), 1);
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("connection to the broker at " + b.address() + " lost"), std::string::npos) << text;
+}
+
 TEST(bench_smoke_test, report_leaves_runs_with_errors_out_of_the_medians) {
   const auto dir = std::filesystem::temp_directory_path() / ("txmq-bench-report-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

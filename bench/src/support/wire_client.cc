@@ -52,6 +52,7 @@ void wire_connection::connect_blocking(const std::string& client_id, const std::
 }
 
 void wire_connection::send_encoded_now(v1::Frame& frame, callback cb) {
+  if (!lost_.empty()) throw std::runtime_error(lost_);
   const auto id = next_id_++;
   frame.set_correlation_id(id);
   pending_.emplace(id, std::move(cb));
@@ -126,7 +127,15 @@ asio::awaitable<void> wire_connection::read_loop() {
     auto [ec, n] = co_await stream_.visit([&](auto& s) {
       return s.async_read_some(asio::buffer(in.data() + end, in.size() - end), asio::as_tuple(asio::use_awaitable));
     });
-    if (ec) co_return;
+    if (ec) {
+      // A broker that dies (or closes) never answers what is in flight: a workload waiting for
+      // those answers would wait forever, so the run ends here with the reason. A connection
+      // with nothing in flight ends quietly (the bench may be done with it); its next request
+      // throws.
+      lost_ = "connection to the broker at " + host_ + ":" + std::to_string(port_) + " lost (" + ec.message() + ")";
+      if (!pending_.empty()) throw std::runtime_error(lost_ + " with " + std::to_string(pending_.size()) + " requests unanswered");
+      co_return;
+    }
     end += n;
   }
 }

@@ -28,7 +28,8 @@ class wire_connection : public std::enable_shared_from_this<wire_connection> {
   // Connects and says Hello (with `auth_token` for a broker with auth); throws on failure,
   // with the broker's refusal. Call before io.run() or from the io thread.
   void connect_blocking(const std::string& client_id, const std::string& auth_token = {});
-  // Sends a request; cb runs on the io thread with the answer (or an Error frame).
+  // Sends a request; cb runs on the io thread with the answer (or an Error frame). Throws
+  // std::runtime_error once the broker has closed the connection.
   void request(v1::Frame frame, callback cb) { send_encoded_now(frame, std::move(cb)); }
   // The same for a frame the caller keeps: it is encoded before this returns (its correlation id
   // set), so the caller may clear and refill it for the next request, reusing its messages and
@@ -51,6 +52,7 @@ class wire_connection : public std::enable_shared_from_this<wire_connection> {
   std::string writing_;   // frames being written
   bool write_active_ = false;
   bool dispatching_ = false;  // the read loop is handing out answers: requests wait for its flush
+  std::string lost_;          // why the connection ended, once it has
 };
 
 }  // namespace txmq::bench
