@@ -237,6 +237,8 @@ struct group_ctx {
   // written), and the young txids whose entry was written or whose record changed in it.
   bool young_changed = false;
   std::vector<protocol::uuid> young_done;
+  // The earliest check time among the young due entries written in this group (none: max).
+  std::int64_t young_due_min = std::numeric_limits<std::int64_t>::max();
   std::uint64_t messages = 0;
   std::uint64_t bytes = 0;
 };
@@ -301,6 +303,8 @@ struct written_group {
   bool tx_pending = false;
   // Leave rocksdb_store::young_ids_ once this group is durable (group_ctx::young_done).
   std::vector<protocol::uuid> young_done;
+  // Lowers rocksdb_store::young_due_floor_ once this group is durable (group_ctx::young_due_min).
+  std::int64_t young_due_min = std::numeric_limits<std::int64_t>::max();
   bool sync = false;
   bool wrote = false;
   std::size_t operations = 0;
@@ -638,6 +642,12 @@ class rocksdb_store final : public store {
   // changed their record (outcome, check) is durable (written_group::young_done).
   mutable std::mutex young_mu_;
   std::unordered_set<protocol::uuid, protocol::uuid_hash> young_ids_;
+  // The earliest check time among the young due entries made durable since due_checks last
+  // ran (none: max). A writer held up for seconds (a disk that stalls) writes an entry whose
+  // check is already due, behind a caller's scan cursor (due_checks' from_ms), which would
+  // then find it only at its next scan from 0. due_checks reads from here too and takes it.
+  mutable std::atomic<std::int64_t> young_due_floor_{std::numeric_limits<std::int64_t>::max()};
+  void lower_young_due_floor(std::int64_t ms) const noexcept;
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;

@@ -64,6 +64,7 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
   } else {
     index_young(ctx);
     g.young_done = std::move(ctx.young_done);
+    g.young_due_min = ctx.young_due_min;
     finalize(ctx);
     if (ctx.batch.Count() > 0) {
       if (ctx.wrote_tx) {
@@ -186,6 +187,8 @@ void rocksdb_store::make_durable(std::deque<written_group>& groups) {
           std::lock_guard lk(young_mu_);
           for (auto& id : g.young_done) young_ids_.erase(id);
         }
+        // After end_tx_write: a due_checks that takes the floor reads a view holding the entries.
+        lower_young_due_floor(g.young_due_min);
         for (auto& [p, meta] : g.publish) {
           p->start_offset.store(meta.start_offset, std::memory_order_release);
           p->bytes.store(meta.bytes, std::memory_order_release);

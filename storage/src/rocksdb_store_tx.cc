@@ -313,12 +313,15 @@ result<std::optional<tx_record>> rocksdb_store::find_tx_at(const txid& id, const
 
 result<std::vector<tx_record>> rocksdb_store::due_checks(std::int64_t until_ms, std::size_t limit,
                                                          std::int64_t from_ms) const {
+  // Young entries written since the last call with a check before from_ms (young_due_floor_).
+  const std::int64_t late = young_due_floor_.exchange(std::numeric_limits<std::int64_t>::max(), std::memory_order_acquire);
+  if (late < from_ms) from_ms = late;
   std::string lower(1, 't');
   put_u64(lower, time_key(from_ms));
   std::string upper(1, 't');
   put_u64(upper, time_key(until_ms) + 1);
   // Index and records at one view: an entry of a Prepare not yet durable is not listed either.
-  return read_durable_txs([&](const rocksdb::Snapshot* at) -> result<std::vector<tx_record>> {
+  auto due = read_durable_txs([&](const rocksdb::Snapshot* at) -> result<std::vector<tx_record>> {
     std::vector<tx_record> out;
     auto r = scan(
         cf_index_, lower, upper,
@@ -335,6 +338,8 @@ result<std::vector<tx_record>> rocksdb_store::due_checks(std::int64_t until_ms, 
     if (!r) return r.error();
     return out;
   });
+  if (!due) lower_young_due_floor(late);  // the next call reads from there again
+  return due;
 }
 
 void rocksdb_store::move_tx_index(group_ctx& ctx, const std::optional<std::string>& from,

@@ -70,6 +70,7 @@ void rocksdb_store::index_young(group_ctx& ctx) {
     auto node = young_.extract(young_.begin());
     ctx.put(cf_index_, tx_due_entry(node.mapped(), node.key().second.raw()), "");
     ctx.young_done.push_back(node.key().second);
+    if (node.mapped() != 0) ctx.young_due_min = std::min(ctx.young_due_min, node.mapped());
     indexed = true;
   }
   if (!indexed && !ctx.young_changed) return;
@@ -104,6 +105,7 @@ result<void> rocksdb_store::index_young_after_open() {
   // Prepare would have (a record indexed already gets the same key again).
   rocksdb::WriteBatch batch;
   std::size_t found = 0;
+  std::int64_t due_min = std::numeric_limits<std::int64_t>::max();
   TXMQ_TRY(scan(cf_tx, v7_floor(earliest - k_young_skew_ms), v7_floor(latest + k_young_skew_ms + 1),
                 [&](std::string_view k, std::string_view value) -> result<bool> {
                   records::TxRecord rec;
@@ -114,6 +116,7 @@ result<void> rocksdb_store::index_young_after_open() {
                   if (static_cast<tx_state>(rec.state()) != tx_state::prepared || !rec.home_topic().empty()) return true;
                   rec.set_txid(std::string(k));
                   if (auto entry = tx_index_entry(rec)) batch.Put(handles_[cf_index_], *entry, "");
+                  if (rec.next_check_ms() != 0) due_min = std::min(due_min, rec.next_check_ms());
                   ++found;
                   return true;
                 }));
@@ -122,7 +125,15 @@ result<void> rocksdb_store::index_young_after_open() {
   wo.sync = true;
   s = db_->Write(wo, &batch);
   if (!s.ok()) return status_error(s, "writing the due entries of " + std::to_string(found) + " young transactions");
+  // A resume after a failed group runs this with the check-back's cursor wherever it was.
+  lower_young_due_floor(due_min);
   return outcome::success();
+}
+
+void rocksdb_store::lower_young_due_floor(std::int64_t ms) const noexcept {
+  auto floor = young_due_floor_.load(std::memory_order_relaxed);
+  while (ms < floor && !young_due_floor_.compare_exchange_weak(floor, ms, std::memory_order_release)) {
+  }
 }
 
 std::vector<protocol::uuid> rocksdb_store::young_ids() const {

@@ -89,6 +89,35 @@ TEST_F(young_tx_test, a_young_prepare_gets_its_due_entry_a_second_later_with_no_
   EXPECT_EQ(prepared_count(), 0u);
 }
 
+// A writer held up past a young Prepare's first check (here: the clock moves on with no group
+// written) writes its entry behind a scanner's cursor: the next scan from that cursor still
+// finds it, once; later scans read from the cursor again.
+TEST_F(young_tx_test, an_entry_written_after_its_check_was_due_is_found_behind_the_scan_cursor) {
+  const auto before = db().index_writes_in_memtable();
+  const txid id = v7_at(now());
+  const std::int64_t first_check = now() + 2 * k_young;
+  prepare_at_first_check(id, first_check);
+  advance(5 * k_young);
+  append("pay", {make_message("the writer's next group")});
+  ASSERT_TRUE(eventually([&] { return db().index_writes_in_memtable() == before + 1; }, std::chrono::seconds(10)));
+  // A scanner that scans every few ms has its cursor just behind the present.
+  const auto scan_from = [&](std::int64_t from) {
+    std::vector<txid> out;
+    for (auto& t : value_of(store_->due_checks(now(), 100, from), "due_checks")) out.push_back(t.id);
+    return out;
+  };
+  EXPECT_THAT(scan_from(now() - 20), ElementsAre(id)) << "an entry written behind the cursor was not found";
+  EXPECT_THAT(scan_from(now() - 20), IsEmpty()) << "later scans read from their cursor again";
+  EXPECT_THAT(scan_from(0), ElementsAre(id));
+  // An entry written on time moves no cursor back.
+  const txid on_time = v7_at(now());
+  prepare_at_first_check(on_time, now() + k_first_check);
+  advance(k_young);
+  append("pay", {make_message("a group a second later")});
+  ASSERT_TRUE(eventually([&] { return db().index_writes_in_memtable() == before + 2; }, std::chrono::seconds(10)));
+  EXPECT_THAT(scan_from(now() - 20), IsEmpty());
+}
+
 TEST_F(young_tx_test, young_prepares_left_when_the_store_stopped_are_indexed_at_the_next_open) {
   const txid a = v7_at(now());
   prepare_at_first_check(a, now() + k_first_check);
