@@ -269,6 +269,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   so.dedupe_window = config.dedupe_window;
   so.min_free_bytes = config.min_free_disk_bytes;
   so.verify_checksums_on_open = config.verify_store_on_start;
+  so.low_priority_background = config.low_priority_background;
   // The answers of one fsync's requests reach the io thread in one post.
   so.around_completions = gather_completions;
   // Where a produce's latency went (txmq_produce_latency_seconds is the whole): the store's
@@ -351,6 +352,14 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
                                     stat(&storage::store_stats::messages_appended));
     m.registry.add_gauge_callback("txmq_store_largest_group", "Most requests merged into one write batch", {},
                                   stat(&storage::store_stats::largest_group));
+    m.registry.add_gauge_callback(
+        "txmq_store_background_lowered",
+        "1 while the store's flushes and compactions run at low CPU priority (low_priority_background)", {},
+        [store] { return store->stats().background_lowered ? 1.0 : 0.0; });
+    m.registry.add_counter_callback("txmq_store_background_raised_total",
+                                    "Times a write stall raised the store's flushes and compactions back to the "
+                                    "process's CPU priority",
+                                    {}, stat(&storage::store_stats::background_raised));
     auto* memory = m.memory.get();
     m.registry.add_gauge_callback("txmq_request_memory_bytes",
                                   "Bytes of the requests being handled (max_request_memory)", {},

@@ -124,6 +124,8 @@ const setting k_settings[] = {
      "below this much free disk, produce and Prepare answer STORE_FULL (0 = no minimum)"},
     {"verify_store_on_start", kind::boolean, &broker_config::verify_store_on_start,
      "read the whole store once at start, checking every block's checksum, before serving"},
+    {"low_priority_background", kind::boolean, &broker_config::low_priority_background,
+     "run the store's flushes and compactions at low CPU priority while no write waits for them"},
     {"webhook_schedule", kind::duration_list, &broker_config::webhook_schedule,
      "default delays before webhook attempts 2, 3, ... (max attempts = 1 + their number)"},
     {"webhook_timeout", kind::duration, &broker_config::webhook_timeout,

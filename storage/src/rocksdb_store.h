@@ -313,6 +313,7 @@ struct written_group {
 };
 
 class rocksdb_store;
+class background_priority;
 // True while the calling thread holds a txmq::storage::batched_wakeups: the store is noted for a
 // wake-up at its end, and submit() does not wake the writer now (batched_wakeups.cc).
 bool hold_writer_wakeup(rocksdb_store* store);
@@ -676,6 +677,9 @@ class rocksdb_store final : public store {
   bool syncer_busy_ = false;
   bool unsynced_ = false;  // a write since the last fsync
   std::thread syncer_;
+  // RocksDB's flush and compaction threads' priority (store_options::low_priority_background);
+  // null when they keep the process's.
+  std::shared_ptr<background_priority> background_;
 
   mutable std::mutex stats_mu_;
   store_stats stats_;

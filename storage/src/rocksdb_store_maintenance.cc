@@ -1,5 +1,6 @@
 // Maintenance: retention passes, compaction, counts and statistics.
 
+#include "background_priority.h"
 #include "rocksdb_store.h"
 
 namespace txmq::storage::detail {
@@ -86,8 +87,16 @@ std::uint64_t rocksdb_store::log_table_bytes() const {
 }
 
 store_stats rocksdb_store::stats() const {
-  std::lock_guard lk(stats_mu_);
-  return stats_;
+  store_stats out;
+  {
+    std::lock_guard lk(stats_mu_);
+    out = stats_;
+  }
+  if (background_) {
+    out.background_lowered = background_->lowered();
+    out.background_raised = background_->raised_count();
+  }
+  return out;
 }
 
 }  // namespace txmq::storage::detail

@@ -18,6 +18,7 @@
 #include <charconv>
 #include <set>
 
+#include "background_priority.h"
 #include "info_log.h"
 #include "open_store_on_env.h"
 #include "rocksdb_store.h"
@@ -207,6 +208,10 @@ result<void> rocksdb_store::open(const fs::path& path, bool fresh) {
   } else if (auto log = info_log::open(path)) {
     // Not RocksDB's own LOG writer: it aborts on the line after a failed one (info_log.h).
     db_options.info_log = std::move(log);
+  }
+  if (!env_ && options_.low_priority_background && background_priority::can_raise_back()) {
+    background_ = std::make_shared<background_priority>(::getpriority(PRIO_PROCESS, 0));
+    db_options.listeners.push_back(background_);
   }
 
   rocksdb::BlockBasedTableOptions table;

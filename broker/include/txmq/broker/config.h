@@ -101,6 +101,10 @@ struct broker_config {
   // store per start (docs/configuration.md gives the measured rate); reads check their blocks
   // either way.
   bool verify_store_on_start = true;
+  // RocksDB's flushes and compactions at nice 19 while no write waits for them, at the
+  // process's priority while RocksDB holds writes back (storage/README.md "Background
+  // priority"). Needs root or CAP_SYS_NICE; otherwise they keep the process's priority.
+  bool low_priority_background = true;
 
   // --- webhooks: defaults of new subscriptions and notifier limits
   std::vector<duration> webhook_schedule = {

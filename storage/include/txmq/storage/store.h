@@ -58,6 +58,12 @@ struct store_options {
   // Read every block of every file once at open so corruption is found before serving, not
   // later on a read. Costs about one sequential read of the store.
   bool verify_checksums_on_open = true;
+  // RocksDB's flush and compaction threads at nice 19 while no write waits for them, raised
+  // back to the process's priority while RocksDB delays or stops writes (storage/README.md
+  // "Background priority"). Needs root, CAP_SYS_NICE or an RLIMIT_NICE that allows raising a
+  // thread back; without, or on an in-memory store, they keep the process's priority. One
+  // store per process: RocksDB's thread pools are the process's.
+  bool low_priority_background = true;
   // Upper bound of the bytes one commit group merges (the queue keeps the rest for the next;
   // a single larger request is a group of its own). Why not more: with a client's requests in
   // flight capped (1,000 messages, say), they come back as one burst after each fsync, and one
@@ -469,6 +475,11 @@ struct store_stats {
   std::uint64_t messages_appended = 0;
   std::uint64_t bytes_appended = 0;
   std::uint64_t largest_group = 0;  // most requests in one WriteBatch
+  // RocksDB's flush and compaction threads run at low priority while writes are not held up
+  // by them (store_options::low_priority_background): whether they do now, and how many times
+  // a write stall raised them back.
+  bool background_lowered = false;
+  std::uint64_t background_raised = 0;
 };
 
 class store {
