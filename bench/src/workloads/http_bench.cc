@@ -5,6 +5,7 @@
 #include <future>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -38,6 +39,19 @@ struct result {
   std::uint64_t errors = 0;
 };
 
+// Runs a thread's work; an exception there (a broker that died mid-run: the HTTP client's
+// read, or wire_connection's lost connection) cannot reach the thread waiting for the run's
+// counts, so the run ends here with the reason instead of std::terminate.
+template <class Work>
+void or_exit(Work&& work) {
+  try {
+    work();
+  } catch (const std::exception& e) {
+    std::cerr << "txmq-bench: " << e.what() << "\n";
+    std::_Exit(1);
+  }
+}
+
 std::pair<std::string, std::uint16_t> split(const std::string& address) {
   auto hp = common::parse_host_port(address);
   if (!hp) throw std::runtime_error("bad address '" + address + "': " + hp.error().message);
@@ -62,7 +76,7 @@ result run_http(const http_bench_options& o) {
   latency_recorder all;
   std::vector<std::thread> threads;
   for (std::uint32_t t = 0; t < o.concurrency; ++t) {
-    threads.emplace_back([&, host = host, port = port] {
+    threads.emplace_back([&, host = host, port = port] { or_exit([&] {
       asio::io_context io;
       beast::tcp_stream stream(io);
       stream.connect(asio::ip::tcp::endpoint(asio::ip::make_address(host), port));
@@ -89,7 +103,7 @@ result run_http(const http_bench_options& o) {
       }
       std::lock_guard lk(mu);
       all.merge(mine);
-    });
+    }); });
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));  // unmeasured warm-up
   measuring = true;
@@ -136,7 +150,7 @@ result run_wire(const http_bench_options& o) {
     });
   };
   for (std::uint32_t i = 0; i < o.concurrency; ++i) asio::post(io, send_one);
-  std::thread runner([&] { io.run(); });
+  std::thread runner([&] { or_exit([&] { io.run(); }); });
   std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));  // unmeasured warm-up
   asio::post(io, [&] { measuring = true; });
   const auto from = clock::now();
