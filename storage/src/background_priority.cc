@@ -34,7 +34,7 @@ void background_priority::OnStallConditionsChanged(const rocksdb::WriteStallInfo
   if (info.condition.cur == rocksdb::WriteStallCondition::kNormal) {
     held_up_.erase(info.cf_name);
   } else {
-    held_up_[info.cf_name] = info.condition.cur;
+    held_up_.insert(info.cf_name);
   }
   const bool held_up = !held_up_.empty();
   if (held_up == was_held_up) return;
