@@ -528,9 +528,9 @@ class store {
   // PREPARED transactions whose next check is due in [from_ms, until_ms], earliest first. A
   // caller that scans often passes the earliest due time it still knows of as from_ms, so the
   // scan does not walk again over the deleted index entries of every transaction resolved
-  // since the last compaction. An entry the store itself wrote after the Prepare (a young
-  // one's, storage/README.md) is in the next call's answer even when its check time is
-  // before from_ms: the caller's cursor may have passed it while the entry was not yet written.
+  // since the last compaction. For an entry the store itself wrote after the Prepare (a young
+  // one's, storage/README.md), the next call reads from its check time even when that is before
+  // from_ms: the caller's cursor may have passed it while the entry was not yet written.
   [[nodiscard]] virtual result<std::vector<tx_record>> due_checks(std::int64_t until_ms, std::size_t limit,
                                                                   std::int64_t from_ms = 0) const = 0;
   // Transactions in a state (all states when nullopt), in txid order after `after`. PREPARED
