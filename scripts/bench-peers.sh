@@ -14,6 +14,8 @@
 # Usage: scripts/bench-peers.sh [ROUNDS] [SECONDS]     (defaults: 3 rounds of 5 s per run)
 # Environment: BUILD_DIR (default build), BACKLOG (consume backlog, default 200000),
 #              SYSTEMS (default "txmq rabbitmq-quorum rabbitmq-classic nats pgqueue"),
+#              WORKLOADS (default "publish rate e2e consume tx relay"),
+#              SETTLE=0 starts each run right after the previous one ends (no settle, below),
 #              KEEP=1 keeps the temporary directory and the logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -179,6 +181,40 @@ say "machine: $(nproc) cores, $cpu_model; append+fdatasync ${fsync_rate}/s; $(up
 results=$dir/results.jsonl
 : > "$results"
 uptimes=()
+read -r -a workloads <<< "${WORKLOADS:-publish rate e2e consume tx relay}"
+wants() { local w; for w in "${workloads[@]}"; do [[ $w == "$1" ]] && return 0; done; return 1; }
+
+# Before each measured run, what the previous one left behind finishes first: PostgreSQL's
+# checkpoint of the WAL its last run wrote (spread over minutes otherwise), the page cache's
+# dirty pages, a server's garbage collection. Then the machine must be idle (under 10 % of its
+# CPU busy over half a second), or 20 s have passed. Without it each run could share the disk
+# and cores with its predecessor's aftermath, and the rotation alone kept every system behind
+# the same neighbour in every round (txmq's latency rows behind the PostgreSQL queue's, which
+# falls behind at 10,000 commits a second). On the twenty-first round's machine it changed
+# nothing measurable (BENCHMARKS.md, twenty-first round); it costs a few seconds a run.
+settle_seconds=()
+# user … steal (guest time is counted in user already); busy = all but idle and iowait.
+cpu_busy_total() { awk '/^cpu /{t=0; for (i=2;i<=9;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+settle() {
+  [[ ${SETTLE:-1} == 1 ]] || return 0
+  local start=$EPOCHREALTIME b0 t0 b1 t1
+  if [[ -n $pg_data ]]; then
+    "$pg_bin/psql" -q -h 127.0.0.1 -p "$pgport" -U postgres -d postgres -c CHECKPOINT > /dev/null 2>&1 ||
+      say "CHECKPOINT failed (the run goes on)"
+  fi
+  sync
+  while :; do
+    read -r b0 t0 < <(cpu_busy_total)
+    sleep 0.5  # the sampling window, not a wait for an event
+    read -r b1 t1 < <(cpu_busy_total)
+    (((b1 - b0) * 10 < t1 - t0)) && break
+    if (($(awk -v s="$start" -v n="$EPOCHREALTIME" 'BEGIN{print (n - s > 20)}'))); then
+      say "the machine did not settle within 20 s; measuring anyway"
+      break
+    fi
+  done
+  settle_seconds+=("$(awk -v s="$start" -v n="$EPOCHREALTIME" 'BEGIN{printf "%.1f", n - s}')")
+}
 run() {  # run SYSTEM WORKLOAD [extra flags]
   local s=$1 w=$2; shift 2
   local key=${s%%-*}  # rabbitmq-quorum and rabbitmq-classic share one server
@@ -194,6 +230,7 @@ run() {  # run SYSTEM WORKLOAD [extra flags]
   local durability=sync
   [[ $s == txmq-async ]] && { durability=async; s=txmq; }
   if [[ $key == txmq ]]; then use_fresh_txmq "$durability"; fi
+  settle
   local out
   if out=$("$bin/txmq-bench" "$w" --system "$s" --broker "${addr[$key]}" --broker-pid "${pid[$key]}" --json --runs 1 \
       --seconds "$seconds" --warmup 1 --message-bytes 256 --in-flight 1000 --batch "$batch" --topic peers --label "$label" "$@" 2> "$dir/run.err"); then :; else
@@ -215,6 +252,7 @@ optional() {  # optional WORKLOAD [flags...]: passes only the flags its --help n
     grep -q -- "$flag" <<< "$help" && args+=("$a")
   done
   local out
+  settle
   out=$("$bin/txmq-bench" "$w" "${args[@]}" 2>> "$dir/bench.err") || say "$w reported errors"
   grep '^{' <<< "$out" >> "$results" || true
 }
@@ -225,20 +263,27 @@ have_relay=no; have_tx=no
 [[ $have_tx == yes ]] || say "txmq-bench tx is not there yet: the transaction workload is skipped"
 
 for round in $(seq "$rounds"); do
-  # Rotate the order each round so that no system always runs first (or right after a fill).
+  # Rotate the order each round so that no system always runs first (or right after a fill),
+  # and reverse it every second round: a rotation alone keeps each system behind the same one.
   order=("${systems[@]:$(( (round - 1) % ${#systems[@]} ))}" "${systems[@]:0:$(( (round - 1) % ${#systems[@]} ))}")
+  if ((round % 2 == 0)); then
+    reversed=()
+    for ((i = ${#order[@]} - 1; i >= 0; i--)); do reversed+=("${order[i]}"); done
+    order=("${reversed[@]}")
+  fi
   for w in publish rate e2e consume; do
+    wants "$w" || continue
     for s in "${order[@]}"; do
       if [[ $w == consume ]]; then run "$s" consume --backlog "$backlog"; else run "$s" "$w" --rate 10000; fi
       if [[ $w == publish && $s == txmq ]]; then run txmq-single publish; fi
       if [[ ($w == rate || $w == e2e) && $s == txmq ]]; then run txmq-async "$w" --rate 10000; fi
     done
   done
-  if [[ $have_tx == yes ]]; then
+  if [[ $have_tx == yes ]] && wants tx; then
     use_fresh_txmq
     optional tx --broker="${addr[txmq]}" --broker-pid="${pid[txmq]}" --json --runs=1 --seconds="$seconds" --message-bytes=256
   fi
-  if [[ $have_relay == yes && -n $pg_data ]]; then
+  if [[ $have_relay == yes && -n $pg_data ]] && wants relay; then
     use_fresh_txmq
     optional relay --pg="${addr[pgqueue]}" --broker="${addr[txmq]}" --broker-pid="${pid[txmq]}" --json --runs=1 \
       --seconds="$seconds" --message-bytes=256 --rows="$backlog"
@@ -249,7 +294,7 @@ done
 # --- tables, chart, and the section of docs/BENCHMARKS.md ----------------------------------------
 "$bin/txmq-bench" report "$results" --markdown "$dir/tables.md" --plot-data "$dir/plot.dat"
 cp "$results" "$raw"
-gnuplot <<EOF
+if gnuplot <<EOF
 set terminal pngcairo size 1100,460 font ",10"
 set output "$png"
 set multiplot layout 1,2 title "txmq and its peers on one machine ($(nproc) cores, 256-byte messages, medians of $rounds rounds)"
@@ -270,6 +315,7 @@ set format y "%g"
 plot "$dir/plot.dat" using (\$4 > 0 ? \$4 : 1/0):xtic(1) title "publish p50", '' using (\$5 > 0 ? \$5 : 1/0) title "publish p99", '' using (\$6 > 0 ? \$6 : 1/0) title "publish→delivery p99"
 unset multiplot
 EOF
+then :; else say "gnuplot could not draw $png (WORKLOADS without publish or consume leave it no data)"; fi
 
 section=$dir/section.md
 {
@@ -282,6 +328,13 @@ section=$dir/section.md
   echo "Versions: txmq $(git rev-parse --short HEAD 2>/dev/null || echo '?'), RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server),"
   echo "nats-server $(dpkg-query -W -f='${Version}' nats-server), PostgreSQL $(dpkg-query -W -f='${Version}' postgresql-15)."
   echo "Load while it ran (others may be using the machine): ${uptimes[*]}."
+  if [[ ${SETTLE:-1} == 1 ]]; then
+    echo "Before each run the previous one's aftermath was let finish (PostgreSQL CHECKPOINT, sync, then under"
+    echo "10 % CPU busy for half a second, at most 20 s): waits of $(printf '%s\n' "${settle_seconds[@]}" |
+      sort -n | awk '{a[NR]=$1} END{printf "%s–%s s, median %s s", a[1], a[NR], a[int((NR+1)/2)]}')."
+  else
+    echo "SETTLE=0: each run started right after the previous one ended."
+  fi
   echo
   echo "Each row: \`txmq-bench WORKLOAD --system SYSTEM --runs 1 --seconds $seconds --warmup 1 --message-bytes 256"
   echo "--in-flight 1000 --batch B --rate 10000 --backlog $backlog --json\`, B = 100 for txmq and pgqueue (one produce"
