@@ -3,7 +3,7 @@
 # sync-gap-prototype.diff (TXMQ_SYNC_GAP_US=N: the syncer starts an fsync at least N µs after
 # the previous one began and takes every group queued meanwhile; no sync on the writer).
 # Rounds alternate the gaps; each run is a fresh broker and `txmq-bench rate` for 8 s at
-# 10,000/s, 256 B, one message per request; then the broker's fsync histogram.
+# 10,000/s (RATE), 256 B, one message per request; then the broker's fsync histogram.
 # Usage: docs/perf/round21-machine/sync-gap.sh BROKER [ROUNDS] [GAPS...] > sync-gap.txt
 set -euo pipefail
 broker=$1; rounds=${2:-2}; shift $(( $# < 2 ? $# : 2 )); gaps=("${@:-0 500 700 1000}")
@@ -18,7 +18,7 @@ for r in $(seq "$rounds"); do
     TXMQ_SYNC_GAP_US=$g "$broker" --data-dir "$dir/data" --listen 127.0.0.1:$port --http 127.0.0.1:$http > "$dir/broker.log" 2>&1 & pid=$!
     for _ in $(seq 100); do curl -sf 127.0.0.1:$http/healthz > /dev/null && break; sleep 0.1; done
     line=$("$bench" rate --system txmq --broker 127.0.0.1:$port --broker-pid $pid --json --runs 1 --seconds 8 --warmup 1 \
-      --message-bytes 256 --in-flight 1000 --batch 1 --rate 10000 --topic gap | grep '^{')
+      --message-bytes 256 --in-flight 1000 --batch 1 --rate "${RATE:-10000}" --topic gap | grep '^{')
     curl -s 127.0.0.1:$http/metrics > "$dir/metrics"
     kill $pid; wait $pid || true; pid=""
     python3 - "$g" "$line" "$dir/metrics" <<'PY'
