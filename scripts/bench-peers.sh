@@ -191,13 +191,16 @@ wants() { local w; for w in "${workloads[@]}"; do [[ $w == "$1" ]] && return 0; 
 # and cores with its predecessor's aftermath, and the rotation alone kept every system behind
 # the same neighbour in every round (txmq's latency rows behind the PostgreSQL queue's, which
 # falls behind at 10,000 commits a second). On the twenty-first round's machine it changed
-# nothing measurable (BENCHMARKS.md, twenty-first round); it costs a few seconds a run.
+# nothing measurable (BENCHMARKS.md, twenty-first round); it waited 0.5 s a run in the median,
+# at most 5 s.
 settle_seconds=()
 # user … steal (guest time is counted in user already); busy = all but idle and iowait.
 cpu_busy_total() { awk '/^cpu /{t=0; for (i=2;i<=9;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+usec() { echo "${EPOCHREALTIME/./}"; }  # microseconds since the epoch
 settle() {
   [[ ${SETTLE:-1} == 1 ]] || return 0
-  local start=$EPOCHREALTIME b0 t0 b1 t1
+  local start b0 t0 b1 t1 waited
+  start=$(usec)
   if [[ -n $pg_data ]]; then
     "$pg_bin/psql" -q -h 127.0.0.1 -p "$pgport" -U postgres -d postgres -c CHECKPOINT > /dev/null 2>&1 ||
       say "CHECKPOINT failed (the run goes on)"
@@ -208,12 +211,13 @@ settle() {
     sleep 0.5  # the sampling window, not a wait for an event
     read -r b1 t1 < <(cpu_busy_total)
     (((b1 - b0) * 10 < t1 - t0)) && break
-    if (($(awk -v s="$start" -v n="$EPOCHREALTIME" 'BEGIN{print (n - s > 20)}'))); then
+    if (($(usec) - start > 20000000)); then
       say "the machine did not settle within 20 s; measuring anyway"
       break
     fi
   done
-  settle_seconds+=("$(awk -v s="$start" -v n="$EPOCHREALTIME" 'BEGIN{printf "%.1f", n - s}')")
+  waited=$((($(usec) - start) / 100000))  # tenths of a second
+  settle_seconds+=("$((waited / 10)).$((waited % 10))")
 }
 run() {  # run SYSTEM WORKLOAD [extra flags]
   local s=$1 w=$2; shift 2
@@ -294,7 +298,7 @@ done
 # --- tables, chart, and the section of docs/BENCHMARKS.md ----------------------------------------
 "$bin/txmq-bench" report "$results" --markdown "$dir/tables.md" --plot-data "$dir/plot.dat"
 cp "$results" "$raw"
-if gnuplot <<EOF
+gnuplot <<EOF || say "gnuplot could not draw $png (WORKLOADS without publish or consume leave it no data)"
 set terminal pngcairo size 1100,460 font ",10"
 set output "$png"
 set multiplot layout 1,2 title "txmq and its peers on one machine ($(nproc) cores, 256-byte messages, medians of $rounds rounds)"
@@ -315,7 +319,6 @@ set format y "%g"
 plot "$dir/plot.dat" using (\$4 > 0 ? \$4 : 1/0):xtic(1) title "publish p50", '' using (\$5 > 0 ? \$5 : 1/0) title "publish p99", '' using (\$6 > 0 ? \$6 : 1/0) title "publish→delivery p99"
 unset multiplot
 EOF
-then :; else say "gnuplot could not draw $png (WORKLOADS without publish or consume leave it no data)"; fi
 
 section=$dir/section.md
 {

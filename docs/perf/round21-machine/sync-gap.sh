@@ -3,11 +3,13 @@
 # sync-gap-prototype.diff (TXMQ_SYNC_GAP_US=N: the syncer starts an fsync at least N µs after
 # the previous one began and takes every group queued meanwhile; no sync on the writer).
 # Rounds alternate the gaps; each run is a fresh broker and `txmq-bench rate` for 8 s at
-# 10,000/s (RATE), 256 B, one message per request; then the broker's fsync histogram.
+# 10,000/s (RATE), 256 B, one message per request; then the broker's fsync histogram
+# (fsyncs_per_s: over the run's 9 s, warm-up included).
 # Usage: docs/perf/round21-machine/sync-gap.sh BROKER [ROUNDS] [GAPS...] > sync-gap.txt
 set -euo pipefail
-broker=$1; rounds=${2:-2}; shift $(( $# < 2 ? $# : 2 )); gaps=("${@:-0 500 700 1000}")
-read -r -a gaps <<< "${gaps[*]}"
+broker=$1; rounds=${2:-2}; shift $(( $# < 2 ? $# : 2 ))
+gaps=(0 500 700 1000)
+(($#)) && gaps=("$@")
 bench=${BENCH:-build/bin/txmq-bench}
 dir=$(mktemp -d /var/tmp/txmq-gap.XXXXXX); port=$((20000 + RANDOM % 20000)); http=$((port + 1)); pid=""
 trap '[[ -n $pid ]] && kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
