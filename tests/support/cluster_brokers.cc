@@ -119,12 +119,24 @@ bool cluster_brokers::create_topic(const std::string& name, std::uint32_t partit
     why = r.error().to_string();
     return false;
   }
+  // Each broker refreshes its copy of the cluster state on its own: one may still lack the
+  // topic, or hold it without its partitions (leader -1), after another has seen the leader.
+  // A test that asks view() next must get the same answer from whichever broker replies, so
+  // wait until every running broker sees the same leader and epoch with a whole ISR (CI once
+  // read leader -1 here and indexed the brokers with it).
   for (std::uint32_t p = 0; p < partitions; ++p) {
     if (!eventually([&] {
-          auto v = view(name, static_cast<std::int32_t>(p));
-          return v && v->leader > 0 && v->isr.size() == replicas;
+          std::optional<partition_view> first;
+          for (const auto& [id, b] : brokers_) {
+            if (!b->running()) continue;
+            auto v = view(name, static_cast<std::int32_t>(p), id);
+            if (!v || v->leader <= 0 || v->isr.size() != replicas) return false;
+            if (first && (v->leader != first->leader || v->epoch != first->epoch)) return false;
+            if (!first) first = v;
+          }
+          return first.has_value();
         }, 30s)) {
-      why = "partition " + std::to_string(p) + " has no leader with a whole ISR\n" + logs();
+      why = "partition " + std::to_string(p) + " has no leader with a whole ISR on every broker\n" + logs();
       return false;
     }
   }

@@ -84,9 +84,9 @@ class cluster_brokers {
   // The partition's state as broker `from` sees it (its own Metadata), or as the first running
   // broker that answers sees it (`from` 0).
   std::optional<partition_view> view(const std::string& topic, std::int32_t partition = 0, int from = 0);
-  // Creates the topic once three nodes are live and waits until every partition has a leader
-  // and a whole ISR; false (and says why in `why`, with the logs) when that does not happen
-  // within 30 s a partition.
+  // Creates the topic once three nodes are live and waits until every running broker sees each
+  // partition with the same leader and epoch and a whole ISR; false (and says why in `why`,
+  // with the logs) when that does not happen within 30 s a partition.
   bool create_topic(const std::string& name, std::uint32_t partitions, std::uint32_t replicas, std::string& why,
                     std::uint64_t retention_bytes = 0);
   // Broker `id`'s local end offset of the partition (DescribeTopic), 0 when it cannot say.
