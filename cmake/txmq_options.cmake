@@ -3,9 +3,7 @@ add_library(txmq_warnings INTERFACE)
 add_library(txmq::warnings ALIAS txmq_warnings)
 # Option structs are meant to be filled with C++20 designated initializers, naming only what
 # differs from the defaults; GCC's -Wmissing-field-initializers would flag every such use.
-# -Winvalid-pch: a precompiled header the compiler cannot use (flags differ from those it was
-# made with) is otherwise skipped in silence, and the build quietly slows (cmake/txmq_pch.cmake).
-target_compile_options(txmq_warnings INTERFACE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers -Winvalid-pch)
+target_compile_options(txmq_warnings INTERFACE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
 if(TXMQ_WERROR)
   target_compile_options(txmq_warnings INTERFACE -Werror)
 endif()

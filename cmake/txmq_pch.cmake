@@ -1,5 +1,5 @@
 # Precompiled headers: the third-party headers most of a target's sources include (the standard
-# library, Boost.Outcome, the generated protobuf messages, Asio and Beast, RocksDB, GoogleTest),
+# library, Boost.Outcome, the generated protobuf messages, Asio, Boost.JSON, RocksDB, GoogleTest),
 # parsed once per target instead of once per source. In a cold build on 2 cores, parsing them
 # was 40-70 % of a source's compile time (gcc -fsyntax-only against -c: 7.2 of 10.1 s for a
 # cluster test, 9.3 of 14.1 s for broker/src/service/produce.cc), and a cold build is most of
@@ -26,8 +26,8 @@ set(TXMQ_PCH_STORAGE ${TXMQ_PCH_BASE}
 set(TXMQ_PCH_TEST ${TXMQ_PCH_ASIO_CORE} <gtest/gtest.h> <gmock/gmock.h>)
 
 # txmq_precompile(TARGET KIND): TARGET's sources see the headers of KIND (BASE, ASIO,
-# ASIO_CORE or STORAGE) precompiled. For targets of several sources only: the precompiled header costs about
-# one source's compile.
+# ASIO_CORE or STORAGE) precompiled. For targets of several sources only: making the header
+# costs about one source's compile.
 function(txmq_precompile target kind)
   if(TXMQ_PCH)
     target_precompile_headers(${target} PRIVATE ${TXMQ_PCH_${kind}})
@@ -35,8 +35,9 @@ function(txmq_precompile target kind)
 endfunction()
 
 # Every test executable reuses one precompiled header, made by txmq_test_pch with the test
-# flags (txmq_add_test). A test's own compile flags must match those for gcc to use it, which
-# -Winvalid-pch (txmq::warnings) reports when they do not.
+# flags (txmq_add_test). A test's own flags and definitions must match those for gcc to use
+# it; when they do not, gcc parses the headers itself and says why in a -Winvalid-pch warning
+# (CMake adds the flag to every source with a precompiled header).
 function(txmq_make_test_pch)
   if(NOT TXMQ_PCH OR NOT TXMQ_BUILD_TESTS OR TXMQ_FUZZ)
     return()
