@@ -42,7 +42,10 @@ function(txmq_make_test_pch)
   if(NOT TXMQ_PCH OR NOT TXMQ_BUILD_TESTS OR TXMQ_FUZZ)
     return()
   endif()
-  file(WRITE ${CMAKE_BINARY_DIR}/txmq_test_pch.cc "// The object that carries the tests' precompiled header.\n")
+  # CONFIGURE, not WRITE: rewritten only when its text changes, so a re-run of cmake does not
+  # recompile it.
+  file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/txmq_test_pch.cc
+       CONTENT "// The object that carries the tests' precompiled header.\n")
   add_library(txmq_test_pch OBJECT ${CMAKE_BINARY_DIR}/txmq_test_pch.cc)
   target_link_libraries(txmq_test_pch PRIVATE txmq::protocol RocksDB::rocksdb GTest::gtest GTest::gmock
                         txmq::warnings txmq::test_flags)

@@ -196,11 +196,10 @@ wants() { local w; for w in "${workloads[@]}"; do [[ $w == "$1" ]] && return 0; 
 settle_seconds=()
 # user … steal (guest time is counted in user already); busy = all but idle and iowait.
 cpu_busy_total() { awk '/^cpu /{t=0; for (i=2;i<=9;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
-usec() { echo "${EPOCHREALTIME/./}"; }  # microseconds since the epoch
 settle() {
   [[ ${SETTLE:-1} == 1 ]] || return 0
   local start b0 t0 b1 t1 waited
-  start=$(usec)
+  start=${EPOCHREALTIME/./}  # microseconds since the epoch, without a fork
   if [[ -n $pg_data ]]; then
     "$pg_bin/psql" -q -h 127.0.0.1 -p "$pgport" -U postgres -d postgres -c CHECKPOINT > /dev/null 2>&1 ||
       say "CHECKPOINT failed (the run goes on)"
@@ -211,12 +210,12 @@ settle() {
     sleep 0.5  # the sampling window, not a wait for an event
     read -r b1 t1 < <(cpu_busy_total)
     (((b1 - b0) * 10 < t1 - t0)) && break
-    if (($(usec) - start > 20000000)); then
+    if ((${EPOCHREALTIME/./} - start > 20000000)); then
       say "the machine did not settle within 20 s; measuring anyway"
       break
     fi
   done
-  waited=$((($(usec) - start) / 100000))  # tenths of a second
+  waited=$(((${EPOCHREALTIME/./} - start) / 100000))  # tenths of a second
   settle_seconds+=("$((waited / 10)).$((waited % 10))")
 }
 run() {  # run SYSTEM WORKLOAD [extra flags]

@@ -131,8 +131,8 @@ bool cluster_brokers::create_topic(const std::string& name, std::uint32_t partit
             if (!b->running()) continue;
             auto v = view(name, static_cast<std::int32_t>(p), id);
             if (!v || v->leader <= 0 || v->isr.size() != replicas) return false;
-            if (first && (v->leader != first->leader || v->epoch != first->epoch)) return false;
             if (!first) first = v;
+            else if (v->leader != first->leader || v->epoch != first->epoch) return false;
           }
           return first.has_value();
         }, 30s)) {
