@@ -57,3 +57,22 @@ function(txmq_reuse_test_pch target)
     target_precompile_headers(${target} REUSE_FROM txmq_test_pch)
   endif()
 endfunction()
+
+# Unity builds: a library's sources compiled in batches, each batch one translation unit, so the
+# headers and the template instantiations its sources share (Asio's coroutine machinery above
+# all) are compiled once per batch instead of once per source. For the libraries whose sources
+# share most of their includes; TXMQ_UNITY=OFF compiles every source alone (faster when
+# iterating on one source of such a library).
+option(TXMQ_UNITY "Compile the larger libraries' sources in batches (unity builds)" ON)
+# Two gcc 12 warnings are false in a unity build: -Wsubobject-linkage, which gcc reports for a
+# file-local type inside a linked one only when the file is #included (a coroutine's frame
+# holding a local lambda), and -Wmismatched-new-delete on Asio's coroutine frames, which
+# allocate and free through their own operator new and delete (gcc PR 109224; the batches let
+# gcc inline the allocation and not the release).
+function(txmq_unity_build target)
+  if(TXMQ_UNITY)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+    target_compile_options(${target} PRIVATE
+                           $<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage -Wno-mismatched-new-delete>)
+  endif()
+endfunction()

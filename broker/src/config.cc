@@ -35,8 +35,6 @@ namespace {
 using std::chrono::milliseconds;
 namespace po = boost::program_options;
 
-error invalid(std::string text) { return {std::make_error_code(std::errc::invalid_argument), std::move(text)}; }
-
 std::string_view trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
   if (first == std::string_view::npos) return {};

@@ -18,8 +18,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-error invalid(std::string text) { return {std::make_error_code(std::errc::invalid_argument), std::move(text)}; }
-
 constexpr std::uint64_t k_max_frame_limit = 1024ull * 1024 * 1024;  // 1GiB
 constexpr std::uint32_t k_max_partitions = 4096;
 

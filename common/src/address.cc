@@ -8,13 +8,6 @@
 #include "text.h"
 
 namespace txmq::common {
-namespace {
-
-error invalid(std::string text) {
-  return {std::make_error_code(std::errc::invalid_argument), std::move(text)};
-}
-
-}  // namespace
 
 std::string host_port::to_string() const {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);

@@ -13,8 +13,6 @@ namespace ssl = asio::ssl;
 
 namespace {
 
-error invalid(std::string text) { return {std::make_error_code(std::errc::invalid_argument), std::move(text)}; }
-
 // What OpenSSL said last (its queue), or the Asio error's text.
 std::string openssl_reason(const boost::system::error_code& ec) {
   if (const unsigned long e = ERR_peek_last_error(); e != 0) {

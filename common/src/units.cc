@@ -19,10 +19,6 @@ constexpr std::uint64_t k_kib = 1024;
 constexpr std::uint64_t k_mib = 1024 * k_kib;
 constexpr std::uint64_t k_gib = 1024 * k_mib;
 
-error invalid(std::string text) {
-  return {std::make_error_code(std::errc::invalid_argument), std::move(text)};
-}
-
 error not_a_duration(std::string_view text) {
   return invalid("'" + std::string(text) +
                  "' is not a duration: expected an integer and a unit (ms, s, m, h or d) such as "

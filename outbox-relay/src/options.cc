@@ -26,8 +26,6 @@ namespace {
 
 namespace po = boost::program_options;
 
-error invalid(std::string text) { return {std::make_error_code(std::errc::invalid_argument), std::move(text)}; }
-
 // Flags whose value goes through our own grammars are read as text first.
 struct text_values {
   std::string poll = "1s";

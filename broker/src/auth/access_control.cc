@@ -15,8 +15,6 @@ namespace txmq::broker::auth {
 
 namespace {
 
-error invalid(std::string text) { return error(std::make_error_code(std::errc::invalid_argument), std::move(text)); }
-
 std::string hex(const unsigned char* p, std::size_t n) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string out;

@@ -9,7 +9,6 @@ constexpr std::size_t k_max_principal_name = 100;
 constexpr std::size_t k_max_resource = 256;
 constexpr std::string_view k_resource_kinds[] = {"topic:", "group:", "producer-group:"};
 
-error invalid(std::string text) { return error(std::make_error_code(std::errc::invalid_argument), std::move(text)); }
 }  // namespace
 
 std::string_view to_string(permission p) noexcept {

@@ -93,6 +93,12 @@ struct error {
 
 std::ostream& operator<<(std::ostream& os, const error& e);
 
+// An error for input a person gave that cannot be used (a flag, a configuration value, an
+// address, an ACL line): std::errc::invalid_argument with the text that says why.
+[[nodiscard]] inline error invalid(std::string text) {
+  return {std::make_error_code(std::errc::invalid_argument), std::move(text)};
+}
+
 // Thrown by result<T>::value() on an error (and by nothing else in txmq's libraries).
 class exception : public std::runtime_error {
  public:
