@@ -13,6 +13,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -48,17 +49,24 @@ bool can_bind(std::uint16_t port) {
 // Below the kernel's ephemeral range: tests kill a process (etcd, a broker) and start it again on
 // the same port, and a port in that range, free while the process is down, can meanwhile become
 // the local port of any outgoing connection on the machine (seen: a restarted etcd failed with
-// "bind: address already in use"). Random, so parallel tests rarely pick the same one.
+// "bind: address already in use"). Random, so parallel tests rarely pick the same one. Never
+// twice in one process: a port picked for a process not yet started is still free, and was
+// once picked again for the next broker of the same cluster (CI: broker 3's admin HTTP port
+// was broker 2's).
 std::uint16_t free_port() {
   static std::mutex mu;
   static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  static std::set<std::uint16_t> given;
   const int high = ephemeral_low() - 1;
   const int low = std::min(10000, high / 2);
   std::lock_guard lock(mu);
   std::uniform_int_distribution<int> pick(low, high);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const auto port = static_cast<std::uint16_t>(pick(rng));
-    if (can_bind(port)) return port;
+    if (!given.contains(port) && can_bind(port)) {
+      given.insert(port);
+      return port;
+    }
   }
   throw std::runtime_error("no free TCP port on 127.0.0.1 below the ephemeral range");
 }
