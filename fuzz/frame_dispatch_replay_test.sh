@@ -4,7 +4,7 @@
 # them again in a fresh world and meets the same state: every request gets an answer of the same
 # kind, error code and repeat markers as in the recorded run (FRAME_DISPATCH_TRACE on both), the
 # seeds' duplicate produces and already resolved transactions included. A history cut short
-# is refused with exit 2 and a message naming the byte. Label fuzz (runs in build-fuzz).
+# is refused with exit 2 and a message naming the byte. Label fuzz (runs in the fuzz build).
 # Usage: frame_dispatch_replay_test.sh BUILD_DIR
 set -euo pipefail
 bin=$1/bin/frame_dispatch
