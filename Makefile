@@ -24,8 +24,8 @@ build: configure
 
 # Everything but the long soak runs (label `soak`), within 20 minutes on 2 cores; then each
 # fuzz target for 30 s in a clang build (label fuzz, fuzz/README.md) made at -O0 in
-# $(FUZZ_TEST_DIR): it compiles in less than half the time of make fuzz's -O2 build. That build
-# and then its label run at nice 19 while the gcc build's tests run: the tests leave the 2 cores
+# $(FUZZ_TEST_DIR): a broker batch compiles in less than half its time at make fuzz's -O2.
+# That build and then its label run at nice 19 while the gcc build's tests run: the tests leave the 2 cores
 # about 70 % idle (they mostly wait on brokers, PostgreSQL and etcd), and the fuzz build is
 # minutes of both cores that CI would otherwise spend after them (README.md, Testing). Their
 # output goes to $(FUZZ_TEST_DIR)/build.log and $(FUZZ_TEST_DIR)/tests.log: the build's printed

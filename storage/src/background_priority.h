@@ -9,8 +9,9 @@
 // broker the steady-rate p99 fell by 15-20 % (per-round B/A medians 0.85 and 0.80) and the
 // transaction p99 by a tenth. Why not simply nice 19: beside other busy processes in the same
 // scheduling group, a flush at nice 19 barely ran, RocksDB stopped writes for want of
-// memtables, and publish fell from 226,600–237,500 to 26,600–28,400 msg/s. So a pool is lowered only while no column family is delayed or stopped
-// (RocksDB's write stall conditions), and raised back as soon as one is.
+// memtables, and publish fell from 226,600–237,500 to 26,600–28,400 msg/s. So a pool is lowered
+// only while no column family is delayed or stopped (RocksDB's write stall conditions), and
+// raised back as soon as one is.
 //
 // Raising a thread's priority back needs root, CAP_SYS_NICE or an RLIMIT_NICE that allows it:
 // without, nothing is lowered (a lowered flush could not be raised when writes stop).
