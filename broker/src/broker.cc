@@ -270,6 +270,7 @@ result<std::unique_ptr<broker>> broker::start(const broker_config& config) {
   so.min_free_bytes = config.min_free_disk_bytes;
   so.verify_checksums_on_open = config.verify_store_on_start;
   so.low_priority_background = config.low_priority_background;
+  so.min_fsync_interval = config.min_fsync_interval;
   // The answers of one fsync's requests reach the io thread in one post.
   so.around_completions = gather_completions;
   // Where a produce's latency went (txmq_produce_latency_seconds is the whole): the store's

@@ -124,6 +124,8 @@ const setting k_settings[] = {
      "read the whole store once at start, checking every block's checksum, before serving"},
     {"low_priority_background", kind::boolean, &broker_config::low_priority_background,
      "run the store's flushes and compactions at low CPU priority while no write waits for them"},
+    {"min_fsync_interval", kind::duration, &broker_config::min_fsync_interval,
+     "least time between two fsyncs of the store; requests wait for the next (0 = none)"},
     {"webhook_schedule", kind::duration_list, &broker_config::webhook_schedule,
      "default delays before webhook attempts 2, 3, ... (max attempts = 1 + their number)"},
     {"webhook_timeout", kind::duration, &broker_config::webhook_timeout,

@@ -110,6 +110,7 @@ TEST(broker_config, defaults_are_those_of_the_design) {
   EXPECT_EQ(c.min_free_disk_bytes, 256u * 1024 * 1024);
   EXPECT_TRUE(c.verify_store_on_start);
   EXPECT_TRUE(c.low_priority_background);
+  EXPECT_EQ(c.min_fsync_interval, 0ms);
   EXPECT_EQ(c.max_connections, 10000u);
   EXPECT_EQ(c.max_in_flight_per_connection, 1024u);
   EXPECT_EQ(c.max_request_memory, 256u * 1024 * 1024);
@@ -161,6 +162,7 @@ broker_config every_setting_changed() {
   c.min_free_disk_bytes = 64ull * 1024 * 1024;
   c.verify_store_on_start = false;
   c.low_priority_background = false;
+  c.min_fsync_interval = 1ms;
   c.cluster_etcd = "http://127.0.0.1:2379,http://127.0.0.2:2379";
   c.cluster_name = "prod";
   c.node_id = 3;
@@ -220,6 +222,7 @@ TEST(broker_config, every_flag_parses) {
                                       "--min-free-disk-bytes", "64MiB",
                                       "--verify-store-on-start", "false",
                                       "--low-priority-background", "false",
+                                      "--min-fsync-interval", "1ms",
                                       "--webhook-schedule", "1s,2s",
                                       "--webhook-timeout", "2s",
                                       "--webhook-concurrency", "4",
@@ -280,6 +283,7 @@ retention_bytes = "1GiB"
 min_free_disk_bytes = "64MiB"
 verify_store_on_start = false
 low_priority_background = false
+min_fsync_interval = "1ms"
 webhook_schedule = ["1s", "2s"]
 webhook_timeout = "2s"
 webhook_concurrency = 4
@@ -324,7 +328,7 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
   EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
   EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 57);  // with retention_interval, cluster_token_file, cluster_tls_ca_file, verify_store_on_start, low_priority_background
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 58);  // with retention_interval, cluster_token_file, cluster_tls_ca_file, verify_store_on_start, low_priority_background, min_fsync_interval
   EXPECT_THAT(text, HasSubstr("cluster_etcd = \"\"\n"));
 
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {

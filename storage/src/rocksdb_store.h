@@ -675,6 +675,8 @@ class rocksdb_store final : public store {
   // Whoever holds the sync stage (the syncer, or the writer syncing inline when idle); the
   // stage's state below is touched only by its holder, handed over under sync_mu_.
   bool syncer_busy_ = false;
+  // When the syncer's last fsync began (store_options::min_fsync_interval); the syncer's own.
+  std::chrono::steady_clock::time_point last_fsync_start_{};
   bool unsynced_ = false;  // a write since the last fsync
   std::thread syncer_;
   // RocksDB's flush and compaction threads' priority (store_options::low_priority_background);

@@ -106,7 +106,10 @@ void rocksdb_store::run_group(std::vector<pending_op>& ops) {
     // Under load, hand the group to the syncer and go on applying the next one (the fsync
     // overlaps). When nothing else is waiting and the syncer is idle, a hand-off would only add
     // a thread wake-up to this request's latency: sync here instead.
-    bool inline_sync = sync_queue_.empty() && !syncer_busy_;
+    // With a least interval between fsyncs, every group to sync goes through the syncer, which
+    // keeps it.
+    const bool paced = g.sync && options_.min_fsync_interval.count() > 0;
+    bool inline_sync = !paced && sync_queue_.empty() && !syncer_busy_;
     if (inline_sync) {
       std::lock_guard lq(queue_mu_);
       inline_sync = queue_.empty();
@@ -133,6 +136,14 @@ void rocksdb_store::syncer_loop() {
       syncer_busy_ = false;
       sync_cv_.wait(lk, [&] { return !sync_queue_.empty() || sync_stopping_; });
       if (sync_queue_.empty()) return;
+      const bool to_sync = std::any_of(sync_queue_.begin(), sync_queue_.end(), [](const written_group& g) { return g.sync; });
+      if (to_sync && options_.min_fsync_interval.count() > 0) {
+        // Too soon after the last fsync: wait out the interval (busy, so nothing else takes the
+        // sync stage), then take every group written meanwhile into this one.
+        syncer_busy_ = true;
+        sync_cv_.wait_until(lk, last_fsync_start_ + options_.min_fsync_interval, [&] { return sync_stopping_; });
+        last_fsync_start_ = std::chrono::steady_clock::now();
+      }
       groups.swap(sync_queue_);
       syncer_busy_ = true;
     }

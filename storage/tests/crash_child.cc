@@ -2,11 +2,13 @@
 // and writes one line per acknowledged message to stdout ("ack <id-hex> <partition> <offset>").
 // Before that it re-appends the ids listed in argv[2] (acknowledged by earlier runs) and writes
 // "dup <id-hex> <partition> <offset> <0|1>" for each, so the parent can check the dedupe index.
-// It never exits by itself: the parent kills it with SIGKILL.
+// argv[3], optional: store_options::min_fsync_interval in microseconds (fsyncs spaced, many
+// groups waiting for one). It never exits by itself: the parent kills it with SIGKILL.
 
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
   if (argc < 3) return 2;
   storage::store_options options;
   options.dir = argv[1];
+  if (argc > 3) options.min_fsync_interval = std::chrono::microseconds(std::stoll(argv[3]));
   auto opened = storage::open_store(options);
   if (!opened) {
     std::cerr << "open failed: " << opened.error() << "\n";

@@ -105,6 +105,9 @@ struct broker_config {
   // process's priority while RocksDB holds writes back (storage/README.md "Background
   // priority"). Needs root or CAP_SYS_NICE; otherwise they keep the process's priority.
   bool low_priority_background = true;
+  // The least time between the starts of two fsyncs of the store's log (0 = none): for a disk
+  // that stalls above some rate of flushes (storage/README.md "Group commit").
+  duration min_fsync_interval{0};
 
   // --- webhooks: defaults of new subscriptions and notifier limits
   std::vector<duration> webhook_schedule = {
