@@ -328,7 +328,7 @@ TEST(broker_config, describe_prints_one_line_per_setting_and_reads_back) {
   EXPECT_THAT(text, HasSubstr("retention = \"7d\"\n"));
   EXPECT_THAT(text, HasSubstr("durability = \"sync\"\n"));
   EXPECT_THAT(text, HasSubstr("auto_create_topics = true\n"));
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 58);  // with retention_interval, cluster_token_file, cluster_tls_ca_file, verify_store_on_start, low_priority_background, min_fsync_interval
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 58);  // one line per setting (k_settings)
   EXPECT_THAT(text, HasSubstr("cluster_etcd = \"\"\n"));
 
   for (const broker_config& original : {broker_config{}, every_setting_changed()}) {

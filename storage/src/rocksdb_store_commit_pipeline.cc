@@ -136,7 +136,8 @@ void rocksdb_store::syncer_loop() {
       syncer_busy_ = false;
       sync_cv_.wait(lk, [&] { return !sync_queue_.empty() || sync_stopping_; });
       if (sync_queue_.empty()) return;
-      const bool to_sync = std::any_of(sync_queue_.begin(), sync_queue_.end(), [](const written_group& g) { return g.sync; });
+      const bool to_sync =
+          std::any_of(sync_queue_.begin(), sync_queue_.end(), [](const written_group& g) { return g.sync; });
       if (to_sync && options_.min_fsync_interval.count() > 0) {
         // Too soon after the last fsync: wait out the interval (busy, so nothing else takes the
         // sync stage), then take every group written meanwhile into this one.
