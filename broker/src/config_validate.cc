@@ -149,6 +149,9 @@ result<void> validate(const broker_config& c) {
   if (c.retention.count() < 0) return fail("retention must not be negative");
   if (c.idle_timeout.count() < 0) return fail("idle_timeout must not be negative");
   if (c.webhook_timeout > std::chrono::minutes(5)) return fail("webhook_timeout is at most 5m");
+  // Every durable request may wait this long for its fsync: past a second it is a stall, not pacing.
+  if (c.min_fsync_interval.count() < 0) return fail("min_fsync_interval must not be negative");
+  if (c.min_fsync_interval > std::chrono::seconds(1)) return fail("min_fsync_interval is at most 1s");
   if (c.webhook_schedule.size() > 100) return fail("webhook_schedule has at most 100 steps");
   if (c.webhook_concurrency > 1024) return fail("webhook_concurrency is at most 1024");
   if (c.max_frame_bytes > k_max_frame_limit) {

@@ -503,6 +503,8 @@ TEST(broker_config, validate_checks_relations_between_settings) {
   EXPECT_THAT(parse_error({"--listen", "127.0.0.1:9000", "--http", "127.0.0.1:9000"}),
               HasSubstr("--http"));
   EXPECT_EQ(parse_ok({"--retention", "0s"}).retention, 0ms);
+  EXPECT_EQ(parse_ok({"--min-fsync-interval", "1s"}).min_fsync_interval, 1s);
+  EXPECT_THAT(parse_error({"--min-fsync-interval", "1001ms"}), HasSubstr("min_fsync_interval is at most 1s"));
   EXPECT_EQ(parse_ok({"--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}).listen.port, 0);
 
   broker_config c;
@@ -510,6 +512,11 @@ TEST(broker_config, validate_checks_relations_between_settings) {
   auto r = validate(c);
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message, HasSubstr("log_level"));
+  c = broker_config{};
+  c.min_fsync_interval = -1ms;
+  r = validate(c);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("min_fsync_interval must not be negative"));
   c = broker_config{};
   c.retry_schedule.clear();
   r = validate(c);
