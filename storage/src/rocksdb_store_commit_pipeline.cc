@@ -136,9 +136,10 @@ void rocksdb_store::syncer_loop() {
       syncer_busy_ = false;
       sync_cv_.wait(lk, [&] { return !sync_queue_.empty() || sync_stopping_; });
       if (sync_queue_.empty()) return;
-      const bool to_sync =
-          std::any_of(sync_queue_.begin(), sync_queue_.end(), [](const written_group& g) { return g.sync; });
-      if (to_sync && options_.min_fsync_interval.count() > 0) {
+      // Paced only when set, and only for a queue holding a group that needs an fsync.
+      const auto needs_fsync = [](const written_group& g) { return g.sync; };
+      if (options_.min_fsync_interval.count() > 0 &&
+          std::any_of(sync_queue_.begin(), sync_queue_.end(), needs_fsync)) {
         // Too soon after the last fsync: wait out the interval (busy, so nothing else takes the
         // sync stage), then take every group written meanwhile into this one.
         syncer_busy_ = true;
