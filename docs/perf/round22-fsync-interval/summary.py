@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Medians per side of ab.sh's output (or of lines "LABEL ROUND {json} txmq_store_fsyncs_total N").
-Usage: summary.py mfi-ab.txt"""
+"""Medians per side of this round's raw files: lines "LABEL ROUND {rate1.sh's JSON line}
+txmq_store_fsyncs_total N" (mfi-ab.txt, mfi-int.txt). New A/Bs: scripts/bench-rate-ab.sh with
+BROKER_ARGS_B, summarized by scripts/rate-ab-summary.py. Usage: summary.py mfi-ab.txt"""
 import collections, json, re, statistics as st, sys
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
