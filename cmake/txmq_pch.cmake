@@ -66,9 +66,9 @@ endfunction()
 option(TXMQ_UNITY "Compile the larger libraries' sources in batches (unity builds)" ON)
 # Two gcc 12 warnings are false in a unity build: -Wsubobject-linkage, which gcc reports for a
 # file-local type inside a linked one only when the file is #included (a coroutine's frame
-# holding a lambda or a scope guard of a local type), and -Wmismatched-new-delete on Asio's coroutine frames, which
-# allocate and free through their own operator new and delete (gcc PR 109224; the batches let
-# gcc inline the allocation and not the release).
+# holding a lambda or a scope guard of a local type), and -Wmismatched-new-delete on Asio's
+# coroutine frames, which allocate and free through their own operator new and delete (gcc PR
+# 109224; the batches let gcc inline the allocation and not the release).
 function(txmq_unity_build target)
   if(TXMQ_UNITY)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
