@@ -86,12 +86,13 @@ TEST(cluster_relay, outbox_rows_reach_a_three_broker_cluster_through_a_bootstrap
   ASSERT_TRUE(eventually([&] { return shards_held(db) == 4; }, 20s)) << relay.log();
 
   // Keys spread over every partition, so the relay's batches span the three leaders.
-  ASSERT_TRUE(pg::exec(pg_conn.get(),
+  // The ids come back from the INSERT: the relay may publish and delete the rows before a later SELECT.
+  auto rows = pg::exec(pg_conn.get(),
                        "INSERT INTO txmq_outbox (topic, key, headers, payload) SELECT 'outbox-feed', 'k' || (i % 24), "
-                       "jsonb_build_object('n', i::text), convert_to('row-' || i, 'UTF8') FROM generate_series(1, 150) i"));
+                       "jsonb_build_object('n', i::text), convert_to('row-' || i, 'UTF8') FROM generate_series(1, 150) i "
+                       "RETURNING id");
+  ASSERT_TRUE(rows) << rows.error().message;
   std::set<std::string> ids;
-  auto rows = pg::exec(pg_conn.get(), "SELECT id FROM txmq_outbox");
-  ASSERT_TRUE(rows);
   for (int i = 0; i < PQntuples(rows.value().get()); ++i) ids.insert(PQgetvalue(rows.value().get(), i, 0));
   ASSERT_EQ(ids.size(), 150u);
 
