@@ -227,8 +227,10 @@ TEST(broker_delivery_test, a_delayed_message_is_not_delivered_before_its_time) {
   auto m = make_message("later");
   m.set_deliver_at_ms(now_ms + 1500);
   ASSERT_TRUE(c.request(produce_frame("t", {m})).has_produce_response());
-  EXPECT_TRUE(fetch(c, "g", "t", 1, 500).empty());
-  auto got = fetch(c, "g", "t", 1, 10'000);
+  // Whichever fetch returns it (the first one too, if a loaded machine took a second over the
+  // produce), it returns no earlier than the message's time.
+  auto got = fetch(c, "g", "t", 1, 500);
+  if (got.empty()) got = fetch(c, "g", "t", 1, 10'000);
   ASSERT_EQ(got.size(), 1u);
   const auto at = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::system_clock::now().time_since_epoch()).count();

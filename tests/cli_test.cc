@@ -258,7 +258,8 @@ TEST(cli_test, json_lines_carry_every_field) {
 }
 
 TEST(cli_test, no_ack_leaves_the_message_for_redelivery) {
-  broker_process b({"--ack-deadline", "300ms", "--retry-schedule", "50ms"});
+  // The CLI acks in a round trip after the fetch: 1 s leaves a loaded machine room for it.
+  broker_process b({"--ack-deadline", "1s", "--retry-schedule", "50ms"});
   b.start();
   auto produced = txmq(b, {"produce", "jobs", "--json", "work"});
   ASSERT_EQ(produced.status, 0) << produced;
@@ -280,13 +281,14 @@ TEST(cli_test, no_ack_leaves_the_message_for_redelivery) {
   EXPECT_EQ(num(s[0], "attempt"), 2u);
 
   // That one was acked: nothing comes back after the deadline.
-  auto third = txmq(b, {"consume", "jobs", "--group", "workers", "--wait", "700"});
+  auto third = txmq(b, {"consume", "jobs", "--group", "workers", "--wait", "1500"});
   EXPECT_EQ(third.status, 0) << third;
   EXPECT_EQ(third.out, "");
 }
 
 TEST(cli_test, dead_letters_are_listed_and_redriven) {
-  broker_process b({"--max-attempts", "1", "--retry-schedule", "20ms", "--ack-deadline", "300ms"});
+  // The redriven message's ack, a round trip after its fetch, must beat the deadline (max_attempts 1).
+  broker_process b({"--max-attempts", "1", "--retry-schedule", "20ms", "--ack-deadline", "1s"});
   b.start();
   auto produced = txmq(b, {"produce", "payments", "--key", "p-1", "--json", "poison"});
   ASSERT_EQ(produced.status, 0) << produced;

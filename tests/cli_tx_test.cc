@@ -199,7 +199,10 @@ TEST(cli_tx_test, prepare_list_commit_rollback) {
 }
 
 TEST(cli_tx_test, checker_commits_a_prepared_transaction) {
-  broker_process b({"--tx-timeout", "200ms", "--tx-check-schedule", "100ms"});
+  // Checks made before the checker connects count as undecided; with the default 15 the
+  // transaction would be ABANDONED ~1.6 s after its Prepare, which a loaded machine can reach
+  // before the checker process is up.
+  broker_process b({"--tx-timeout", "200ms", "--tx-check-schedule", "100ms", "--tx-max-checks", "1000"});
   b.start();
   auto prepared = txmq(b, {"tx", "prepare", "orders", "checked", "--group", "pg-c"});
   ASSERT_EQ(prepared.status, 0) << prepared;
@@ -218,7 +221,10 @@ TEST(cli_tx_test, checker_commits_a_prepared_transaction) {
 }
 
 TEST(cli_tx_test, pg_checker_answers_from_the_barrier_table) {
-  broker_process b({"--tx-timeout", "200ms", "--tx-check-schedule", "100ms"});
+  // Checks made before the checker connects count as undecided; with the default 15 the
+  // transaction would be ABANDONED ~1.6 s after its Prepare, which a loaded machine can reach
+  // before the checker process is up.
+  broker_process b({"--tx-timeout", "200ms", "--tx-check-schedule", "100ms", "--tx-max-checks", "1000"});
   b.start();
   const std::string conninfo = shared_pg_cluster().create_database("cli_checker");
   auto db = pg::connect(conninfo);

@@ -195,8 +195,11 @@ TEST_F(cluster_replication_test, the_checker_finds_lost_acknowledged_writes_in_a
       ASSERT_TRUE(wait_stopped(b->pid())) << "broker " << id << " did not stop";  // kill() returns first
     }
   }
+  // At most ~1 s of writes: a slow disk must not stretch the pause past the lease, which would
+  // shrink the ISR to the leader and leave nobody to take over once its disk is gone.
   int acked = 0;
-  for (int i = 0; i < 50; ++i) {
+  const auto writes_end = std::chrono::steady_clock::now() + 1s;
+  for (int i = 0; i < 50 && std::chrono::steady_clock::now() < writes_end; ++i) {
     std::string id;
     auto r = lc->request(one_write(h, "b" + std::to_string(i), static_cast<std::uint64_t>(100 + i), id),
                          milliseconds(500));

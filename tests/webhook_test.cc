@@ -165,13 +165,15 @@ TEST_F(webhook_test, signature_verifies_with_openssl) {
 TEST_F(webhook_test, a_hanging_endpoint_does_not_delay_another_subscription) {
   receiver slow([](const seen&, std::size_t) { return reply{200, {}, true}; });
   receiver fast([](const seen&, std::size_t) { return reply{}; });
-  create("shared", slow.url(), {"--timeout", "5s", "--concurrency", "2"});
+  // The slow endpoint's timeout is far beyond the waits below, so no retry of it can be counted,
+  // and the waits leave room for a loaded machine.
+  create("shared", slow.url(), {"--timeout", "15s", "--concurrency", "2"});
   // The topic exists now; the second subscription only needs the webhook.
   auto second = txmq({"--json", "webhook", "create", "shared", "--url", fast.url()});
   ASSERT_EQ(second.status, 0) << second;
   produce("shared", {"1", "2", "3", "4", "5"});
-  ASSERT_TRUE(fast.wait_for(5, std::chrono::seconds(2))) << "the fast endpoint waited for the slow one";
-  ASSERT_TRUE(slow.wait_for(2, std::chrono::seconds(2)));
+  ASSERT_TRUE(fast.wait_for(5, std::chrono::seconds(6))) << "the fast endpoint waited for the slow one";
+  ASSERT_TRUE(slow.wait_for(2, std::chrono::seconds(6)));
   EXPECT_FALSE(slow.wait_for(3, milliseconds(300))) << "more than concurrency 2 requests in flight";
 }
 
@@ -185,7 +187,7 @@ TEST_F(webhook_test, failing_receiver_gets_the_message_on_schedule_and_every_try
   for (int i = 0; i < 3; ++i) {
     const double gap = seconds_between(reqs[i].at, reqs[i + 1].at);
     EXPECT_GE(gap, steps[i] - 0.03) << "attempt " << i + 2;
-    EXPECT_LE(gap, steps[i] + 0.4) << "attempt " << i + 2;
+    EXPECT_LE(gap, steps[i] + 1.0) << "attempt " << i + 2;  // not wildly late, even on a loaded machine
     EXPECT_EQ(reqs[i + 1].attempt, std::to_string(i + 2));
     EXPECT_EQ(reqs[i + 1].id, ids.at(0));
   }
@@ -227,8 +229,8 @@ TEST_F(webhook_test, retry_after_is_honoured) {
   ASSERT_TRUE(rx.wait_for(2, std::chrono::seconds(10)));
   const auto reqs = rx.requests();
   const double gap = seconds_between(reqs[0].at, reqs[1].at);
-  EXPECT_GE(gap, 0.97);
-  EXPECT_LE(gap, 1.5);
+  EXPECT_GE(gap, 0.97);  // the header, not the 50 ms schedule
+  EXPECT_LE(gap, 2.0);
   auto log = attempts(w.id, 2);
   EXPECT_EQ(std::string(log.at(0).at("outcome").as_string()), "throttled");
   EXPECT_EQ(log.at(0).at("status").as_int64(), 429);
