@@ -125,9 +125,11 @@ TEST_F(cluster_broker_test, brokers_join_leaders_spread_keyed_messages_land_on_t
   cli_result status;
   EXPECT_TRUE(eventually([&] {
     status = run_txmq({"cluster", "status", "--json"}, "", bootstrap);
-    if (status.status != 0 || status.objects().size() != 1) return false;
+    if (status.status != 0) return false;
+    const auto objects = status.objects();
+    if (objects.size() != 1) return false;
     std::size_t agreeing = 0;
-    for (const auto& part : status.objects()[0].at("partitions").as_array()) {
+    for (const auto& part : objects[0].at("partitions").as_array()) {
       const auto partition = static_cast<std::uint32_t>(part.at("partition").to_number<std::int64_t>());
       agreeing += part.at("topic").as_string() == "orders" && part.at("leader").to_number<std::int64_t>() == leader_of[partition];
     }
