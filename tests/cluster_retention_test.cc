@@ -341,7 +341,8 @@ TEST_F(cluster_retention_test, a_group_snapshot_is_read_off_the_leaders_io_threa
     if (read_seen && steady_clock::now() - *read_seen > 4s && v && v->isr.size() == 3) break;
   }
   std::cout << "slowest Metadata answer while the snapshot was read: " << slowest.count() << " ms\n";
-  EXPECT_LT(slowest, 1500ms) << "the leader's io thread waited for the group snapshot read\n" << c.logs();
+  // The injected read takes 3 s: anything well under that is an io thread that did not wait.
+  EXPECT_LT(slowest, 2500ms) << "the leader's io thread waited for the group snapshot read\n" << c.logs();
 }
 
 }  // namespace

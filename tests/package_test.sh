@@ -111,11 +111,10 @@ wait "$relay_pid" || { cat "$tmp/relay.log"; fail "txmq-relay did not stop clean
 relay_pid=
 
 echo "== the packaged broker with the shipped config, on free ports and a temporary data dir"
-read -r port http_port < <(python3 -c '
-import socket
-s = [socket.socket() for _ in range(2)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])')
+# Below the range of outgoing connections' local ports, which another test's connection could take.
+read -r port http_port < <(PYTHONPATH="$(dirname "$0")/python" python3 -c '
+from txmq_testing import free_port
+print(free_port(), free_port())')
 config=$tmp/broker.toml
 sed -e "s|^listen = .*|listen = \"127.0.0.1:$port\"|" -e "s|^http = .*|http = \"127.0.0.1:$http_port\"|" \
     -e "s|^data_dir = .*|data_dir = \"$tmp/data\"|" "$root/etc/txmq/broker.toml" >"$config"

@@ -302,7 +302,8 @@ TEST(connection, write_queue_is_bounded_while_disconnected) {
   o.reconnect_backoff_initial = 10ms;
   connection c(o);
   std::promise<result<v1::Frame>> first_done;
-  c.async_request(describe(std::string(80, 'a')), [&](result<v1::Frame> r) { first_done.set_value(std::move(r)); }, 300ms);
+  // The first waits long enough to still fill the queue when the second comes, however late.
+  c.async_request(describe(std::string(80, 'a')), [&](result<v1::Frame> r) { first_done.set_value(std::move(r)); }, 1s);
   auto second = c.request(describe(std::string(80, 'b')), 300ms);
   ASSERT_FALSE(second);
   EXPECT_TRUE(second.error().is(errc::write_queue_full)) << second.error();

@@ -39,9 +39,10 @@ def by_key(rows):
 
 class ConsoleCase(unittest.TestCase):
     """One broker (short ack deadline, one attempt: an unacked delivery becomes a dead letter)
-    and one browser for the whole class."""
+    and one browser for the whole class. The deadline leaves `txmq consume` room to ack on a
+    loaded machine (its ack is a round trip after the fetch; a late one fails the command)."""
 
-    broker_args = ("--ack-deadline", "400ms", "--max-attempts", "1", "--tx-timeout", "1h")
+    broker_args = ("--ack-deadline", "2s", "--max-attempts", "1", "--tx-timeout", "1h")
 
     @classmethod
     def setUpClass(cls):

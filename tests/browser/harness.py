@@ -7,11 +7,14 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from txmq_testing import free_port  # noqa: E402,F401  (console_test.py uses harness.free_port)
 
 CHROMIUM = os.environ.get("TXMQ_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("TXMQ_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -44,10 +47,6 @@ def eventually(condition, timeout=15.0, what="condition", interval=0.05):
         time.sleep(interval)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Broker:

@@ -5,6 +5,7 @@ The binaries are found in $TXMQ_BIN_DIR (set by CTest)."""
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -17,10 +18,33 @@ import urllib.request
 BIN_DIR = os.environ.get("TXMQ_BIN_DIR", "")
 
 
+_given_ports = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nobody listens on, below the kernel's range for outgoing connections'
+    local ports: a port the kernel hands out (bind to 0) can be taken by any connection, another
+    test's included, before the broker binds it. As tests/support/broker_process.cc does."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    high = ephemeral_low - 1 if ephemeral_low > 1024 else 32767
+    low = min(10000, high // 2)
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(1000):
+        port = rng.randint(low, high)
+        if port in _given_ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given_ports.add(port)
+        return port
+    raise RuntimeError("no free TCP port on 127.0.0.1 below the ephemeral range")
 
 
 def eventually(condition, timeout=20.0, what="condition"):
