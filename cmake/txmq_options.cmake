@@ -26,10 +26,11 @@ add_library(txmq_test_flags INTERFACE)
 add_library(txmq::test_flags ALIAS txmq_test_flags)
 target_compile_options(txmq_test_flags INTERFACE $<$<CONFIG:RelWithDebInfo>:-O1 -g1>)
 
-# txmq_add_test(NAME LABEL SOURCES... [LIBS ...]): one gtest executable registered with ctest,
-# every test case carrying LABEL so `ctest -L unit` selects a slice.
+# txmq_add_test(NAME LABEL SOURCES... [LIBS ...] [TIMEOUT s] [RUN_SERIAL]): one gtest executable
+# registered with ctest, every test case carrying LABEL so `ctest -L unit` selects a slice.
+# RUN_SERIAL: ctest -j runs nothing beside its cases (for a test that measures latency).
 function(txmq_add_test name label)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main txmq::warnings
                         txmq::test_flags)
@@ -37,7 +38,11 @@ function(txmq_add_test name label)
     set(ARG_TIMEOUT 300)
   endif()
   txmq_reuse_test_pch(${name})
-  gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${ARG_TIMEOUT} DISCOVERY_TIMEOUT 60)
+  set(serial)
+  if(ARG_RUN_SERIAL)
+    set(serial RUN_SERIAL TRUE)
+  endif()
+  gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${ARG_TIMEOUT} ${serial} DISCOVERY_TIMEOUT 60)
 endfunction()
 
 # txmq_use_tcmalloc(TARGET): links gperftools' tcmalloc_minimal (Debian libgoogle-perftools-dev,

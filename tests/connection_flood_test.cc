@@ -3,8 +3,9 @@
 // broker that never say Hello, 5,000 to the admin HTTP server that never send a request, 200
 // slowloris senders (one byte a second: 100 dribbling a Hello, 100 dribbling a frame after
 // Hello) and 200 dribbling an HTTP request. Closed sockets are reopened for the whole flood,
-// so the pressure holds. Meanwhile a well-behaved client is served with p99 under 50 ms
-// (requests on its connection, new connections with Hello, /healthz); the silent broker
+// so the pressure holds. Meanwhile a well-behaved client is served with p99 under 50 ms more
+// than a control broker's (requests on its connection, new connections with Hello, /healthz;
+// p99_bound() says how a busy machine widens it); the silent broker
 // connections are closed after hello_timeout (2 s here) and not before; the slow ones after
 // hello_timeout or frame_read_timeout (3 s here); the admin server holds at most its 64
 // connections; the broker's RSS stays bounded. Prints a FAULT-COUNTS line with the figures.
@@ -218,9 +219,14 @@ struct latencies {
 // control broker that no flood touches, interleaved with them in the same run, say what the
 // machine alone costs at that moment (the former fixed 250 ms bound failed at load 13+ with
 // 269-948 ms p99s, old and new binary alike). The flood may add at most 50 ms to the control's
-// p99: a broker that the flood slows still fails, whatever the load.
-ms p99_bound(const std::vector<ms>& control) {
-  return std::max<ms>(50ms, percentile(control, 0.99) + 50ms);
+// p99 on a machine with a core for each runnable task. What the flood adds is the flooded
+// broker's own work (accepting and closing thousands of sockets), which takes longer in wall
+// time when it shares the cores: with a run queue `contention` times the cores (the load
+// average over the CPUs, at least 1) the 50 ms grow as much. A clean-clone CI run here read 63
+// against 57 ms at load 5.7; a broker the flood stalls (unpaced closes: 354 ms to 4.4 s) still fails.
+ms p99_bound(const std::vector<ms>& control, double contention) {
+  const auto margin = std::chrono::duration_cast<ms>(50ms * std::max(1.0, contention));
+  return std::max<ms>(50ms, percentile(control, 0.99) + margin);
 }
 
 TEST(connection_flood, silent_and_slow_sockets_do_not_stop_a_well_behaved_client) {
@@ -317,17 +323,21 @@ TEST(connection_flood, silent_and_slow_sockets_do_not_stop_a_well_behaved_client
   p99s("", flooded);
   p99s("control_", control);
   p99s("base_", base);
-  figures += " load_before=" + std::to_string(load) + " load_after=" + std::to_string(load_average()) +
-             " bound_request_ms=" + std::to_string(p99_bound(control.on_connection).count()) +
-             " bound_new_connection_ms=" + std::to_string(p99_bound(control.new_connection).count()) +
-             " bound_healthz_ms=" + std::to_string(p99_bound(control.healthz).count());
+  const double load_after = load_average();
+  const double cpus = std::max(1u, std::thread::hardware_concurrency());
+  const double contention = std::max(load, load_after) / cpus;
+  figures += " load_before=" + std::to_string(load) + " load_after=" + std::to_string(load_after) +
+             " contention=" + std::to_string(contention) +
+             " bound_request_ms=" + std::to_string(p99_bound(control.on_connection, contention).count()) +
+             " bound_new_connection_ms=" + std::to_string(p99_bound(control.new_connection, contention).count()) +
+             " bound_healthz_ms=" + std::to_string(p99_bound(control.healthz, contention).count());
   print_fault_counts("connection_flood", 0, 0, 0, 0, figures.substr(1));
 
   EXPECT_EQ(not_served, 0u);
   EXPECT_GT(served, 50u);
-  EXPECT_LT(percentile(flooded.on_connection, 0.99), p99_bound(control.on_connection)) << figures;
-  EXPECT_LT(percentile(flooded.new_connection, 0.99), p99_bound(control.new_connection)) << figures;
-  EXPECT_LT(percentile(flooded.healthz, 0.99), p99_bound(control.healthz)) << figures;
+  EXPECT_LT(percentile(flooded.on_connection, 0.99), p99_bound(control.on_connection, contention)) << figures;
+  EXPECT_LT(percentile(flooded.new_connection, 0.99), p99_bound(control.new_connection, contention)) << figures;
+  EXPECT_LT(percentile(flooded.healthz, 0.99), p99_bound(control.healthz, contention)) << figures;
   // The silent ones: closed after hello_timeout (2 s), not before, and not long after.
   ASSERT_FALSE(st.lifetimes[idle_broker].empty());
   EXPECT_GE(percentile(st.lifetimes[idle_broker], 0), 1900ms);
