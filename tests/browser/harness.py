@@ -47,8 +47,6 @@ def eventually(condition, timeout=15.0, what="condition", interval=0.05):
         time.sleep(interval)
 
 
-
-
 class Broker:
     """A txmq-broker of its own: free ports, a temporary data directory, stopped by PID."""
 
