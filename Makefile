@@ -22,7 +22,7 @@ configure: setup
 build: configure
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
-# Everything but the long soak runs (label `soak`): ctest 599–710 s on 2 cores after the build; then each
+# Everything but the long soak runs (label `soak`): ctest 599–711 s on 2 cores after the build; then each
 # fuzz target for 30 s in a clang build (label fuzz, fuzz/README.md) made at -O0 in
 # $(FUZZ_TEST_DIR): a broker batch compiles in less than half its time at make fuzz's -O2.
 # That build and then its label run at nice 19 while the gcc build's tests run: the tests leave the 2 cores

@@ -32,9 +32,8 @@ def free_port():
         ephemeral_low = 32768
     high = ephemeral_low - 1 if ephemeral_low > 1024 else 32767
     low = min(10000, high // 2)
-    rng = random.Random(os.getpid() ^ time.monotonic_ns())
     for _ in range(1000):
-        port = rng.randint(low, high)
+        port = random.randint(low, high)  # seeded from the OS at import: each process its own
         if port in _given_ports:
             continue
         with socket.socket() as s:
