@@ -16,7 +16,13 @@ all: build
 setup:
 	@bash scripts/setup.sh
 
+# GiB a cold build needs on BUILD_DIR's disk, ccache's share included (README.md, "Disk");
+# make test adds the fuzz build and the tests' temporary data.
+DISK_GIB ?= 7
+test: DISK_GIB = 9
+
 configure: setup
+	@bash scripts/check-disk.sh $(BUILD_DIR) $(DISK_GIB) "make $(or $(MAKECMDGOALS),all)"
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
 
 build: configure
