@@ -24,7 +24,29 @@ free_base() {
     ((ok)) && { echo "$base"; return; }
   done
 }
-export BUILD_DIR=$build DATA_DIR=$data BROKER_PORT=$(free_base 20000) HTTP_PORT=$(free_base 23010) ETCD_PORT=$(free_base 26020)
+# Claims BASE..BASE+3 against other test processes until this script ends: the flock files
+# of the C++ and Python tests' free_port (tests/support/broker_process.cc), so none of them
+# starts a server on a port picked here before cluster.sh binds it. Fails if one is claimed.
+claims=${TMPDIR:-/tmp}/txmq-test-ports
+mkdir -p "$claims"
+claim_base() {
+  local p fd
+  for p in $1 $(($1 + 1)) $(($1 + 2)) $(($1 + 3)); do
+    exec {fd}>"$claims/$p"
+    flock -n "$fd" || return 1
+  done
+}
+# In this shell, not in $(...), for the claims to last: sets picked.
+pick_base() {
+  while :; do
+    picked=$(free_base "$1")
+    claim_base "$picked" && return
+  done
+}
+pick_base 20000; BROKER_PORT=$picked
+pick_base 23010; HTTP_PORT=$picked
+pick_base 26020; ETCD_PORT=$picked
+export BUILD_DIR=$build DATA_DIR=$data BROKER_PORT HTTP_PORT ETCD_PORT
 cleanup() {
   local f
   for f in "$data"/*.pid; do [[ -f $f ]] && kill -9 "$(cat "$f")" 2>/dev/null; done

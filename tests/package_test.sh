@@ -112,15 +112,25 @@ relay_pid=
 
 echo "== the packaged broker with the shipped config, on free ports and a temporary data dir"
 # Below the range of outgoing connections' local ports, which another test's connection could take.
-read -r port http_port < <(PYTHONPATH="$(dirname "$0")/python" python3 -c '
+# free_port's claims on them end with its python3; this script claims them again (the same
+# flock files, tests/support/broker_process.cc) until it ends, so no other test process starts
+# a server on them. Another process may claim one in between: then two other ports.
+claims=${TMPDIR:-/tmp}/txmq-test-ports
+for attempt in 1 2 3; do
+  read -r port http_port < <(PYTHONPATH="$(dirname "$0")/python" python3 -c '
 from txmq_testing import free_port
 print(free_port(), free_port())')
+  exec 8>"$claims/$port" 9>"$claims/$http_port"
+  if flock -n 8 && flock -n 9; then break; fi
+  exec 8>&- 9>&-
+  [[ $attempt -lt 3 ]] || fail "ports $port and $http_port were claimed by other tests three times"
+done
 config=$tmp/broker.toml
 sed -e "s|^listen = .*|listen = \"127.0.0.1:$port\"|" -e "s|^http = .*|http = \"127.0.0.1:$http_port\"|" \
     -e "s|^data_dir = .*|data_dir = \"$tmp/data\"|" "$root/etc/txmq/broker.toml" >"$config"
 { grep -q "^data_dir = \"$tmp/data\"$" "$config" && grep -q "^http = \"127.0.0.1:$http_port\"$" "$config"; } ||
   fail "could not adjust the shipped broker.toml"
-"$root/usr/bin/txmq-broker" --config "$config" >"$tmp/broker.log" 2>&1 &
+"$root/usr/bin/txmq-broker" --config "$config" >"$tmp/broker.log" 2>&1 8>&- 9>&- &
 broker_pid=$!
 "$root/usr/lib/txmq/txmq-broker-wait-ready" "$config" 30 || { cat "$tmp/broker.log"; fail "the readiness check"; }
 health=$(curl -fsS "http://127.0.0.1:$http_port/healthz") || fail "/healthz"

@@ -3,6 +3,7 @@ directory, a small JSON-over-HTTP helper (urllib) and waiting on a condition wit
 
 The binaries are found in $TXMQ_BIN_DIR (set by CTest)."""
 
+import fcntl
 import json
 import os
 import random
@@ -19,12 +20,33 @@ BIN_DIR = os.environ.get("TXMQ_BIN_DIR", "")
 
 
 _given_ports = set()
+# Descriptors of the port claims (_claim_across_processes), open until the process ends.
+_port_claims = []
+
+
+def _claim_across_processes(port):
+    """Claims the port against other test processes, C++ ones included, for this process's
+    lifetime: an flock on the file named after it, as tests/support/broker_process.cc does."""
+    directory = os.path.join(tempfile.gettempdir(), "txmq-test-ports")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(os.path.join(directory, str(port)), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return True  # nowhere to claim: the bind check alone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _port_claims.append(fd)
+    return True
 
 
 def free_port():
     """A loopback port nobody listens on, below the kernel's range for outgoing connections'
     local ports: a port the kernel hands out (bind to 0) can be taken by any connection, another
-    test's included, before the broker binds it. As tests/support/broker_process.cc does."""
+    test's included, before the broker binds it. Claimed against other test processes until
+    this one ends. As tests/support/broker_process.cc does."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             ephemeral_low = int(f.read().split()[0])
@@ -41,6 +63,8 @@ def free_port():
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if not _claim_across_processes(port):
+            continue
         _given_ports.add(port)
         return port
     raise RuntimeError("no free TCP port on 127.0.0.1 below the ephemeral range")

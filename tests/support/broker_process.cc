@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,6 +45,27 @@ bool can_bind(std::uint16_t port) {
   return ok;
 }
 
+// Claims `port` for this process's lifetime, against other test processes: a port picked here
+// stays free (and another process's can_bind passes) until the process it is for binds it,
+// and again whenever that process is killed and not yet restarted. Without the claim, the
+// other test process that ctest -j runs beside this one could start a broker on it meanwhile.
+// An flock on a file named after the port: the kernel drops it when this process ends,
+// however it ends, so no claim outlives its test. The descriptor is close-on-exec, so
+// the brokers started here do not hold the claim after the test.
+bool claim_across_processes(std::uint16_t port) {
+  static const fs::path dir = fs::temp_directory_path() / "txmq-test-ports";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const auto file = dir / std::to_string(port);
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return true;  // nowhere to claim: can_bind alone, as before the claims
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return false;
+  }
+  return true;  // fd stays open until the process ends
+}
+
 }  // namespace
 
 // Below the kernel's ephemeral range: tests kill a process (etcd, a broker) and start it again on
@@ -52,7 +74,7 @@ bool can_bind(std::uint16_t port) {
 // "bind: address already in use"). Random, so parallel tests rarely pick the same one. Never
 // twice in one process: a port picked for a process not yet started is still free, and was
 // once picked again for the next broker of the same cluster (CI: broker 3's admin HTTP port
-// was broker 2's).
+// was broker 2's). Never in two test processes at once (claim_across_processes).
 std::uint16_t free_port() {
   static std::mutex mu;
   static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
@@ -63,7 +85,7 @@ std::uint16_t free_port() {
   std::uniform_int_distribution<int> pick(low, high);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const auto port = static_cast<std::uint16_t>(pick(rng));
-    if (!given.contains(port) && can_bind(port)) {
+    if (!given.contains(port) && can_bind(port) && claim_across_processes(port)) {
       given.insert(port);
       return port;
     }
