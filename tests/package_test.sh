@@ -117,9 +117,10 @@ echo "== the packaged broker with the shipped config, on free ports and a tempor
 # a server on them. Another process may claim one in between: then two other ports.
 claims=${TMPDIR:-/tmp}/txmq-test-ports
 for attempt in 1 2 3; do
-  read -r port http_port < <(PYTHONPATH="$(dirname "$0")/python" python3 -c '
+  # $(...), not < <(...): bash waits for python3 to exit, and so for its claims to end.
+  read -r port http_port <<<"$(PYTHONPATH="$(dirname "$0")/python" python3 -c '
 from txmq_testing import free_port
-print(free_port(), free_port())')
+print(free_port(), free_port())')"
   exec 8>"$claims/$port" 9>"$claims/$http_port"
   if flock -n 8 && flock -n 9; then break; fi
   exec 8>&- 9>&-
